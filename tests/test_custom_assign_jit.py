@@ -1,0 +1,413 @@
+"""ug.custom, assign / __setitem__, ug.jit, ug.realize, ug.schedule and device transfer."""
+import numpy as np
+import pytest
+
+import ug_core as ug
+
+RNG = np.random.default_rng(5)
+KINDS = {"kernel", "matmul", "custom", "copy"}
+
+
+def rand(shape, dtype=np.float32):
+    return RNG.standard_normal(shape).astype(dtype)
+
+
+class Counter:
+    """A custom-op body that records how often and with what it was called."""
+
+    def __init__(self, body):
+        self.body = body
+        self.calls = 0
+        self.seen = []
+
+    def __call__(self, out, *ins):
+        self.calls += 1
+        self.seen.append((out.shape, out.dtype, [(i.shape, i.dtype) for i in ins]))
+        self.body(out, *ins)
+
+
+# --------------------------------------------------------------------------- custom
+def test_custom_add(device, close):
+    a, b = rand((3, 4)), rand((3, 4))
+    x, y = ug.tensor(a, device=device), ug.tensor(b, device=device)
+    c = ug.custom(lambda out, p, q: np.add(p, q, out=out), [x, y], (3, 4), np.float32)
+    assert c.shape == (3, 4) and c.dtype == np.float32
+    assert c.device == device
+    close(c, a + b)
+
+
+def test_custom_is_lazy_and_composable(device, close):
+    a, b = rand((3, 4)), rand((3, 4))
+    x, y = ug.tensor(a, device=device), ug.tensor(b, device=device)
+    fn = Counter(lambda out, p, q: np.add(p, q, out=out))
+    c = ug.custom(fn, [x, y], (3, 4), np.float32)
+    assert fn.calls == 0, "custom fn ran before the result was needed"
+    d = (c * 2).exp().sum(axis=1)
+    assert fn.calls == 0
+    close(d, np.exp((a + b) * 2).sum(axis=1), rtol=1e-5)
+    assert fn.calls == 1
+    assert fn.seen[0][0] == (3, 4)
+    assert np.dtype(fn.seen[0][1]) == np.float32
+
+
+def test_custom_receives_realized_computed_and_view_inputs(device, close):
+    a, b = rand((4, 3)), rand((3, 4))
+    x, y = ug.tensor(a, device=device), ug.tensor(b, device=device)
+    seen = {}
+
+    def body(out, p, q):
+        assert isinstance(p, np.ndarray) and isinstance(q, np.ndarray)
+        seen["p"], seen["q"] = p.copy(), q.copy()
+        out[...] = p * q
+
+    c = ug.custom(body, [x.T, y.exp() + 1], (3, 4), np.float32)
+    close(c, a.T * (np.exp(b) + 1), rtol=1e-5)
+    np.testing.assert_allclose(seen["p"], a.T, rtol=1e-6)
+    np.testing.assert_allclose(seen["q"], np.exp(b) + 1, rtol=1e-5)
+
+
+def test_custom_different_shape_and_dtype(device, close, require_dtype):
+    require_dtype(np.int32)
+    a = rand((5, 6))
+    x = ug.tensor(a, device=device)
+
+    def argmax_rows(out, p):
+        out[...] = np.argmax(p, axis=1)
+
+    c = ug.custom(argmax_rows, [x], (5,), np.int32)
+    assert c.shape == (5,) and c.dtype == np.int32
+    close(c, np.argmax(a, axis=1).astype(np.int32))
+    close(c + 1, np.argmax(a, axis=1).astype(np.int32) + 1)
+
+    cs = ug.custom(lambda out, p: np.cumsum(p, out=out), [x.reshape(-1)], (30,), np.float32)
+    close(cs, np.cumsum(a.reshape(-1)), rtol=1e-5, atol=1e-5)
+
+
+def test_custom_chain(device, close):
+    a = rand((8,))
+    x = ug.tensor(a, device=device)
+
+    def sort(out, p):
+        out[...] = np.sort(p)
+
+    def reverse(out, p):
+        out[...] = p[::-1]
+
+    c1 = ug.custom(sort, [x], (8,), np.float32)
+    c2 = ug.custom(reverse, [c1 * 10], (8,), np.float32)
+    close(c2 - 1, np.sort(a)[::-1] * 10 - 1, rtol=1e-6)
+
+
+def test_custom_in_schedule(device):
+    x = ug.tensor(rand((3,)), device=device)
+    fn = Counter(lambda out, p: np.negative(p, out=out))
+    c = ug.custom(fn, [x + 1], (3,), np.float32) * 3
+    sched = ug.schedule(c)
+    kinds = [it.kind for it in sched.items]
+    assert "custom" in kinds
+    assert set(kinds) <= KINDS
+    assert fn.calls == 0, "ug.schedule must not run anything"
+
+
+# --------------------------------------------------------------------------- assign / setitem
+def test_assign_later_reads_see_write_earlier_dont(device, close):
+    a, z = rand((3, 4)), rand((3, 4))
+    x = ug.tensor(a, device=device)
+    y = x + 1  # lazy, not realized
+    x.assign(ug.tensor(z, device=device))
+    close(x, z)
+    close(y, a + 1)
+    close(x + 1, z + 1)
+    assert x.shape == (3, 4) and x.dtype == np.float32 and x.device == device
+
+
+def test_assign_lazy_value(device, close):
+    a = rand((5,))
+    x = ug.tensor(a, device=device)
+    before = x * 2
+    x.assign(x * 3 + 1)  # value depends on x itself
+    close(x, a * 3 + 1, rtol=1e-6)
+    close(before, a * 2)
+
+
+def test_assign_repeated(device, close):
+    a = rand((4,))
+    x = ug.tensor(a, device=device)
+    snaps = []
+    for i in range(4):
+        snaps.append(x * 1)
+        x.assign(x + 1)
+    close(x, a + 4, rtol=1e-6)
+    for i, s in enumerate(snaps):
+        close(s, a + i, rtol=1e-6)
+
+
+def test_assign_realized_source(device, close):
+    a, z = rand((2, 3)), rand((2, 3))
+    x = ug.tensor(a, device=device)
+    x.realize()
+    x.assign(ug.tensor(z, device=device) * 2)
+    close(x.sum(axis=0), (z * 2).sum(axis=0), rtol=1e-6)
+
+
+def test_setitem_int(device, close):
+    a = rand((4, 3))
+    x = ug.tensor(a, device=device)
+    old = x * 1
+    x[0] = 5
+    e = a.copy()
+    e[0] = 5
+    close(x, e)
+    close(old, a)
+    x[-1, 2] = -7.5
+    e[-1, 2] = -7.5
+    close(x, e)
+
+
+def test_setitem_slice_broadcast_tensor(device, close):
+    a = rand((5, 4))
+    v = rand((1, 4))
+    x = ug.tensor(a, device=device)
+    x[1:3] = ug.tensor(v, device=device)
+    e = a.copy()
+    e[1:3] = v
+    close(x, e)
+    w = rand((4,))
+    x[3:] = ug.tensor(w, device=device)
+    e[3:] = w
+    close(x, e)
+
+
+def test_setitem_various_indices(device, close):
+    a = rand((4, 6))
+    x = ug.tensor(a, device=device)
+    e = a.copy()
+    x[:, 1] = 7.0
+    e[:, 1] = 7.0
+    close(x, e)
+    v = rand((4,))
+    x[..., -1] = ug.tensor(v, device=device)
+    e[..., -1] = v
+    close(x, e)
+    x[::2] = 0.0
+    e[::2] = 0.0
+    close(x, e)
+    v2 = rand((2, 1))
+    x[1::2, 2:5] = ug.tensor(v2, device=device)
+    e[1::2, 2:5] = v2
+    close(x, e)
+
+
+def test_setitem_lazy_value_from_self(device, close):
+    a = rand((4, 3))
+    x = ug.tensor(a, device=device)
+    x[0] = x[1] * 2  # reads x while writing it
+    e = a.copy()
+    e[0] = a[1] * 2
+    close(x, e)
+
+
+def test_setitem_overlapping_shift(device, close):
+    a = np.arange(6, dtype=np.float32)
+    x = ug.tensor(a, device=device)
+    x[1:] = x[:-1]  # numpy semantics: the value is read before the write
+    e = a.copy()
+    e[1:] = e[:-1].copy()
+    close(x, e)
+
+
+def test_setitem_then_compute(device, close):
+    a = rand((3, 3))
+    x = ug.tensor(a, device=device)
+    y_before = x.sum(axis=1)
+    x[1, :] = 0.0
+    y_after = x.sum(axis=1)
+    e = a.copy()
+    e[1, :] = 0.0
+    close(y_after, e.sum(axis=1), rtol=1e-6, atol=1e-6)
+    close(y_before, a.sum(axis=1), rtol=1e-6, atol=1e-6)
+
+
+def test_setitem_int_tensor(device, close):
+    a = np.arange(10, dtype=np.int32)
+    x = ug.tensor(a, device=device)
+    x[2:8:3] = -1
+    e = a.copy()
+    e[2:8:3] = -1
+    close(x, e)
+
+
+# --------------------------------------------------------------------------- jit
+def test_jit_basic(device, close):
+    f = ug.jit(lambda a, b: (a * b).exp() + a)
+    for i in range(5):
+        a, b = rand((4, 5)), rand((4, 5))
+        got = f(ug.tensor(a, device=device), ug.tensor(b, device=device))
+        close(got, np.exp(a * b) + a, rtol=1e-5, atol=1e-6)
+
+
+def test_jit_replays_without_retracing(device, close):
+    calls = []
+
+    def fn(a, b):
+        calls.append(1)
+        return (a @ b).relu().sum(axis=-1) + a.mean()
+
+    f = ug.jit(fn)
+    for i in range(6):
+        a, b = rand((3, 4)), rand((4, 5))
+        got = f(ug.tensor(a, device=device), ug.tensor(b, device=device))
+        close(got, np.maximum(a @ b, 0).sum(axis=-1) + a.mean(), rtol=1e-4, atol=1e-5)
+    assert len(calls) <= 3, f"python function traced on {len(calls)} of 6 calls: no replay happened"
+
+
+def test_jit_retraces_on_new_shape(device, close):
+    f = ug.jit(lambda a, b: (a * b).exp() + a)
+    for shape in [(4, 5), (4, 5), (2, 3), (2, 3), (4, 5), (7,), (4, 5)]:
+        a, b = rand(shape), rand(shape)
+        got = f(ug.tensor(a, device=device), ug.tensor(b, device=device))
+        close(got, np.exp(a * b) + a, rtol=1e-5, atol=1e-6)
+
+
+def test_jit_retraces_on_new_dtype(device, close, require_dtype):
+    require_dtype(np.float64)
+    f = ug.jit(lambda a: a * 2 + 1)
+    for dt in [np.float32, np.float32, np.float64, np.float64, np.float32]:
+        a = rand((3,), dt)
+        got = f(ug.tensor(a, device=device))
+        close(got, a * 2 + 1)
+
+
+def test_jit_results_stay_valid_after_realize(device, close):
+    f = ug.jit(lambda a: a.softmax(axis=-1))
+    outs = []
+    for i in range(4):
+        a = rand((2, 6))
+        outs.append((a, f(ug.tensor(a, device=device)).numpy()))
+    for a, o in outs:
+        e = np.exp(a - a.max(-1, keepdims=True))
+        close(o, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_jit_lazy_and_view_inputs(device, close):
+    f = ug.jit(lambda a, b: a @ b + 1)
+    for i in range(4):
+        a, b = rand((3, 4)), rand((5, 4))
+        x, w = ug.tensor(a, device=device), ug.tensor(b, device=device)
+        got = f(x * 2, w.T)
+        close(got, (a * 2) @ b.T + 1, rtol=1e-4, atol=1e-5)
+
+
+def test_jit_output_used_in_further_ops(device, close):
+    f = ug.jit(lambda a: a.exp())
+    for i in range(4):
+        a = rand((5,))
+        y = f(ug.tensor(a, device=device))
+        close(y.sum() + y[0], np.exp(a).sum() + np.exp(a[0]), rtol=1e-5)
+
+
+# --------------------------------------------------------------------------- realize / schedule
+def test_realize_several_outputs(device, close):
+    a, b = rand((4, 5)), rand((5, 3))
+    x, w = ug.tensor(a, device=device), ug.tensor(b, device=device)
+    h = (x @ w).tanh()
+    o1, o2, o3 = h.sum(axis=0), h * 2, h.max()
+    ug.realize(o1, o2, o3)
+    r = np.tanh(a @ b)
+    close(o1, r.sum(axis=0), rtol=1e-5, atol=1e-5)
+    close(o2, r * 2, rtol=1e-5, atol=1e-6)
+    close(o3, r.max(), rtol=1e-5, atol=1e-6)
+
+
+def test_realize_shared_work_done_once(device, close):
+    a = rand((6,))
+    x = ug.tensor(a, device=device)
+    fn = Counter(lambda out, p: np.multiply(p, 3, out=out))
+    c = ug.custom(fn, [x], (6,), np.float32)
+    p, q = c + 1, c * c
+    ug.realize(p, q)
+    assert fn.calls == 1, f"shared custom op ran {fn.calls} times for one realize"
+    close(p, a * 3 + 1, rtol=1e-6)
+    close(q, (a * 3) ** 2, rtol=1e-6)
+    assert fn.calls == 1, "reading realized outputs re-ran the shared work"
+
+
+def test_realize_mixed_realized_and_lazy(device, close):
+    a = rand((3,))
+    x = ug.tensor(a, device=device).realize()
+    y = x + 1
+    ug.realize(x, y, x)
+    close(x, a)
+    close(y, a + 1)
+
+
+def test_schedule_kinds_and_str(device):
+    a, b = rand((4, 5)), rand((5, 3))
+    x, w = ug.tensor(a, device=device), ug.tensor(b, device=device)
+    out = ((x @ w) + 1).relu().sum(axis=0)
+    sched = ug.schedule(out)
+    items = list(sched.items)
+    assert len(items) >= 1
+    kinds = {it.kind for it in items}
+    assert kinds <= KINDS, kinds
+    assert kinds & {"matmul", "kernel"}
+    text = str(sched)
+    assert isinstance(text, str) and text.strip()
+    # scheduling did not change the result
+    np.testing.assert_allclose(out.numpy(), np.maximum(a @ b + 1, 0).sum(axis=0), rtol=1e-4, atol=1e-5)
+
+
+def test_schedule_several_outputs(device):
+    x = ug.tensor(rand((3, 3)), device=device)
+    s = ug.schedule(x.exp(), x.sum(axis=0), x @ x)
+    assert len(list(s.items)) >= 1
+    assert {it.kind for it in s.items} <= KINDS
+    assert str(s).strip()
+
+
+def test_schedule_copy_kind_for_cross_device(device):
+    others = [d for d in ug.devices() if d != device]
+    if not others:
+        pytest.skip("only one device available")
+    x = ug.tensor(rand((4,)), device=device)
+    y = (x + 1).to(others[0])
+    kinds = {it.kind for it in ug.schedule(y).items}
+    assert kinds <= KINDS
+    assert "copy" in kinds
+
+
+# --------------------------------------------------------------------------- device transfer
+def test_to_roundtrip_all_dtypes(device, close, require_dtype):
+    for dt in (np.float32, np.int32, np.bool_):
+        require_dtype(dt)
+        a = RNG.integers(-3, 4, size=(2, 5)).astype(dt)
+        x = ug.tensor(a, device=device)
+        for d in ug.devices():
+            try:
+                ug.tensor(np.zeros(1, dt), device=d)
+            except TypeError:
+                continue
+            y = x.to(d)
+            assert y.device == d and y.dtype == dt
+            close(y, a)
+            close(y.to(device), a)
+
+
+def test_to_then_compute_then_back(device, close):
+    a = rand((3, 4))
+    x = ug.tensor(a, device=device)
+    for d in ug.devices():
+        y = x.to(d)
+        z = (y.exp() @ y.T).to(device) + x.sum()
+        close(z, np.exp(a) @ a.T + a.sum(), rtol=1e-4, atol=1e-4)
+
+
+def test_assign_across_devices(device, close):
+    others = [d for d in ug.devices() if d != device]
+    if not others:
+        pytest.skip("only one device available")
+    a, z = rand((3,)), rand((3,))
+    x = ug.tensor(a, device=device)
+    x.assign(ug.tensor(z, device=others[0]).to(device))
+    close(x, z)
+    assert x.device == device

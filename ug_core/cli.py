@@ -1,0 +1,45 @@
+"""The `ug` command: `ug devices`, `ug demo`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _devices(args: argparse.Namespace) -> int:
+    from .plugins import registry
+
+    rows = registry.status()
+    header = ("device", "plugin", "version", "status")
+    table = [header] + [(r.name, r.plugin, r.version, "usable" if r.usable else f"not usable: {r.reason}") for r in rows]
+    widths = [max(len(row[i]) for row in table[:]) for i in range(3)]
+    for row in table:
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3])
+    usable = registry.usable()
+    print(f"\npreferred device: {usable[0] if usable else 'none'}")
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from .demo import main as demo_main
+
+    return demo_main(device=args.device, seq=args.seq, dim=args.dim, heads=args.heads)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ug", description="ug: lazy tensors fused into compiled kernels")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("devices", help="list devices: plugin, version, usable or why not")
+    p.set_defaults(fn=_devices)
+    p = sub.add_parser("demo", help="transformer-block forward pass checked against numpy")
+    p.add_argument("--device", default=None, help="device name (default: the preferred device)")
+    p.add_argument("--seq", type=int, default=128)
+    p.add_argument("--dim", type=int, default=256)
+    p.add_argument("--heads", type=int, default=4)
+    p.set_defaults(fn=_demo)
+    args = parser.parse_args(argv)
+    return int(args.fn(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

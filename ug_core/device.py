@@ -1,0 +1,155 @@
+"""The per-device protocol a backend implements, and device buffers.
+
+These methods are called directly on the hot path (no hook dispatch per kernel):
+allocate/free, copy in/out, compile, run, matmul, synchronize, memory usage.
+Plugins register a `DeviceSpec` through the `ug_register_devices` hook (see hookspecs.py);
+the spec's factory creates the `Device` the first time it is used.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from .kernel_ir import Kernel
+    from .view import View
+
+
+class CompileError(RuntimeError):
+    """A backend failed to compile a kernel; the message carries the generated source."""
+
+    def __init__(self, message: str, source: str):
+        super().__init__(f"{message}\n--- generated source ---\n{source}")
+        self.source = source
+
+
+@dataclass
+class Program:
+    """A compiled kernel, ready to run. `handle` is whatever the backend needs to launch it."""
+
+    name: str
+    handle: Any
+    source: str = ""
+    global_size: tuple[int, ...] = ()
+    local_size: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
+class MatmulSpec:
+    """out[b..., m, n] = sum_k a[b..., m, k] * b[b..., k, n]; the views give each operand's layout
+    (any strides, stride 0 for broadcast batch dims) inside its buffer."""
+
+    a_view: "View"
+    b_view: "View"
+    out_shape: tuple[int, ...]
+    dtype: np.dtype
+
+
+class Device(abc.ABC):
+    """One compute device. Subclass it in a plugin; the core never imports backend code."""
+
+    name: str = "?"
+    version: str = "0"
+    dtypes: frozenset[np.dtype] = frozenset()
+
+    @abc.abstractmethod
+    def allocate(self, nbytes: int) -> Any: ...
+
+    @abc.abstractmethod
+    def free(self, handle: Any) -> None: ...
+
+    @abc.abstractmethod
+    def copy_in(self, handle: Any, src: np.ndarray) -> None:
+        """Copy the contiguous host array `src` into the allocation."""
+
+    @abc.abstractmethod
+    def copy_out(self, handle: Any, dst: np.ndarray) -> None:
+        """Copy the allocation into the contiguous host array `dst` (same byte size)."""
+
+    @abc.abstractmethod
+    def compile(self, kernel: "Kernel") -> Program:
+        """Compile one kernel. Raise CompileError (with the source) on failure."""
+
+    @abc.abstractmethod
+    def run(self, program: Program, buffers: list["Buffer"]) -> None:
+        """Launch `program` on buffers in the kernel's argument order."""
+
+    @abc.abstractmethod
+    def matmul(self, out: "Buffer", a: "Buffer", b: "Buffer", spec: MatmulSpec) -> None: ...
+
+    def synchronize(self) -> None:
+        """Wait for queued work; devices that run synchronously need not override this."""
+
+    def memory_usage(self) -> int:
+        """Bytes currently allocated."""
+        return 0
+
+    def render(self, kernel: "Kernel") -> str:
+        """Source code for a kernel, for UG_DEBUG=3; devices without text source return the IR."""
+        return str(kernel)
+
+
+@dataclass
+class DeviceSpec:
+    """What a plugin registers: a device name and how to make it.
+
+    `factory` is called once, on first use; it raises to say the device is unusable
+    (no driver, no GPU), and `ug devices` shows the exception's message as the reason.
+    Lower `priority` sorts first in `ug.devices()`.
+    """
+
+    name: str
+    factory: Callable[[], Device]
+    plugin: str = "?"
+    version: str = "?"
+    priority: int = 100
+    description: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class Buffer:
+    """`size` elements of `dtype` on a device. Freed when the last reference goes."""
+
+    __slots__ = ("device", "size", "dtype", "handle", "__weakref__")
+
+    def __init__(self, device: Device, size: int, dtype: np.dtype):
+        self.device = device
+        self.size = size
+        self.dtype = np.dtype(dtype)
+        self.handle = device.allocate(max(size, 1) * self.dtype.itemsize)
+
+    @property
+    def device_name(self) -> str:
+        return self.device.name
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.dtype.itemsize
+
+    def copy_in(self, array: np.ndarray) -> "Buffer":
+        array = np.ascontiguousarray(array, dtype=self.dtype).reshape(-1)
+        assert array.size == self.size, (array.size, self.size)
+        if self.size:
+            self.device.copy_in(self.handle, array)
+        return self
+
+    def numpy(self) -> np.ndarray:
+        out = np.empty(self.size, dtype=self.dtype)
+        if self.size:
+            self.device.copy_out(self.handle, out)
+        return out
+
+    def __del__(self) -> None:
+        handle = getattr(self, "handle", None)
+        if handle is not None:
+            try:
+                self.device.free(handle)
+            except Exception:  # interpreter shutdown: the device may already be gone
+                pass
+
+    def __repr__(self) -> str:
+        return f"<Buffer {self.device.name} {self.size}x{self.dtype.name}>"

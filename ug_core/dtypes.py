@@ -1,0 +1,86 @@
+"""Dtypes: which numpy dtypes ug supports and how results are typed.
+
+numpy is the oracle for type promotion: the result dtype of an op on tensors is what
+the numpy ufunc returns for empty arrays of the same dtypes. Python scalars are
+"weak": they take the tensor's dtype when their kind fits.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+SUPPORTED: tuple[np.dtype, ...] = tuple(
+    np.dtype(name) for name in ("float32", "float64", "float16", "int32", "int64", "bool")
+)
+FLOATS = frozenset(d for d in SUPPORTED if d.kind == "f")
+INTS = frozenset(d for d in SUPPORTED if d.kind in "iu")
+BOOL = np.dtype(bool)
+
+
+def to_dtype(dtype: Any) -> np.dtype:
+    """Normalize a user-given dtype (np.float32, "float32", np.dtype) or raise TypeError."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as e:
+        raise TypeError(f"not a dtype: {dtype!r}") from e
+    if dt not in SUPPORTED:
+        names = ", ".join(d.name for d in SUPPORTED)
+        raise TypeError(f"unsupported dtype {dt.name}; ug supports {names}")
+    return dt
+
+
+def _checked(dt: np.dtype, what: str) -> np.dtype:
+    if dt not in SUPPORTED:
+        raise TypeError(f"{what} would produce unsupported dtype {dt.name}")
+    return dt
+
+
+def ufunc_result(ufunc: Callable[..., Any], *dtypes: np.dtype) -> np.dtype:
+    """The dtype numpy gives for `ufunc` applied to arrays of these dtypes."""
+    with np.errstate(all="ignore"):
+        out = ufunc(*(np.empty(0, dtype=d) for d in dtypes))
+    return _checked(np.asarray(out).dtype, f"{getattr(ufunc, '__name__', ufunc)}{tuple(d.name for d in dtypes)}")
+
+
+def promote(a: np.dtype, b: np.dtype) -> np.dtype:
+    return _checked(np.promote_types(a, b), f"promoting {a.name} with {b.name}")
+
+
+def scalar_dtype(value: Any, tensor_dtype: np.dtype) -> np.dtype:
+    """The dtype a Python scalar takes next to a tensor of `tensor_dtype` (weak scalar rule)."""
+    if isinstance(value, (bool, np.bool_)):
+        return tensor_dtype
+    if isinstance(value, (int, np.integer)):
+        return tensor_dtype if tensor_dtype != BOOL else np.dtype(np.int64)
+    if isinstance(value, (float, np.floating)):
+        return tensor_dtype if tensor_dtype.kind == "f" else np.dtype(np.float32)
+    raise TypeError(f"unsupported scalar {value!r} of type {type(value).__name__}")
+
+
+def default_dtype(value: Any) -> np.dtype:
+    """dtype for a bare Python scalar or nested list turned into a tensor."""
+    if isinstance(value, (bool, np.bool_)):
+        return BOOL
+    if isinstance(value, (int, np.integer)):
+        return np.dtype(np.int64)
+    if isinstance(value, (float, np.floating)):
+        return np.dtype(np.float32)
+    raise TypeError(f"unsupported scalar {value!r} of type {type(value).__name__}")
+
+
+def is_scalar(value: Any) -> bool:
+    return isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating))
+
+
+def identity(reduce_name: str, dtype: np.dtype) -> Any:
+    """The starting value of a reduction accumulator."""
+    if reduce_name == "sum":
+        return dtype.type(0)
+    if dtype.kind == "f":
+        return dtype.type(-np.inf if reduce_name == "max" else np.inf)
+    if dtype == BOOL:
+        return reduce_name != "max"
+    info = np.iinfo(dtype)
+    return dtype.type(info.min if reduce_name == "max" else info.max)

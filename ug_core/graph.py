@@ -1,0 +1,117 @@
+"""The lazy graph: immutable nodes, one constructor per op kind, each with its shape rule.
+
+A Node never changes what it computes. The one thing that changes is `buffer`: once a
+node has been realized, the scheduler stores the device buffer holding its value and
+drops its sources, so that later graphs built on it just load the buffer.
+"""
+
+from __future__ import annotations
+
+import weakref
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+
+from .ops import ALU, REDUCE, Op
+from .view import View, chain_push
+
+if TYPE_CHECKING:
+    from .device import Buffer
+
+
+class Node:
+    __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "buffer", "readers", "__weakref__")
+
+    def __init__(self, op: Op, srcs: tuple["Node", ...], arg: Any, shape: tuple[int, ...], dtype: np.dtype, device: str):
+        self.op = op
+        self.srcs = srcs
+        self.arg = arg
+        self.shape = shape
+        self.dtype = dtype
+        self.device = device
+        self.buffer: Buffer | None = None
+        # who reads this node's value (nodes and tensors); assign uses it to decide
+        # whether writing into this node's buffer in place would be seen by an earlier read
+        # (keyed by id: a WeakSet would compare tensors with their elementwise ==)
+        self.readers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+        for src in srcs:
+            src.readers[id(self)] = self
+
+    @property
+    def realized(self) -> bool:
+        return self.buffer is not None
+
+    def set_buffer(self, buffer: "Buffer") -> None:
+        self.buffer = buffer
+        self.srcs = ()
+
+    def __repr__(self) -> str:
+        name = self.op.name if self.op is not Op.REDUCE else f"REDUCE_{self.arg[0].name}"
+        state = " realized" if self.realized else ""
+        return f"<{name} {self.shape} {self.dtype.name} {self.device}{state} #{id(self) & 0xFFFF:04x}>"
+
+
+def const(value: Any, dtype: np.dtype, device: str, shape: tuple[int, ...] = ()) -> Node:
+    node = Node(Op.CONST, (), dtype.type(value).item(), (), dtype, device)
+    return view(node, View(tuple(shape), (0,) * len(shape), 0)) if shape else node
+
+
+def from_buffer(buffer: "Buffer", shape: tuple[int, ...]) -> Node:
+    node = Node(Op.BUFFER, (), None, tuple(shape), buffer.dtype, buffer.device_name)
+    node.buffer = buffer
+    return node
+
+
+def view(src: Node, v: View) -> Node:
+    """Read `src` through `v` (which indexes src's contiguous layout)."""
+    if v.shape == src.shape and v.is_contiguous:
+        return src
+    if src.op is Op.VIEW and not src.realized:
+        merged = chain_push((v,), src.arg)
+        if len(merged) == 1:
+            return view(src.srcs[0], merged[0])
+    return Node(Op.VIEW, (src,), v, v.shape, src.dtype, src.device)
+
+
+def alu(op: Op, srcs: tuple[Node, ...], dtype: np.dtype) -> Node:
+    """Elementwise op. Shape rule: all operands already have one shape (the frontend broadcasts)."""
+    assert op in ALU and ALU[op].arity == len(srcs), op
+    shape = srcs[0].shape
+    assert all(s.shape == shape for s in srcs), [s.shape for s in srcs]
+    return Node(op, srcs, None, shape, dtype, srcs[0].device)
+
+
+def cast(src: Node, dtype: np.dtype) -> Node:
+    if src.dtype == dtype:
+        return src
+    if src.op is Op.CONST:
+        return const(src.arg, dtype, src.device)
+    return Node(Op.CAST, (src,), dtype, src.shape, dtype, src.device)
+
+
+def reduce(src: Node, op: Op, axes: tuple[int, ...], dtype: np.dtype) -> Node:
+    """Reduction over `axes`. Shape rule: reduced dims are kept with size 1."""
+    assert op in REDUCE
+    shape = tuple(1 if d in axes else s for d, s in enumerate(src.shape))
+    return Node(Op.REDUCE, (cast(src, dtype),), (op, tuple(sorted(axes))), shape, dtype, src.device)
+
+
+def matmul(a: Node, b: Node, dtype: np.dtype) -> Node:
+    """Shape rule: (..., M, K) @ (..., K, N) -> (..., M, N); batch dims already equal."""
+    assert a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2], (a.shape, b.shape)
+    shape = a.shape[:-1] + (b.shape[-1],)
+    return Node(Op.MATMUL, (cast(a, dtype), cast(b, dtype)), None, shape, dtype, a.device)
+
+
+def custom(fn: Callable[..., Any], srcs: tuple[Node, ...], shape: tuple[int, ...], dtype: np.dtype, device: str) -> Node:
+    return Node(Op.CUSTOM, srcs, fn, tuple(shape), dtype, device)
+
+
+def copy(src: Node, device: str) -> Node:
+    return Node(Op.COPY, (src,), None, src.shape, src.dtype, device)
+
+
+def assign(target: Node, value: Node, region: View | None) -> Node:
+    """Write `value` into `target` (all of it, or `region`, a View over target's layout)."""
+    assert value.shape == (region.shape if region is not None else target.shape)
+    return Node(Op.ASSIGN, (target, value), region, target.shape, target.dtype, target.device)

@@ -1,0 +1,41 @@
+"""The hook specifications a ug plugin implements.
+
+A plugin is any module or object with functions marked `@hookimpl`, exposed through an
+entry point in the group ``ug`` of its distribution's pyproject.toml::
+
+    [project.entry-points.ug]
+    mybackend = "ug_mybackend.plugin"
+
+ug loads every such entry point when the device registry is first used
+(`UG_PLUGINS=a,b` loads only those; `UG_DISABLE_PLUGINS=a,b` skips those). A plugin that
+fails to import is reported by `ug devices` and a warning, never by crashing `import ug_core`.
+The built-in `ref` device registers through this same hook.
+
+Hooks are called once at load time; the hot path (allocate, compile, run, matmul...) calls
+methods on the `ug_core.device.Device` object directly.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+import pluggy
+
+if TYPE_CHECKING:
+    from .device import DeviceSpec
+
+PROJECT = "ug"
+ENTRY_POINT_GROUP = "ug"
+
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+@hookspec
+def ug_register_devices(register: "Callable[[DeviceSpec], None]") -> None:
+    """Register this plugin's devices by calling ``register(DeviceSpec(...))`` once per device.
+
+    Registering must be cheap and must not touch hardware: probing (loading a driver,
+    creating a context) belongs in ``DeviceSpec.factory``, which ug calls on first use and
+    whose exception message becomes the "why not usable" reason in ``ug devices``.
+    """

@@ -1,0 +1,189 @@
+"""Kernel IR: what one kernel computes, as expression DAGs over index spaces.
+
+Every kernel has the same shape, which covers elementwise kernels, reductions and
+"several reductions over one row, then an elementwise output" (softmax, layernorm):
+
+    for each outer index o (the dims not in `axes`; parallel):
+        for each reduction r, in order:          # a phase: loop over the `axes` dims
+            acc_r = reduce over r.shape[axes] of r.expr   (r.expr may use acc_0..acc_{r-1})
+        for each store s:                         # loop over s.shape[axes] (1 = no loop)
+            buffer[s.buf][s.view(index)] = s.expr        (may use every acc)
+
+All index spaces have the kernel's rank n; on the dims not in `axes` they equal `outer`.
+A LOAD reads argument `buf` through a chain of views starting at the phase's index space.
+An ACC is the finished value of a reduction for the current outer index: a reduction is
+therefore computed once per row, never once per output element.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+import numpy as np
+
+from .ops import ALU, REDUCE, Op
+from .view import View, ViewChain
+
+
+class Expr:
+    """One node of a kernel expression. Built only through `ExprBuilder`, which interns
+    nodes so that equal subexpressions are the same object (computed once)."""
+
+    __slots__ = ("op", "srcs", "arg", "dtype")
+
+    def __init__(self, op: Op, srcs: tuple["Expr", ...], arg: Any, dtype: np.dtype):
+        self.op = op
+        self.srcs = srcs
+        self.arg = arg
+        self.dtype = dtype
+
+    def __repr__(self) -> str:
+        return f"Expr({self.op.name}, {self.dtype.name})"
+
+
+class ExprBuilder:
+    """Interning constructor for Expr: structurally equal nodes are one object."""
+
+    def __init__(self) -> None:
+        self._interned: dict[tuple[Any, ...], Expr] = {}
+
+    def make(self, op: Op, srcs: tuple[Expr, ...], arg: Any, dtype: np.dtype) -> Expr:
+        key = (op, tuple(id(s) for s in srcs), _hashable(arg), dtype)
+        node = self._interned.get(key)
+        if node is None:
+            node = self._interned[key] = Expr(op, srcs, arg, dtype)
+        return node
+
+    def const(self, value: Any, dtype: np.dtype) -> Expr:
+        return self.make(Op.CONST, (), dtype.type(value).item(), dtype)
+
+    def load(self, buf: int, chain: ViewChain, dtype: np.dtype) -> Expr:
+        return self.make(Op.LOAD, (), (buf, chain), dtype)
+
+    def acc(self, index: int, dtype: np.dtype) -> Expr:
+        return self.make(Op.ACC, (), index, dtype)
+
+    def alu(self, op: Op, srcs: tuple[Expr, ...], dtype: np.dtype) -> Expr:
+        assert op in ALU and ALU[op].arity == len(srcs), op
+        return self.make(op, srcs, None, dtype)
+
+    def cast(self, src: Expr, dtype: np.dtype) -> Expr:
+        if src.dtype == dtype:
+            return src
+        if src.op is Op.CONST:
+            return self.const(src.arg, dtype)
+        return self.make(Op.CAST, (src,), dtype, dtype)
+
+
+def _hashable(arg: Any) -> Any:
+    # floats: distinguish 0.0/-0.0 and keep NaN equal to itself
+    if isinstance(arg, float):
+        return ("f", arg.hex())
+    return arg
+
+
+@dataclass(frozen=True)
+class Reduction:
+    op: Op                  # Op.SUM, Op.RMAX or Op.RMIN
+    shape: tuple[int, ...]  # this phase's index space
+    expr: Expr
+    dtype: np.dtype
+
+
+@dataclass(frozen=True)
+class Store:
+    buf: int                # argument index of the output buffer
+    shape: tuple[int, ...]  # this phase's index space
+    view: View              # index -> element of the output buffer
+    expr: Expr
+
+
+@dataclass(frozen=True)
+class BufferArg:
+    dtype: np.dtype
+    size: int               # elements
+    output: bool
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    args: tuple[BufferArg, ...]
+    outer: tuple[int, ...]        # rank n; size 1 on `axes`
+    axes: tuple[int, ...]         # the reduced dims, shared by every reduction
+    reductions: tuple[Reduction, ...]
+    stores: tuple[Store, ...]
+
+    @property
+    def rank(self) -> int:
+        return len(self.outer)
+
+    def phases(self) -> Iterator[tuple[str, tuple[int, ...], Expr]]:
+        for i, r in enumerate(self.reductions):
+            yield f"r{i}", r.shape, r.expr
+        for s in self.stores:
+            yield f"store b{s.buf}", s.shape, s.expr
+
+    def key(self) -> str:
+        """The normalized kernel for the compile cache: buffers are numbered by position and
+        the text holds every shape, stride, dtype and constant, but not the name."""
+        return self._text(with_name=False)
+
+    def __str__(self) -> str:
+        return self._text(with_name=True)
+
+    def _text(self, with_name: bool) -> str:
+        head = f"kernel {self.name}" if with_name else "kernel"
+        lines = [f"{head} outer={self.outer} axes={self.axes}"]
+        for i, a in enumerate(self.args):
+            lines.append(f"  b{i}: {'out' if a.output else 'in '} {a.dtype.name}[{a.size}]")
+        names: dict[int, str] = {}
+        for i, r in enumerate(self.reductions):
+            lines.append(f"  r{i} = {REDUCE[r.op].name} over {r.shape} as {r.dtype.name}:")
+            lines.extend(_expr_lines(r.expr, names))
+        for s in self.stores:
+            lines.append(f"  store b{s.buf} over {s.shape} at {s.view}:")
+            lines.extend(_expr_lines(s.expr, names))
+        return "\n".join(lines)
+
+
+def toposort(root: Expr) -> list[Expr]:
+    """Nodes of the DAG under `root`, each once, operands before users."""
+    order: list[Expr] = []
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack.extend((s, False) for s in reversed(node.srcs) if id(s) not in seen)
+    return order
+
+
+def _expr_lines(root: Expr, names: dict[int, str]) -> list[str]:
+    lines = []
+    local: dict[int, str] = {}
+    for node in toposort(root):
+        name = f"%{len(names) + len(local)}"
+        local[id(node)] = name
+        if node.op is Op.LOAD:
+            buf, chain = node.arg
+            desc = f"load b{buf} " + " -> ".join(str(v) for v in chain)
+        elif node.op is Op.CONST:
+            desc = f"const {node.arg!r}"
+        elif node.op is Op.ACC:
+            desc = f"acc r{node.arg}"
+        elif node.op is Op.CAST:
+            desc = f"cast {local[id(node.srcs[0])]}"
+        else:
+            desc = f"{ALU[node.op].symbol} " + ", ".join(local[id(s)] for s in node.srcs)
+        lines.append(f"    {name} = {desc} : {node.dtype.name}")
+    lines.append(f"    yield {local[id(root)]}")
+    names.update({k: v for k, v in local.items()})
+    return lines

@@ -1,0 +1,143 @@
+"""The `ref` device: runs the kernel IR with vectorized numpy.
+
+It is the oracle for differential tests and the fallback when no backend is installed.
+Each phase of a kernel is evaluated as whole arrays (never element by element): a LOAD
+through a single view is a zero-copy `as_strided` view, a chain of views becomes a
+fancy index, a reduction is one numpy reduce over the kernel's axes.
+It is registered through the same hook as any external plugin (see `ug_register_devices`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from . import hookspecs
+from .device import Buffer, Device, DeviceSpec, MatmulSpec, Program
+from .dtypes import SUPPORTED
+from .kernel_ir import Expr, Kernel, toposort
+from .ops import ALU, LEAVES, REDUCE, Op, check_exhaustive
+from .view import View, ViewChain
+
+VERSION = "1"
+
+_HANDLED = set(ALU) | {Op.CAST} | LEAVES
+check_exhaustive(_HANDLED | set(REDUCE), set(ALU) | {Op.CAST} | LEAVES | set(REDUCE), "ref device")
+
+
+def strided(flat: np.ndarray, view: View, writeable: bool = False) -> np.ndarray:
+    """The elements of a flat array seen through `view`, without copying."""
+    if view.size == 0:
+        return np.empty(view.shape, dtype=flat.dtype)
+    item = flat.itemsize
+    return as_strided(flat[view.offset:], view.shape, tuple(s * item for s in view.strides), writeable=writeable)
+
+
+def _chain_indices(chain: ViewChain) -> np.ndarray:
+    """Linear source indices for every index of chain[0].shape (broadcast-minimal arrays)."""
+    first = chain[0]
+    ndim = len(first.shape)
+    linear: Any = np.int64(first.offset)
+    for d, (size, stride) in enumerate(zip(first.shape, first.strides)):
+        if stride:
+            linear = linear + np.arange(size, dtype=np.int64).reshape((1,) * d + (size,) + (1,) * (ndim - d - 1)) * stride
+    linear = np.broadcast_to(linear, first.shape)
+    for view in chain[1:]:
+        out: Any = np.int64(view.offset)
+        rest = linear
+        for size, stride, cstride in zip(view.shape, view.strides, View.contiguous(view.shape).strides):
+            if size == 1:
+                continue
+            digit, rest = np.divmod(rest, cstride) if cstride else (rest, rest)
+            out = out + digit * stride
+        linear = np.broadcast_to(out, first.shape)
+    return linear
+
+
+def _load(flat: np.ndarray, chain: ViewChain) -> np.ndarray:
+    if len(chain) == 1:
+        return strided(flat, chain[0])
+    return flat[_chain_indices(chain)]
+
+
+def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], memo: dict[int, np.ndarray]) -> np.ndarray:
+    for node in toposort(root):
+        if id(node) in memo:
+            continue
+        op = node.op
+        if op is Op.LOAD:
+            buf, chain = node.arg
+            value = _load(arrays[buf], chain)
+        elif op is Op.CONST:
+            value = np.array(node.arg, dtype=node.dtype)
+        elif op is Op.ACC:
+            value = accs[node.arg]
+        elif op is Op.CAST:
+            value = memo[id(node.srcs[0])].astype(node.dtype)
+        else:
+            value = ALU[op].numpy(*(memo[id(s)] for s in node.srcs))
+            value = np.asarray(value).astype(node.dtype, copy=False)
+        memo[id(node)] = value
+    return memo[id(root)]
+
+
+def run_kernel(kernel: Kernel, arrays: list[np.ndarray]) -> None:
+    """Execute a kernel on flat host arrays (one per argument)."""
+    accs: list[np.ndarray] = []
+    with np.errstate(all="ignore"):
+        for r in kernel.reductions:
+            value = np.broadcast_to(_evaluate(r.expr, arrays, accs, {}), r.shape)
+            ufunc = ALU[REDUCE[r.op].combine].numpy
+            accs.append(ufunc.reduce(value, axis=kernel.axes, keepdims=True, dtype=r.dtype))
+        for s in kernel.stores:
+            value = np.broadcast_to(_evaluate(s.expr, arrays, accs, {}), s.shape)
+            if s.view.size:
+                strided(arrays[s.buf], s.view, writeable=True)[...] = value
+
+
+class RefDevice(Device):
+    name = "ref"
+    version = VERSION
+    dtypes = frozenset(SUPPORTED)
+
+    def __init__(self) -> None:
+        self._allocated = 0
+
+    def allocate(self, nbytes: int) -> np.ndarray:
+        self._allocated += nbytes
+        return np.empty(nbytes, dtype=np.uint8)
+
+    def free(self, handle: np.ndarray) -> None:
+        self._allocated -= handle.nbytes
+
+    def copy_in(self, handle: np.ndarray, src: np.ndarray) -> None:
+        handle[: src.nbytes] = src.view(np.uint8).reshape(-1)
+
+    def copy_out(self, handle: np.ndarray, dst: np.ndarray) -> None:
+        dst.view(np.uint8).reshape(-1)[...] = handle[: dst.nbytes]
+
+    def compile(self, kernel: Kernel) -> Program:
+        return Program(kernel.name, kernel, source=str(kernel))
+
+    def run(self, program: Program, buffers: list[Buffer]) -> None:
+        run_kernel(program.handle, [self.array(b) for b in buffers])
+
+    def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
+        result = np.matmul(strided(self.array(a), spec.a_view), strided(self.array(b), spec.b_view))
+        self.array(out)[...] = result.reshape(-1)
+
+    def memory_usage(self) -> int:
+        return self._allocated
+
+    @staticmethod
+    def array(buffer: Buffer) -> np.ndarray:
+        """The buffer's bytes as a flat typed array (no copy)."""
+        return buffer.handle[: buffer.size * buffer.dtype.itemsize].view(buffer.dtype)
+
+
+@hookspecs.hookimpl
+def ug_register_devices(register: Any) -> None:
+    register(DeviceSpec(name="ref", factory=RefDevice, plugin="ug_core.ref", version=VERSION, priority=1000,
+                        description="numpy reference device (oracle and fallback)"))

@@ -1,0 +1,189 @@
+"""Running a schedule: compile (through the cache), allocate, launch; UG_DEBUG output.
+
+A `CompiledSchedule` is a list of steps over numbered buffer slots, so it can be run
+again on other buffers: `ug.jit` replays one with new inputs without scheduling again.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from .device import Buffer, Device, Program
+from .graph import Node
+from .kernel_ir import Kernel
+from .plugins import registry
+from .schedule import CopyItem, CustomItem, KernelItem, MatmulItem, Schedule
+from .view import prod
+
+
+def debug_level() -> int:
+    try:
+        return int(os.environ.get("UG_DEBUG", "0") or 0)
+    except ValueError:
+        return 0
+
+
+def _log(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+class CompileCache:
+    """Compiled programs by (device, backend version, normalized kernel). In memory; backends
+    may add a disk cache under their `compile`."""
+
+    def __init__(self) -> None:
+        self.programs: dict[tuple[str, str, str], Program] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, device: Device, kernel: Kernel) -> Program:
+        key = (device.name, device.version, kernel.key())
+        program = self.programs.get(key)
+        if program is not None:
+            self.hits += 1
+            return program
+        self.misses += 1
+        level = debug_level()
+        if level >= 2:
+            _log(f"--- kernel IR ({device.name}) ---\n{kernel}")
+            from .lower import LowerOptions, lower
+
+            _log(f"--- loop IR (cpu lowering) ---\n{lower(kernel, LowerOptions(target='cpu'))}")
+        if level >= 3:
+            _log(f"--- {device.name} source ---\n{device.render(kernel)}")
+        start = time.perf_counter()
+        program = device.compile(kernel)
+        if level >= 1:
+            _log(f"compiled {kernel.name} on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} ms")
+        self.programs[key] = program
+        return program
+
+    def clear(self) -> None:
+        self.programs.clear()
+        self.hits = self.misses = 0
+
+
+compile_cache = CompileCache()
+
+
+@dataclass
+class _Step:
+    run: Callable[[list[Buffer | None]], None]
+    describe: str
+
+
+class CompiledSchedule:
+    """A schedule with its kernels compiled, runnable on any buffers for its slots."""
+
+    def __init__(self, schedule: Schedule):
+        self.schedule = schedule
+        self.slots: list[Node] = []
+        self._slot_of: dict[int, int] = {}
+        self.steps: list[_Step] = []
+        for item in schedule.items:
+            self.steps.append(self._compile(item))
+
+    def slot(self, node: Node) -> int:
+        i = self._slot_of.get(id(node))
+        if i is None:
+            i = self._slot_of[id(node)] = len(self.slots)
+            self.slots.append(node)
+        return i
+
+    def _allocator(self, node: Node) -> Callable[[list[Buffer | None]], None]:
+        i = self.slot(node)
+        device = registry.get(node.device)
+        size, dtype = prod(node.shape), node.dtype
+
+        def ensure(bufs: list[Buffer | None]) -> None:
+            if bufs[i] is None:
+                bufs[i] = Buffer(device, size, dtype)
+        return ensure
+
+    def _compile(self, item: KernelItem | MatmulItem | CustomItem | CopyItem) -> _Step:
+        idx = [self.slot(n) for n in item.buffers]
+        if isinstance(item, KernelItem):
+            device = registry.get(item.outputs[0].device)
+            program = compile_cache.get(device, item.kernel)
+            allocs = []
+            for out in item.outputs:
+                if out in item.alias:
+                    src, dst = self.slot(item.alias[out]), self.slot(out)
+                    allocs.append(lambda bufs, src=src, dst=dst: bufs.__setitem__(dst, bufs[src]))
+                else:
+                    allocs.append(self._allocator(out))
+
+            def run_kernel(bufs: list[Buffer | None]) -> None:
+                for alloc in allocs:
+                    alloc(bufs)
+                device.run(program, [bufs[i] for i in idx])  # type: ignore[misc]
+            return _Step(run_kernel, item.describe())
+        if isinstance(item, MatmulItem):
+            device = registry.get(item.out.device)
+            alloc = self._allocator(item.out)
+            spec = item.spec
+
+            def run_matmul(bufs: list[Buffer | None]) -> None:
+                alloc(bufs)
+                device.matmul(bufs[idx[0]], bufs[idx[1]], bufs[idx[2]], spec)  # type: ignore[arg-type]
+            return _Step(run_matmul, item.describe())
+        if isinstance(item, CustomItem):
+            alloc = self._allocator(item.out)
+            shapes = [n.shape for n in item.inputs]
+            out_shape, fn = item.out.shape, item.fn
+
+            def run_custom(bufs: list[Buffer | None]) -> None:
+                alloc(bufs)
+                arrays = [bufs[i].numpy().reshape(s) for i, s in zip(idx[1:], shapes)]  # type: ignore[union-attr]
+                out = np.zeros(out_shape, dtype=bufs[idx[0]].dtype)  # type: ignore[union-attr]
+                fn(out, *arrays)
+                bufs[idx[0]].copy_in(out)  # type: ignore[union-attr]
+            return _Step(run_custom, item.describe())
+        if isinstance(item, CopyItem):
+            alloc = self._allocator(item.out)
+
+            def run_copy(bufs: list[Buffer | None]) -> None:
+                alloc(bufs)
+                bufs[idx[1]].device.synchronize()  # type: ignore[union-attr]
+                bufs[idx[0]].copy_in(bufs[idx[1]].numpy())  # type: ignore[union-attr]
+            return _Step(run_copy, item.describe())
+        raise AssertionError(item)
+
+    def run(self, bufs: list[Buffer | None]) -> list[Buffer | None]:
+        if debug_level() >= 1:
+            return self._run_timed(bufs)
+        for step in self.steps:
+            step.run(bufs)
+        return bufs
+
+    def _run_timed(self, bufs: list[Buffer | None]) -> list[Buffer | None]:
+        devices = {registry.get(n.device) for n in self.slots}
+        total = time.perf_counter()
+        for i, step in enumerate(self.steps):
+            start = time.perf_counter()
+            step.run(bufs)
+            for d in devices:
+                d.synchronize()
+            _log(f"  [{i}] {(time.perf_counter() - start) * 1e3:8.3f} ms  {step.describe}")
+        _log(f"  total {(time.perf_counter() - total) * 1e3:.3f} ms")
+        return bufs
+
+
+def run_schedule(schedule: Schedule) -> None:
+    """Compile and run a schedule, then give every produced node its buffer."""
+    if not schedule.items:
+        return
+    if debug_level() >= 1:
+        _log(str(schedule))
+    compiled = CompiledSchedule(schedule)
+    bufs: list[Buffer | None] = [n.buffer for n in compiled.slots]
+    compiled.run(bufs)
+    for node, buf in zip(compiled.slots, bufs):
+        if not node.realized and buf is not None:
+            node.set_buffer(buf)

@@ -1,0 +1,620 @@
+"""The user-facing Tensor: numpy-like, lazy. Every method validates its input (shapes,
+axes, dtypes, devices) and builds graph nodes; nothing runs until a value is needed."""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import Any, Callable, Iterable, Sequence
+
+import numpy as np
+
+from . import dtypes, graph
+from .device import Buffer
+from .graph import Node
+from .ops import Op
+from .plugins import registry
+from .view import View, prod
+
+Scalar = bool | int | float
+
+
+# --- devices and dtypes -----------------------------------------------------------------
+
+
+def _resolve_device(device: str | None) -> str:
+    if device is None:
+        usable = registry.usable()
+        if not usable:
+            raise RuntimeError("no usable ug device (not even 'ref'); run `ug devices` to see why")
+        return usable[0]
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a string like 'cpu' or 'ref', got {device!r}")
+    registry.get(device)  # raises ValueError naming the available devices
+    return device
+
+
+def _check_supported(dtype: np.dtype, device: str) -> np.dtype:
+    dev = registry.get(device)
+    if dtype not in dev.dtypes:
+        names = ", ".join(sorted(d.name for d in dev.dtypes))
+        raise TypeError(f"device {device!r} does not support dtype {dtype.name} (it supports {names})")
+    return dtype
+
+
+def _make(node: Node) -> "Tensor":
+    _check_supported(node.dtype, node.device)
+    return Tensor(node)
+
+
+# --- shapes and axes ----------------------------------------------------------------------
+
+
+def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    ndim = max(len(s) for s in shapes)
+    out = []
+    for d in range(ndim):
+        sizes = {s[len(s) - ndim + d] for s in shapes if len(s) - ndim + d >= 0} - {1}
+        if len(sizes) > 1:
+            raise ValueError(f"shapes {' and '.join(str(s) for s in shapes)} cannot be broadcast together")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _normalize_axis(axis: int, ndim: int) -> int:
+    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+        raise TypeError(f"axis must be an int, got {axis!r}")
+    if not -ndim <= axis < ndim:
+        raise np.exceptions.AxisError(int(axis), ndim)
+    return int(axis) % ndim if ndim else 0
+
+
+def _normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    items = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    axes = tuple(_normalize_axis(a, ndim) for a in items)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"duplicate value in axis {axis!r}")
+    return axes
+
+
+def _shape_arg(shape: Any) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        shape = (shape,)
+    try:
+        out = tuple(operator.index(s) for s in shape)
+    except TypeError as e:
+        raise TypeError(f"shape must be a tuple of ints, got {shape!r}") from e
+    if any(s < 0 for s in out):
+        raise ValueError(f"negative dimension in shape {out}")
+    return out
+
+
+def _index_view(shape: tuple[int, ...], index: Any) -> View:
+    """The View that basic indexing (ints, slices with positive steps, None, Ellipsis) selects."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    for item in index:
+        if isinstance(item, (Tensor, np.ndarray, list)) or isinstance(item, bool):
+            raise TypeError(f"advanced indexing with {type(item).__name__} is not supported; use ints, slices, None and ...")
+        if not (item is None or item is Ellipsis or isinstance(item, (slice, int, np.integer))):
+            raise TypeError(f"invalid index {item!r}: use ints, slices, None and ...")
+    if sum(1 for i in index if i is Ellipsis) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    used = sum(1 for i in index if i is not None and i is not Ellipsis)
+    if used > len(shape):
+        raise IndexError(f"too many indices for tensor of shape {shape}: {used} were indexed")
+    if Ellipsis in index:
+        at = index.index(Ellipsis)
+        index = index[:at] + (slice(None),) * (len(shape) - used) + index[at + 1:]
+    else:
+        index = index + (slice(None),) * (len(shape) - used)
+    view = View.contiguous(shape)
+    out_shape: list[int] = []
+    out_strides: list[int] = []
+    offset = 0
+    dim = 0
+    for item in index:
+        if item is None:
+            out_shape.append(1)
+            out_strides.append(0)
+            continue
+        size, stride = view.shape[dim], view.strides[dim]
+        if isinstance(item, slice):
+            if item.step is not None and operator.index(item.step) <= 0:
+                raise ValueError(f"slice step must be positive, got {item.step} (negative steps are not supported)")
+            start, stop, step = item.indices(size)
+            n = len(range(start, stop, step))
+            if n:
+                offset += start * stride
+            out_shape.append(n)
+            out_strides.append(stride * step)
+        else:
+            i = operator.index(item)
+            if not -size <= i < size:
+                raise IndexError(f"index {i} is out of bounds for axis {dim} with size {size}")
+            offset += (i % size) * stride
+        dim += 1
+    return View(tuple(out_shape), tuple(out_strides), offset)
+
+
+# --- creation ------------------------------------------------------------------------------
+
+
+def _to_array(data: Any, dtype: np.dtype | None) -> np.ndarray:
+    if isinstance(data, np.ndarray):
+        arr = data
+    elif dtypes.is_scalar(data):
+        return np.asarray(data, dtype=dtype or dtypes.default_dtype(data))
+    elif isinstance(data, (list, tuple)):
+        try:
+            arr = np.asarray(data)
+        except ValueError as e:
+            raise ValueError(f"cannot make a tensor from a ragged nested sequence: {e}") from e
+        if arr.dtype == np.float64 and dtype is None:
+            arr = arr.astype(np.float32)  # Python floats default to float32, as for scalars
+    else:
+        raise TypeError(f"cannot make a tensor from {type(data).__name__}; use a numpy array, nested lists or a scalar")
+    if arr.dtype.kind not in "biuf":
+        raise TypeError(f"cannot make a tensor from data of dtype {arr.dtype} (e.g. strings or objects)")
+    if dtype is None:
+        if arr.dtype not in dtypes.SUPPORTED:
+            raise TypeError(f"unsupported dtype {arr.dtype.name}; ug supports {', '.join(d.name for d in dtypes.SUPPORTED)}")
+        return arr
+    return arr.astype(dtype)
+
+
+def tensor(data: Any, dtype: Any = None, device: str | None = None) -> "Tensor":
+    """A tensor holding a copy of `data` (numpy array, nested lists or a scalar)."""
+    dt = dtypes.to_dtype(dtype) if dtype is not None else None
+    if isinstance(data, Tensor):
+        out = data.astype(dt) if dt is not None else data
+        return out.to(device) if device is not None else out
+    dev = _resolve_device(device)
+    arr = _to_array(data, dt)
+    _check_supported(arr.dtype, dev)
+    buf = Buffer(registry.get(dev), arr.size, arr.dtype).copy_in(arr)
+    return Tensor(graph.from_buffer(buf, arr.shape))
+
+
+def full(shape: Any, value: Scalar, dtype: Any = None, device: str | None = None) -> "Tensor":
+    shape = _shape_arg(shape)
+    if not dtypes.is_scalar(value):
+        raise TypeError(f"fill value must be a scalar, got {value!r}")
+    dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_dtype(value)
+    dev = _resolve_device(device)
+    return _make(graph.const(value, _check_supported(dt, dev), dev, shape))
+
+
+def zeros(shape: Any, dtype: Any = np.float32, device: str | None = None) -> "Tensor":
+    return full(shape, 0, dtype, device)
+
+
+def ones(shape: Any, dtype: Any = np.float32, device: str | None = None) -> "Tensor":
+    return full(shape, 1, dtype, device)
+
+
+def arange(n: int, dtype: Any = None, device: str | None = None) -> "Tensor":
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"arange length must be non-negative, got {n}")
+    dt = dtypes.to_dtype(dtype) if dtype is not None else np.dtype(np.int64)
+    return tensor(np.arange(n, dtype=dt), device=device)
+
+
+# --- the Tensor --------------------------------------------------------------------------
+
+
+class Tensor:
+    """A lazy n-dimensional array on one device."""
+
+    __slots__ = ("_node", "__weakref__")
+    __array_priority__ = 1000
+    __array_ufunc__ = None  # numpy defers to our reflected operators (np_array + tensor -> Tensor)
+
+    def __init__(self, node: Node):
+        self._node = node
+        node.readers[id(self)] = self
+
+    @property
+    def node(self) -> Node:
+        return self._node
+
+    def _replace_node(self, node: Node) -> None:
+        self._node.readers.pop(id(self), None)
+        self._node = node
+        node.readers[id(self)] = self
+
+    # --- properties ---
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._node.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self._node.shape)
+
+    @property
+    def size(self) -> int:
+        return prod(self._node.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._node.dtype
+
+    @property
+    def device(self) -> str:
+        return self._node.device
+
+    def __repr__(self) -> str:
+        state = "" if self._node.realized else ", lazy"
+        return f"Tensor(shape={self.shape}, dtype={self.dtype.name}, device={self.device!r}{state})"
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    __hash__ = object.__hash__
+
+    # --- getting values out ---
+    def realize(self) -> "Tensor":
+        from .api import realize
+
+        realize(self)
+        return self
+
+    def numpy(self) -> np.ndarray:
+        self.realize()
+        buf = self._node.buffer
+        assert buf is not None
+        return buf.numpy().reshape(self.shape)
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        arr = self.numpy()
+        return arr.astype(dtype) if dtype is not None else arr
+
+    def item(self) -> Scalar:
+        if self.size != 1:
+            raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+        return self.numpy().reshape(-1)[0].item()
+
+    def __bool__(self) -> bool:
+        if self.size != 1:
+            raise ValueError(f"the truth value of a tensor with shape {self.shape} is ambiguous")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def to(self, device: str) -> "Tensor":
+        device = _resolve_device(device)
+        if device == self.device:
+            return self
+        _check_supported(self.dtype, device)
+        return Tensor(graph.copy(self._node, device))
+
+    def astype(self, dtype: Any) -> "Tensor":
+        dt = dtypes.to_dtype(dtype)
+        return _make(graph.cast(self._node, _check_supported(dt, self.device)))
+
+    # --- elementwise ---
+    def _other(self, other: Any) -> tuple[Node, Node, np.dtype]:
+        """(self node, other node, common dtype) for a binary op; scalars are weak."""
+        if isinstance(other, Tensor):
+            if other.device != self.device:
+                raise ValueError(f"tensors are on different devices: {self.device!r} and {other.device!r}; "
+                                 f"move one with .to(device)")
+            return self._node, other._node, dtypes.promote(self.dtype, other.dtype)
+        if dtypes.is_scalar(other):
+            # weak scalar: it takes the tensor's dtype when its kind fits, else the smallest
+            # dtype of its kind (a float scalar with an int tensor computes in float32)
+            dt = dtypes.scalar_dtype(other, self.dtype)
+            return self._node, graph.const(other, dt, self.device), dt
+        if isinstance(other, (np.ndarray, list, tuple)):
+            return self._other(tensor(other, device=self.device))
+        raise TypeError(f"unsupported operand type {type(other).__name__} for a tensor op")
+
+    def _binary(self, op: Op, other: Any, reverse: bool = False, ufunc: Callable[..., Any] | None = None) -> "Tensor":
+        a, b, common = self._other(other)
+        if reverse:
+            a, b = b, a
+        shape = _broadcast_shape(a.shape, b.shape)
+        if ufunc is not None:  # numpy decides the compute dtype (e.g. int / int -> float64)
+            common = dtypes.ufunc_result(ufunc, common, common)
+        out_dtype = np.dtype(bool) if op in (Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE) else common
+        a, b = (_broadcast(graph.cast(n, common), shape) for n in (a, b))
+        return _make(graph.alu(op, (a, b), out_dtype))
+
+    def __add__(self, o: Any) -> "Tensor": return self._binary(Op.ADD, o, ufunc=np.add)
+    def __radd__(self, o: Any) -> "Tensor": return self._binary(Op.ADD, o, True, ufunc=np.add)
+    def __sub__(self, o: Any) -> "Tensor": return self._binary(Op.SUB, o, ufunc=np.subtract)
+    def __rsub__(self, o: Any) -> "Tensor": return self._binary(Op.SUB, o, True, ufunc=np.subtract)
+    def __mul__(self, o: Any) -> "Tensor": return self._binary(Op.MUL, o, ufunc=np.multiply)
+    def __rmul__(self, o: Any) -> "Tensor": return self._binary(Op.MUL, o, True, ufunc=np.multiply)
+    def __truediv__(self, o: Any) -> "Tensor": return self._binary(Op.DIV, o, ufunc=np.true_divide)
+    def __rtruediv__(self, o: Any) -> "Tensor": return self._binary(Op.DIV, o, True, ufunc=np.true_divide)
+    def __pow__(self, o: Any) -> "Tensor": return self._binary(Op.POW, o, ufunc=np.power)
+    def __rpow__(self, o: Any) -> "Tensor": return self._binary(Op.POW, o, True, ufunc=np.power)
+    def __lt__(self, o: Any) -> "Tensor": return self._binary(Op.CMPLT, o)
+    def __le__(self, o: Any) -> "Tensor": return self._binary(Op.CMPLE, o)
+    def __gt__(self, o: Any) -> "Tensor": return self._binary(Op.CMPLT, o, True)
+    def __ge__(self, o: Any) -> "Tensor": return self._binary(Op.CMPLE, o, True)
+    def __eq__(self, o: Any) -> "Tensor": return self._binary(Op.CMPEQ, o)  # type: ignore[override]
+    def __ne__(self, o: Any) -> "Tensor": return self._binary(Op.CMPNE, o)  # type: ignore[override]
+    def __matmul__(self, o: Any) -> "Tensor": return matmul(self, o)
+    def __rmatmul__(self, o: Any) -> "Tensor": return matmul(o, self)
+
+    def _unary(self, op: Op, ufunc: Callable[..., Any]) -> "Tensor":
+        dt = dtypes.ufunc_result(ufunc, self.dtype)
+        return _make(graph.alu(op, (graph.cast(self._node, dt),), dt))
+
+    def __neg__(self) -> "Tensor": return self._unary(Op.NEG, np.negative)
+    def __pos__(self) -> "Tensor": return self
+    def __abs__(self) -> "Tensor": return self.abs()
+    def exp(self) -> "Tensor": return self._unary(Op.EXP, np.exp)
+    def log(self) -> "Tensor": return self._unary(Op.LOG, np.log)
+    def sqrt(self) -> "Tensor": return self._unary(Op.SQRT, np.sqrt)
+    def sin(self) -> "Tensor": return self._unary(Op.SIN, np.sin)
+    def cos(self) -> "Tensor": return self._unary(Op.COS, np.cos)
+    def tanh(self) -> "Tensor": return self._unary(Op.TANH, np.tanh)
+    def abs(self) -> "Tensor": return self._unary(Op.ABS, np.abs)
+
+    def reciprocal(self) -> "Tensor":
+        dt = dtypes.ufunc_result(np.true_divide, self.dtype, self.dtype)
+        return _make(graph.alu(Op.RECIP, (graph.cast(self._node, dt),), dt))
+
+    def _float(self) -> "Tensor":
+        return self if self.dtype.kind == "f" else self.astype(dtypes.ufunc_result(np.exp, self.dtype))
+
+    def relu(self) -> "Tensor":
+        return maximum(self, 0)
+
+    def sigmoid(self) -> "Tensor":
+        x = self._float()
+        return (1 + (-x).exp()).reciprocal()
+
+    def gelu(self) -> "Tensor":
+        """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+        x = self._float()
+        return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+
+    def silu(self) -> "Tensor":
+        x = self._float()
+        return x * x.sigmoid()
+
+    # --- reductions ---
+    def _reduce(self, op: Op, axis: Any, keepdims: bool, dtype: np.dtype) -> "Tensor":
+        axes = _normalize_axes(axis, self.ndim)
+        if op in (Op.RMAX, Op.RMIN) and any(self.shape[a] == 0 for a in axes):
+            name = "maximum" if op is Op.RMAX else "minimum"
+            raise ValueError(f"zero-size array to reduction operation {name} which has no identity "
+                             f"(shape {self.shape}, axis {axis})")
+        node = graph.cast(self._node, dtype)
+        if axes:
+            node = graph.reduce(node, op, axes, dtype)
+        out = _make(node)
+        if not keepdims:
+            out = out.reshape(tuple(s for d, s in enumerate(self.shape) if d not in axes))
+        return out
+
+    def sum(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        return self._reduce(Op.SUM, axis, keepdims, np.sum(np.empty(0, self.dtype)).dtype)
+
+    def max(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        return self._reduce(Op.RMAX, axis, keepdims, self.dtype)
+
+    def min(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        return self._reduce(Op.RMIN, axis, keepdims, self.dtype)
+
+    def mean(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        axes = _normalize_axes(axis, self.ndim)
+        dt = dtypes.ufunc_result(np.true_divide, self.dtype, self.dtype) if self.dtype.kind != "f" else self.dtype
+        count = prod([self.shape[a] for a in axes])
+        return self.astype(dt).sum(axis, keepdims) / graph_scalar(count, dt, self.device)
+
+    def softmax(self, axis: int = -1) -> "Tensor":
+        x = self._float()
+        e = (x - x.max(axis, keepdims=True)).exp()
+        return e / e.sum(axis, keepdims=True)
+
+    def log_softmax(self, axis: int = -1) -> "Tensor":
+        x = self._float()
+        shifted = x - x.max(axis, keepdims=True)
+        return shifted - shifted.exp().sum(axis, keepdims=True).log()
+
+    # --- movement (views: no copy) ---
+    def _view(self, v: View) -> "Tensor":
+        return Tensor(graph.view(self._node, v))
+
+    def reshape(self, *shape: Any) -> "Tensor":
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        try:
+            dims = [operator.index(s) for s in shape]
+        except TypeError as e:
+            raise TypeError(f"reshape takes ints, got {shape!r}") from e
+        if dims.count(-1) > 1:
+            raise ValueError(f"can only specify one unknown dimension (-1) in reshape {tuple(dims)}")
+        if -1 in dims:
+            known = prod([d for d in dims if d != -1])
+            if known == 0 or self.size % known:
+                raise ValueError(f"cannot reshape tensor of shape {self.shape} into shape {tuple(dims)}")
+            dims[dims.index(-1)] = self.size // known
+        new = tuple(dims)
+        if any(d < 0 for d in new) or prod(new) != self.size:
+            raise ValueError(f"cannot reshape tensor of shape {self.shape} (size {self.size}) into shape {new}")
+        if new == self.shape:
+            return self
+        return self._view(View.contiguous(self.shape).reshape(new) or View.contiguous(new))
+
+    def permute(self, *axes: Any) -> "Tensor":
+        if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
+            axes = tuple(axes[0])
+        if len(axes) != self.ndim:
+            raise ValueError(f"permute needs {self.ndim} axes for shape {self.shape}, got {axes}")
+        norm = tuple(_normalize_axis(a, self.ndim) for a in axes)
+        if sorted(norm) != list(range(self.ndim)):
+            raise ValueError(f"{axes} is not a permutation of the axes of shape {self.shape}")
+        return self._view(View.contiguous(self.shape).permute(norm))
+
+    def transpose(self, *axes: Any) -> "Tensor":
+        return self.permute(*axes) if axes else self.permute(tuple(reversed(range(self.ndim))))
+
+    @property
+    def T(self) -> "Tensor":
+        return self.permute(tuple(reversed(range(self.ndim))))
+
+    def broadcast_to(self, shape: Any) -> "Tensor":
+        shape = _shape_arg(shape)
+        if len(shape) < self.ndim or any(s != 1 and s != t for s, t in zip(self.shape, shape[len(shape) - self.ndim:])):
+            raise ValueError(f"cannot broadcast tensor of shape {self.shape} to shape {shape}")
+        return Tensor(_broadcast(self._node, shape))
+
+    def squeeze(self, axis: Any = None) -> "Tensor":
+        if axis is None:
+            axes = tuple(d for d, s in enumerate(self.shape) if s == 1)
+        else:
+            axes = _normalize_axes(axis, self.ndim)
+            bad = [a for a in axes if self.shape[a] != 1]
+            if bad:
+                raise ValueError(f"cannot squeeze axis {bad[0]} of shape {self.shape}: its size is not 1")
+        return self.reshape(tuple(s for d, s in enumerate(self.shape) if d not in axes))
+
+    def expand_dims(self, axis: Any) -> "Tensor":
+        items = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+        ndim = self.ndim + len(items)
+        axes = _normalize_axes(items, ndim)
+        it = iter(self.shape)
+        return self.reshape(tuple(1 if d in axes else next(it) for d in range(ndim)))
+
+    def unsqueeze(self, axis: int) -> "Tensor":
+        return self.expand_dims(axis)
+
+    def flatten(self) -> "Tensor":
+        return self.reshape(-1)
+
+    def __getitem__(self, index: Any) -> "Tensor":
+        return self._view(_index_view(self.shape, index))
+
+    # --- in place ---
+    def assign(self, value: Any) -> "Tensor":
+        """Give this tensor a new value (same shape and dtype). Later reads of this tensor see it;
+        reads built before do not."""
+        self._replace_node(graph.assign(self._node, self._value_for(value, self.shape), None))
+        return self
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        region = _index_view(self.shape, index)
+        self._replace_node(graph.assign(self._node, self._value_for(value, region.shape), region))
+
+    def _value_for(self, value: Any, shape: tuple[int, ...]) -> Node:
+        if isinstance(value, Tensor):
+            if value.device != self.device:
+                raise ValueError(f"cannot assign a tensor on {value.device!r} to a tensor on {self.device!r}")
+            node = value._node
+        elif dtypes.is_scalar(value):
+            node = graph.const(value, self.dtype, self.device)
+        else:
+            node = tensor(value, device=self.device)._node
+        if not all(s == 1 or s == t for s, t in zip(node.shape[::-1], shape[::-1])) or len(node.shape) > len(shape):
+            raise ValueError(f"cannot assign a value of shape {node.shape} to a region of shape {shape}")
+        return _broadcast(graph.cast(node, self.dtype), shape)
+
+
+def graph_scalar(value: Scalar, dtype: np.dtype, device: str) -> Tensor:
+    return Tensor(graph.const(value, dtype, device))
+
+
+def _broadcast(node: Node, shape: tuple[int, ...]) -> Node:
+    if node.shape == shape:
+        return node
+    pad = (1,) * (len(shape) - len(node.shape))
+    v = View.contiguous(pad + node.shape).expand(shape)
+    return graph.view(node, v)
+
+
+def _as_tensor(x: Any, like: Tensor | None) -> Tensor:
+    if isinstance(x, Tensor):
+        return x
+    if like is not None:
+        if dtypes.is_scalar(x):
+            return Tensor(graph.const(x, dtypes.scalar_dtype(x, like.dtype), like.device))
+        return tensor(x, device=like.device)
+    return tensor(x)
+
+
+def maximum(a: Any, b: Any) -> Tensor:
+    if not isinstance(a, Tensor):
+        return _as_tensor(b, None)._binary(Op.MAX, a, True, ufunc=np.maximum)
+    return a._binary(Op.MAX, b, ufunc=np.maximum)
+
+
+def minimum(a: Any, b: Any) -> Tensor:
+    if not isinstance(a, Tensor):
+        return _as_tensor(b, None)._binary(Op.MIN, a, True, ufunc=np.minimum)
+    return a._binary(Op.MIN, b, ufunc=np.minimum)
+
+
+def where(cond: Any, a: Any, b: Any) -> Tensor:
+    like = next((t for t in (cond, a, b) if isinstance(t, Tensor)), None)
+    if like is None:
+        like = tensor(cond)
+    c, x, y = (_as_tensor(v, like) for v in (cond, a, b))
+    if isinstance(a, Tensor) or isinstance(b, Tensor):
+        # scalars take the dtype of the tensor branch (weak scalar rule)
+        ref = a if isinstance(a, Tensor) else b
+        if not isinstance(a, Tensor):
+            x = _as_tensor(a, ref)
+        if not isinstance(b, Tensor):
+            y = _as_tensor(b, ref)
+    devices = {t.device for t in (c, x, y)}
+    if len(devices) > 1:
+        raise ValueError(f"where: tensors are on different devices: {sorted(devices)}")
+    dt = dtypes.promote(x.dtype, y.dtype)
+    shape = _broadcast_shape(c.shape, x.shape, y.shape)
+    srcs = (_broadcast(graph.cast(c._node, np.dtype(bool)), shape), _broadcast(graph.cast(x._node, dt), shape),
+            _broadcast(graph.cast(y._node, dt), shape))
+    return _make(graph.alu(Op.WHERE, srcs, dt))
+
+
+def matmul(a: Any, b: Any) -> Tensor:
+    """numpy.matmul semantics: 1-D operands are promoted and the added dim removed; batch dims broadcast."""
+    like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
+    a, b = _as_tensor(a, like), _as_tensor(b, like)
+    if a.device != b.device:
+        raise ValueError(f"matmul: tensors are on different devices: {a.device!r} and {b.device!r}")
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError(f"matmul: operands must have at least one dimension, got shapes {a.shape} and {b.shape}")
+    a2 = a.reshape(1, a.shape[0]) if a.ndim == 1 else a
+    b2 = b.reshape(b.shape[0], 1) if b.ndim == 1 else b
+    if a2.shape[-1] != b2.shape[-2]:
+        raise ValueError(f"matmul: inner dimensions do not match: {a.shape} @ {b.shape} "
+                         f"({a2.shape[-1]} != {b2.shape[-2]})")
+    batch = _broadcast_shape(a2.shape[:-2], b2.shape[:-2])
+    dt = dtypes.ufunc_result(np.matmul, a.dtype, b.dtype)
+    an = _broadcast(a2._node, batch + a2.shape[-2:])
+    bn = _broadcast(b2._node, batch + b2.shape[-2:])
+    out = _make(graph.matmul(an, bn, dt))
+    shape = batch + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
+    return out.reshape(shape) if shape != out.shape else out
+
+
+def custom(fn: Callable[..., Any], inputs: Iterable[Tensor], shape: Any, dtype: Any) -> Tensor:
+    """A host function as a graph op: fn(out_ndarray, *input_ndarrays) fills `out` in place."""
+    if not callable(fn):
+        raise TypeError(f"custom: fn must be callable, got {fn!r}")
+    inputs = list(inputs)
+    for t in inputs:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"custom: inputs must be tensors, got {type(t).__name__}")
+    devices = {t.device for t in inputs}
+    if len(devices) > 1:
+        raise ValueError(f"custom: inputs are on different devices: {sorted(devices)}")
+    device = devices.pop() if devices else _resolve_device(None)
+    dt = _check_supported(dtypes.to_dtype(dtype), device)
+    return Tensor(graph.custom(fn, tuple(t._node for t in inputs), _shape_arg(shape), dt, device))
