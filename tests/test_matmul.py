@@ -71,27 +71,33 @@ def test_matmul_mixed_dtype_promotes(device, close, require_dtype):
 
 
 VIEW_CASES = [
-    ("x @ w.T", (5, 8), (6, 8), lambda x, w: x @ w.T),
-    ("x.T @ w", (8, 5), (8, 6), lambda x, w: x.T @ w),
-    ("x.T @ w.T", (8, 5), (6, 8), lambda x, w: x.T @ w.T),
-    ("strided rows", (10, 8), (8, 3), lambda x, w: x[::2] @ w),
-    ("strided inner", (5, 16), (8, 3), lambda x, w: x[:, ::2] @ w),
-    ("strided cols w", (5, 8), (8, 12), lambda x, w: x @ w[:, 1::3]),
-    ("sliced both", (6, 10), (12, 4), lambda x, w: x[1:5, 2:9] @ w[3:10, 1:]),
-    ("row vector", (5, 8), (8, 6), lambda x, w: x[2] @ w),
-    ("column", (5, 8), (8, 6), lambda x, w: x @ w[:, 3]),
-    ("broadcast batch", (3, 4), (4, 5), lambda x, w: x.broadcast_to((2, 3, 4)) @ w),
-    ("permuted batch", (4, 2, 3), (2, 3, 5), lambda x, w: x.permute(1, 0, 2) @ w),
-    ("reshape", (12, 4), (4, 2), lambda x, w: x.reshape(3, 4, 4) @ w),
-    ("expand_dims", (3, 4), (4, 5), lambda x, w: x.expand_dims(0) @ w.expand_dims(0)),
+    # id, a shape, b shape, fn on ug tensors, fn on numpy arrays (None: same as the ug fn)
+    ("x @ w.T", (5, 8), (6, 8), lambda x, w: x @ w.T, None),
+    ("x.T @ w", (8, 5), (8, 6), lambda x, w: x.T @ w, None),
+    ("x.T @ w.T", (8, 5), (6, 8), lambda x, w: x.T @ w.T, None),
+    ("strided rows", (10, 8), (8, 3), lambda x, w: x[::2] @ w, None),
+    ("strided inner", (5, 16), (8, 3), lambda x, w: x[:, ::2] @ w, None),
+    ("strided cols w", (5, 8), (8, 12), lambda x, w: x @ w[:, 1::3], None),
+    ("sliced both", (6, 10), (12, 4), lambda x, w: x[1:5, 2:9] @ w[3:10, 1:], None),
+    ("row vector", (5, 8), (8, 6), lambda x, w: x[2] @ w, None),
+    ("column", (5, 8), (8, 6), lambda x, w: x @ w[:, 3], None),
+    ("broadcast batch", (3, 4), (4, 5), lambda x, w: x.broadcast_to((2, 3, 4)) @ w,
+     lambda x, w: np.broadcast_to(x, (2, 3, 4)) @ w),
+    ("permuted batch", (4, 2, 3), (2, 3, 5), lambda x, w: x.permute(1, 0, 2) @ w,
+     lambda x, w: x.transpose(1, 0, 2) @ w),
+    ("reshape", (12, 4), (4, 2), lambda x, w: x.reshape(3, 4, 4) @ w, None),
+    ("expand_dims", (3, 4), (4, 5), lambda x, w: x.expand_dims(0) @ w.expand_dims(0),
+     lambda x, w: np.expand_dims(x, 0) @ np.expand_dims(w, 0)),
+    ("batched transposed", (2, 5, 3), (2, 4, 3), lambda x, w: x @ w.permute(0, 2, 1),
+     lambda x, w: x @ w.transpose(0, 2, 1)),
 ]
 
 
-@pytest.mark.parametrize("sa,sb,f", [c[1:] for c in VIEW_CASES], ids=[c[0] for c in VIEW_CASES])
-def test_matmul_views(device, close, sa, sb, f):
+@pytest.mark.parametrize("sa,sb,f,nf", [c[1:] for c in VIEW_CASES], ids=[c[0] for c in VIEW_CASES])
+def test_matmul_views(device, close, sa, sb, f, nf):
     a, b = rand(sa), rand(sb)
     got = f(ug.tensor(a, device=device), ug.tensor(b, device=device))
-    close(got, f(a, b), rtol=1e-4, atol=1e-4)
+    close(got, (nf or f)(a, b), rtol=1e-4, atol=1e-4)
 
 
 def test_matmul_of_computed_inputs_and_epilogue(device, close):

@@ -99,33 +99,33 @@ class Registry:
         with self._lock:
             if name not in self.specs:
                 raise ValueError(f"unknown device {name!r}; available devices: {', '.join(self.usable()) or 'none'}")
-            if name in self.failures:
+            device = self._probe(name)
+            if device is None:
                 raise ValueError(f"device {name!r} is not usable: {self.failures[name]}; "
                                  f"available devices: {', '.join(self.usable())}")
-            spec = self.specs[name]
-            try:
-                device = spec.factory()
-            except Exception as e:
-                self.failures[name] = f"{type(e).__name__}: {e}"
-                raise ValueError(f"device {name!r} is not usable: {self.failures[name]}; "
-                                 f"available devices: {', '.join(self.usable())}") from e
-            device.name = name
-            self.devices[name] = device
             return device
+
+    def _probe(self, name: str) -> Device | None:
+        """The device, created on first use; None (and the reason in `failures`) if its factory fails."""
+        if name in self.devices:
+            return self.devices[name]
+        if name in self.failures:
+            return None
+        try:
+            device = self.specs[name].factory()
+        except Exception as e:
+            self.failures[name] = f"{type(e).__name__}: {e}"
+            return None
+        device.name = name
+        self.devices[name] = device
+        return device
 
     def usable(self) -> list[str]:
         """Usable device names, preferred first (UG_DEVICE, if set and usable, comes first)."""
         self.load()
-        names = []
-        for spec in sorted(self.specs.values(), key=lambda s: (s.priority, s.name)):
-            if spec.name in self.devices:
-                names.append(spec.name)
-                continue
-            try:
-                self.get(spec.name)
-                names.append(spec.name)
-            except ValueError:
-                pass
+        with self._lock:
+            names = [s.name for s in sorted(self.specs.values(), key=lambda s: (s.priority, s.name))
+                     if self._probe(s.name) is not None]
         preferred = os.environ.get("UG_DEVICE")
         if preferred in names:
             names.remove(preferred)

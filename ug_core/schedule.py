@@ -228,7 +228,11 @@ class _KernelBuilder:
 
     def _reads_row(self, v: View) -> bool:
         """Does `v` map every index of a phase to the current outer index (the row)?"""
-        if v.offset != 0 or len(v.shape) != len(self.outer):
+        if len(v.shape) != len(self.outer):
+            return False
+        if prod(v.shape) == 0:
+            return True  # nothing is read
+        if v.offset != 0:
             return False
         row_strides = contiguous_strides(self.outer)
         for d, (size, stride) in enumerate(zip(v.shape, v.strides)):
@@ -431,6 +435,8 @@ def create_schedule(targets: list[Node]) -> Schedule:
         try:
             items = _build_kernels(kernel_nodes, realize, in_place)
         except _NeedsBuffer as e:
+            if e.node in realize:  # would loop forever: a bug in the scheduler, not in the user's graph
+                raise ScheduleError(f"scheduler could not place {e.node!r}") from e
             realize.add(e.node)
             continue
         shared = _reductions_in_several_kernels(items)

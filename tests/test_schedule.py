@@ -1,0 +1,267 @@
+"""Scheduler behaviour: kernel counts, reductions computed once, item kinds and order, assign ordering."""
+
+import math
+
+import numpy as np
+import pytest
+
+import ug_core as ug
+from ug_core.graph import Node
+from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Store
+from ug_core.ops import Op
+from ug_core.schedule import KernelItem, ScheduleError, _order
+from ug_core.view import View
+
+rng = np.random.default_rng(0)
+
+
+def rand(*shape):
+    return rng.standard_normal(shape).astype(np.float32)
+
+
+def kinds(sched):
+    return [item.kind for item in sched.items]
+
+
+def n_kernels(sched):
+    return kinds(sched).count("kernel")
+
+
+def n_reductions(sched):
+    return sum(len(item.kernel.reductions) for item in sched.items if item.kind == "kernel")
+
+
+def layernorm(x, w, b, eps=1e-5):
+    mu = x.mean(-1, keepdims=True)
+    xc = x - mu
+    return xc / ((xc * xc).mean(-1, keepdims=True) + eps).sqrt() * w + b
+
+
+def test_elementwise_chain_of_any_length_is_one_kernel(device):
+    x = ug.tensor(rand(64, 32), device=device)
+    y = x
+    for i in range(40):
+        y = (y * 1.01 + 0.5).tanh() if i % 2 else y.exp().sin() - x
+    sched = ug.schedule(y)
+    assert kinds(sched) == ["kernel"]
+    a = x.numpy()
+    want = a
+    for i in range(40):
+        want = np.tanh(want * 1.01 + 0.5) if i % 2 else np.sin(np.exp(want)) - a
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_broadcasting_and_views_fuse(device):
+    a = ug.tensor(rand(8, 1), device=device)
+    b = ug.tensor(rand(16), device=device)
+    y = (a + b).T[2:10] * 2
+    assert kinds(ug.schedule(y)) == ["kernel"]
+    np.testing.assert_allclose(y.numpy(), ((a.numpy() + b.numpy()).T[2:10] * 2), rtol=1e-6)
+
+
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_softmax_is_one_kernel(device, axis):
+    x = ug.tensor(rand(32, 48) * 30, device=device)
+    y = x.softmax(axis)
+    sched = ug.schedule(y)
+    assert kinds(sched) == ["kernel"]
+    assert n_reductions(sched) == 2
+    a = x.numpy().astype(np.float64)
+    e = np.exp(a - a.max(axis, keepdims=True))
+    np.testing.assert_allclose(y.numpy(), e / e.sum(axis, keepdims=True), rtol=1e-5, atol=1e-7)
+
+
+def test_log_softmax_is_one_kernel(device):
+    x = ug.tensor(rand(16, 40) * 100, device=device)
+    y = x.log_softmax()
+    assert kinds(ug.schedule(y)) == ["kernel"]
+    a = x.numpy().astype(np.float64)
+    s = a - a.max(-1, keepdims=True)
+    np.testing.assert_allclose(y.numpy(), s - np.log(np.exp(s).sum(-1, keepdims=True)), rtol=1e-5, atol=1e-5)
+
+
+def test_layernorm_is_one_kernel(device):
+    x = ug.tensor(rand(24, 64), device=device)
+    w = ug.tensor(rand(64), device=device)
+    b = ug.tensor(rand(64), device=device)
+    y = layernorm(x, w, b)
+    sched = ug.schedule(y)
+    assert kinds(sched) == ["kernel"]
+    assert n_reductions(sched) == 2   # mean, then variance; each once per row
+    a = x.numpy()
+    xc = a - a.mean(-1, keepdims=True)
+    want = xc / np.sqrt((xc * xc).mean(-1, keepdims=True) + 1e-5) * w.numpy() + b.numpy()
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-5)
+
+
+def test_attention_is_two_matmuls_and_one_kernel(device):
+    q = ug.tensor(rand(4, 32, 16), device=device)
+    k = ug.tensor(rand(4, 32, 16), device=device)
+    v = ug.tensor(rand(4, 32, 16), device=device)
+    out = ((q @ k.permute(0, 2, 1)) / math.sqrt(16)).softmax(-1) @ v
+    sched = ug.schedule(out)
+    assert kinds(sched) == ["matmul", "kernel", "matmul"]
+    qn, kn, vn = q.numpy(), k.numpy(), v.numpy()
+    s = qn @ kn.transpose(0, 2, 1) / 4.0
+    e = np.exp(s - s.max(-1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), (e / e.sum(-1, keepdims=True)) @ vn, rtol=1e-4, atol=1e-5)
+
+
+def test_reduction_fuses_with_producers_and_consumers(device):
+    x = ug.tensor(rand(16, 32), device=device)
+    y = ((x * 2).exp().sum(1) + 1).sqrt()
+    assert kinds(ug.schedule(y)) == ["kernel"]
+    np.testing.assert_allclose(y.numpy(), np.sqrt(np.exp(x.numpy() * 2).sum(1) + 1), rtol=1e-5)
+
+
+def test_shared_reduction_is_computed_once(device):
+    x = ug.tensor(rand(16, 32), device=device)
+    s = x.sum(1, keepdims=True)
+    a = x / s
+    b = x * s
+    c = s + 1                           # a reduce-level output of the same rows
+    sched = ug.schedule(a, b, c)
+    assert n_reductions(sched) == 1
+    assert n_kernels(sched) == 1        # independent outputs over the same rows share one kernel
+    ug.realize(a, b, c)
+    xs = x.numpy()
+    ss = xs.sum(1, keepdims=True)
+    np.testing.assert_allclose(a.numpy(), xs / ss, rtol=1e-5)
+    np.testing.assert_allclose(b.numpy(), xs * ss, rtol=1e-5)
+    np.testing.assert_allclose(c.numpy(), ss + 1, rtol=1e-5)
+
+
+def test_reduction_needed_by_two_kernels_gets_a_buffer(device):
+    x = ug.tensor(rand(16, 32), device=device)
+    s = x.sum(1, keepdims=True)
+    a = x / s                    # rows of x
+    b = (s * x.T.sum(0)[:, None])  # another iteration space (a different reduction)
+    sched = ug.schedule(a, b)
+    # s is computed exactly once however the kernels are split
+    total_sum_phases = sum(1 for item in sched.items if item.kind == "kernel"
+                           for r in item.kernel.reductions if r.op is Op.SUM)
+    assert total_sum_phases == 2  # s once, x.T.sum(0) once: never s twice
+    xs = x.numpy()
+    np.testing.assert_allclose(a.numpy(), xs / xs.sum(1, keepdims=True), rtol=1e-5)
+    np.testing.assert_allclose(b.numpy(), xs.sum(1, keepdims=True) * xs.T.sum(0)[:, None], rtol=1e-4)
+
+
+def test_nested_reductions_over_other_axes(device):
+    x = ug.tensor(rand(8, 16), device=device)
+    y = (x - x.mean(1, keepdims=True)).sum(0)   # reduce over 0 of something reduced over 1
+    sched = ug.schedule(y)
+    assert n_kernels(sched) <= 2
+    assert n_reductions(sched) == 2
+    xs = x.numpy()
+    np.testing.assert_allclose(y.numpy(), (xs - xs.mean(1, keepdims=True)).sum(0), rtol=1e-4, atol=1e-5)
+
+
+def test_reduction_is_never_inlined_per_element(device):
+    # every REDUCE becomes an accumulator phase: the stores only read it through ACC
+    x = ug.tensor(rand(8, 16), device=device)
+    y = x - x.max(1, keepdims=True)
+    (item,) = ug.schedule(y).items
+    store_ops = set()
+    stack = [item.kernel.stores[0].expr]
+    while stack:
+        e = stack.pop()
+        store_ops.add(e.op)
+        stack.extend(e.srcs)
+    assert Op.ACC in store_ops
+    assert len(item.kernel.reductions) == 1
+
+
+def test_independent_outputs_share_a_kernel_and_dependent_ones_do_not(device):
+    x = ug.tensor(rand(8, 8), device=device)
+    a, b = x + 1, x * 2
+    assert n_kernels(ug.schedule(a, b)) == 1
+    c = x + 1
+    d = c * 3
+    sched = ug.schedule(c, d)
+    assert n_kernels(sched) == 2
+    order = [item.outputs[0] for item in sched.items]
+    assert order.index(c.node) < order.index(d.node)
+    ug.realize(c, d)
+    np.testing.assert_allclose(d.numpy(), (x.numpy() + 1) * 3, rtol=1e-6)
+
+
+def test_matmul_custom_copy_are_items(device):
+    a = ug.tensor(rand(8, 4), device=device)
+    w = ug.tensor(rand(3, 4), device=device)
+    y = (a @ w.T).relu()
+    assert kinds(ug.schedule(y)) == ["matmul", "kernel"]   # the view w.T goes to matmul as is
+    c = ug.custom(lambda out, x: np.multiply(x, 3, out=out), [y], y.shape, np.float32)
+    assert kinds(ug.schedule(c)) == ["matmul", "kernel", "custom"]
+    np.testing.assert_allclose(c.numpy(), np.maximum(a.numpy() @ w.numpy().T, 0) * 3, rtol=1e-5)
+
+
+def test_copy_item_between_devices(device):
+    others = [d for d in ug.devices() if d != device]
+    if not others:
+        pytest.skip("only one device")
+    x = ug.tensor(rand(5), device=device)
+    y = (x + 1).to(others[0]) * 2
+    assert "copy" in kinds(ug.schedule(y))
+    np.testing.assert_allclose(y.numpy(), (x.numpy() + 1) * 2, rtol=1e-6)
+
+
+def test_schedule_prints(device):
+    x = ug.tensor(rand(4, 4), device=device)
+    text = str(ug.schedule(x.softmax()))
+    assert "kernel" in text and "max" in text and "sum" in text
+
+
+def test_assign_reads_scheduled_before_write(device):
+    x = ug.tensor(np.arange(6, dtype=np.float32), device=device)
+    before = x.node.buffer
+    y = x * 10                 # read of the old value, still lazy
+    x[1:3] = 0.0
+    ug.realize(y, x)
+    np.testing.assert_array_equal(y.numpy(), np.arange(6) * 10)
+    np.testing.assert_array_equal(x.numpy(), [0, 0, 0, 3, 4, 5])
+    # the write went into x's own buffer: the read was ordered before it
+    assert x.node.buffer is before
+
+
+def test_assign_with_pending_outside_read_does_not_clobber(device):
+    x = ug.tensor(np.arange(4, dtype=np.float32), device=device)
+    y = x + 1                  # not realized together with the write
+    x.assign(ug.zeros((4,), device=device))
+    x.realize()
+    np.testing.assert_array_equal(x.numpy(), np.zeros(4))
+    np.testing.assert_array_equal(y.numpy(), np.arange(4) + 1)
+
+
+def test_assign_in_place_when_nobody_else_reads(device):
+    x = ug.tensor(np.arange(4, dtype=np.float32), device=device)
+    before = x.node.buffer
+    x[0] = 7
+    x.realize()
+    assert x.node.buffer is before
+    np.testing.assert_array_equal(x.numpy(), [7, 1, 2, 3])
+
+
+def test_cycle_is_a_clear_error():
+    def node(name):
+        n = Node(Op.CONST, (), 0.0, (1,), np.dtype(np.float32), "ref")
+        return n
+
+    n1, n2 = node("a"), node("b")
+    eb = ExprBuilder()
+    k = Kernel("k", (BufferArg(np.dtype(np.float32), 1, True),), (1,), (), (),
+               (Store(0, (1,), View.contiguous((1,)), eb.const(0.0, np.dtype(np.float32))),))
+    a = KernelItem(k, [n1, n2], [n1])
+    b = KernelItem(k, [n2, n1], [n2])
+    with pytest.raises(ScheduleError, match="cycle"):
+        _order([a, b], set())
+
+
+def test_compile_cache_reuses_programs(device):
+    from ug_core.runtime import compile_cache
+
+    x = ug.tensor(rand(8, 8), device=device)
+    (x.exp() + 1).realize()
+    hits = compile_cache.hits
+    y = ug.tensor(rand(8, 8), device=device)
+    (y.exp() + 1).realize()          # same kernel up to buffer identity: a cache hit
+    assert compile_cache.hits == hits + 1
