@@ -1,4 +1,4 @@
-"""The `ug` command: `ug devices`, `ug demo`."""
+"""The `ug` command: `ug devices`, `ug demo`, `ug bench`."""
 
 from __future__ import annotations
 
@@ -27,6 +27,11 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["bench"]:  # its own argument parser (see ug_core/bench.py)
+        from .bench import main as bench_main
+
+        return bench_main(argv[1:])
     parser = argparse.ArgumentParser(prog="ug", description="ug: lazy tensors fused into compiled kernels")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("devices", help="list devices: plugin, version, usable or why not")
@@ -37,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dim", type=int, default=256)
     p.add_argument("--heads", type=int, default=4)
     p.set_defaults(fn=_demo)
+    sub.add_parser("bench", help="benchmark ug against numpy/torch (ug bench --help)")
     args = parser.parse_args(argv)
     return int(args.fn(args) or 0)
 

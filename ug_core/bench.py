@@ -1,0 +1,285 @@
+"""`ug bench`: ug on each usable device against numpy, torch eager and torch.compile, in one run.
+
+Every output is checked against numpy; the table gives the median time, the achieved GB/s (memory
+bound workloads) or GFLOP/s (matmul), and for each ug row the ratio ug / best peer (< 1 is faster).
+ug is timed through `ug.jit`, as a user would run hot code: scheduling happens once, then each call
+replays the compiled kernels.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import platform
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+import ug_core as ug
+
+
+@dataclass
+class Workload:
+    name: str
+    title: str
+    make_inputs: Callable[[np.random.Generator, int], list[np.ndarray]]   # (rng, scale divisor)
+    fn: Callable[..., Any]              # the same code for ug tensors, numpy and torch (xp given)
+    bytes_moved: Callable[[list[np.ndarray]], float] | None = None
+    flops: Callable[[list[np.ndarray]], float] | None = None
+    tiny: bool = False                  # report µs per call
+    rtol: float = 1e-4
+    atol: float = 1e-5
+
+
+# --- the computations, written once for ug, numpy and torch -------------------------------------
+
+
+def _exp(xp: Any, x: Any) -> Any:
+    return x.exp() if xp == "ug" else xp.exp(x)
+
+
+def _tanh(xp: Any, x: Any) -> Any:
+    return x.tanh() if xp == "ug" else xp.tanh(x)
+
+
+def _softmax(xp: Any, x: Any, axis: int = -1) -> Any:
+    if xp == "ug":
+        return x.softmax(axis)
+    m = x.max(axis, keepdims=True) if xp is np else x.amax(axis, keepdim=True)
+    e = xp.exp(x - m)
+    return e / (e.sum(axis, keepdims=True) if xp is np else e.sum(axis, keepdim=True))
+
+
+def w1(xp: Any, x: Any) -> Any:
+    return (x.exp() * x.sin() if xp == "ug" else xp.exp(x) * xp.sin(x)) + x * x
+
+
+def w2(xp: Any, x: Any) -> Any:
+    return 0.5 * x * (1 + _tanh(xp, math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)))
+
+
+def w3(xp: Any, x: Any) -> Any:
+    return _softmax(xp, x)
+
+
+def w4(xp: Any, x: Any, w: Any, b: Any) -> Any:
+    keep = {"keepdims": True} if xp in ("ug", np) else {"keepdim": True}
+    mu = x.mean(-1, **keep)
+    xc = x - mu
+    var = (xc * xc).mean(-1, **keep)
+    inv = (var + 1e-5).sqrt().reciprocal() if xp == "ug" else 1 / xp.sqrt(var + 1e-5)
+    return xc * inv * w + b
+
+
+def w5a(xp: Any, x: Any) -> Any:
+    return x.sum()
+
+
+def w5b(xp: Any, x: Any) -> Any:
+    return x.sum(0)
+
+
+def w6(xp: Any, a: Any, b: Any) -> Any:
+    return a @ b
+
+
+def w7(xp: Any, q: Any, k: Any, v: Any) -> Any:
+    kt = k.permute(0, 2, 1) if xp != np else k.transpose(0, 2, 1)
+    return _softmax(xp, (q @ kt) * (1 / math.sqrt(q.shape[-1]))) @ v
+
+
+def w8a(xp: Any, a: Any, b: Any) -> Any:
+    return a + b
+
+
+def w8b(xp: Any, a: Any, b: Any) -> Any:
+    y = a + b
+    for i in range(9):
+        y = y * 1.0001 + b if i % 2 else y - a * 0.5
+    return y
+
+
+def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
+    return rng.standard_normal(shape, dtype=np.float32)
+
+
+def _bytes(inputs: list[np.ndarray], out_elems: int | None = None) -> float:
+    total = sum(a.nbytes for a in inputs)
+    return float(total + (out_elems if out_elems is not None else inputs[0].size) * 4)
+
+
+WORKLOADS = [
+    Workload("W1", "exp(x)*sin(x)+x*x, 16M", lambda r, s: [_rand(r, 16 * 2**20 // s)], w1, _bytes),
+    Workload("W2", "GELU(tanh), 16M", lambda r, s: [_rand(r, 16 * 2**20 // s)], w2, _bytes),
+    Workload("W3", "row softmax 4096x4096", lambda r, s: [_rand(r, 4096 // s, 4096) * 4], w3, _bytes),
+    Workload("W4", "layernorm 8192x1024 (+w,b)", lambda r, s: [_rand(r, 8192 // s, 1024), _rand(r, 1024), _rand(r, 1024)],
+             w4, lambda i: _bytes(i[:1]) + 8192.0),
+    Workload("W5a", "sum of 32M", lambda r, s: [_rand(r, 32 * 2**20 // s)], w5a, lambda i: _bytes(i, 1), rtol=1e-4, atol=1e-2),
+    Workload("W5b", "column sum 4096x4096", lambda r, s: [_rand(r, 4096 // s, 4096)], w5b, lambda i: _bytes(i, 4096), atol=1e-3),
+    Workload("W6a", "matmul 1024^3", lambda r, s: [_rand(r, 1024 // s, 1024), _rand(r, 1024, 1024)], w6,
+             flops=lambda i: 2.0 * i[0].shape[0] * i[0].shape[1] * i[1].shape[1], rtol=1e-3, atol=1e-3),
+    Workload("W6b", "matmul 2048^3", lambda r, s: [_rand(r, 2048 // s, 2048), _rand(r, 2048, 2048)], w6,
+             flops=lambda i: 2.0 * i[0].shape[0] * i[0].shape[1] * i[1].shape[1], rtol=1e-3, atol=1e-3),
+    Workload("W7", "attention 16h x 1024 x 64", lambda r, s: [_rand(r, 16, 1024 // s, 64), _rand(r, 16, 1024 // s, 64), _rand(r, 16, 1024 // s, 64)],
+             w7, flops=lambda i: 4.0 * i[0].shape[0] * i[0].shape[1] * i[1].shape[1] * i[0].shape[2], rtol=1e-3, atol=1e-4),
+    Workload("W8a", "tiny add (64 el.)", lambda r, s: [_rand(r, 64), _rand(r, 64)], w8a, tiny=True),
+    Workload("W8b", "chain of 10 tiny ops", lambda r, s: [_rand(r, 64), _rand(r, 64)], w8b, tiny=True),
+]
+
+
+# --- timing --------------------------------------------------------------------------------------
+
+
+def _median_time(run: Callable[[], Any], repeat: int, min_time: float = 0.05) -> float:
+    """Median seconds per call; tiny calls are batched so each sample lasts a measurable time."""
+    run()
+    start = time.perf_counter()
+    run()
+    once = time.perf_counter() - start
+    inner = max(1, int(min_time / max(once, 1e-7))) if once < min_time / 10 else 1
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        for _ in range(inner):
+            run()
+        samples.append((time.perf_counter() - start) / inner)
+    return statistics.median(samples)
+
+
+@dataclass
+class Row:
+    workload: Workload
+    impl: str
+    seconds: float | None
+    ok: bool
+    note: str = ""
+
+    def rate(self, inputs: list[np.ndarray]) -> str:
+        if self.seconds is None:
+            return ""
+        if self.workload.flops is not None:
+            return f"{self.workload.flops(inputs) / self.seconds / 1e9:.1f} GFLOP/s"
+        if self.workload.bytes_moved is not None and not self.workload.tiny:
+            return f"{self.workload.bytes_moved(inputs) / self.seconds / 1e9:.1f} GB/s"
+        return ""
+
+
+def _check(got: Any, want: np.ndarray, w: Workload) -> bool:
+    got = np.asarray(got, dtype=np.float64).reshape(np.shape(want))
+    return bool(np.allclose(got, want, rtol=w.rtol * 10, atol=w.atol * 10))
+
+
+def _ug_runner(w: Workload, inputs: list[np.ndarray], device: str) -> tuple[Callable[[], Any], Callable[[], Any]]:
+    tensors = [ug.tensor(a, device=device) for a in inputs]
+    jitted = ug.jit(lambda *ts: w.fn("ug", *ts))
+    dev = ug.registry.get(device)
+
+    def run() -> Any:
+        out = jitted(*tensors)
+        dev.synchronize()
+        return out
+    return run, lambda: jitted(*tensors).numpy()
+
+
+def _torch_runners(w: Workload, inputs: list[np.ndarray], compile_too: bool) -> list[tuple[str, Callable[[], Any]]]:
+    try:
+        import torch
+    except ImportError:
+        return []
+    ts = [torch.from_numpy(a) for a in inputs]
+    eager = lambda: w.fn(torch, *ts)  # noqa: E731
+    runners = [("torch", eager)]
+    if compile_too:
+        compiled_fn = torch.compile(lambda *xs: w.fn(torch, *xs))
+        runners.append(("torch.compile", lambda: compiled_fn(*ts)))
+    return runners
+
+
+def run_bench(devices: list[str], names: list[str] | None, scale: int, repeat: int, torch_compile: bool,
+              out: Callable[[str], None] = print) -> list[tuple[Workload, list[Row], list[np.ndarray]]]:
+    rng = np.random.default_rng(0)
+    results = []
+    for w in WORKLOADS:
+        if names and w.name not in names and w.name.rstrip("ab") not in names:
+            continue
+        inputs = w.make_inputs(rng, scale)
+        want = np.asarray(w.fn(np, *[a.astype(np.float64) for a in inputs]))
+        rows: list[Row] = []
+        peers: list[tuple[str, Callable[[], Any]]] = [("numpy", lambda w=w, inputs=inputs: w.fn(np, *inputs))]
+        try:
+            peers += _torch_runners(w, inputs, torch_compile)
+        except Exception as e:  # torch.compile may be unusable on a machine
+            rows.append(Row(w, "torch", None, False, f"unavailable: {type(e).__name__}"))
+        for name, run in peers:
+            try:
+                ok = _check(run(), want, w)
+                rows.append(Row(w, name, _median_time(run, repeat), ok))
+            except Exception as e:
+                rows.append(Row(w, name, None, False, f"failed: {type(e).__name__}: {str(e)[:60]}"))
+        for device in devices:
+            try:
+                run, value = _ug_runner(w, inputs, device)
+                ok = _check(value(), want, w)
+                rows.append(Row(w, f"ug:{device}", _median_time(run, repeat), ok))
+            except Exception as e:
+                rows.append(Row(w, f"ug:{device}", None, False, f"failed: {type(e).__name__}: {str(e)[:80]}"))
+        results.append((w, rows, inputs))
+        _print_rows(w, rows, inputs, out)
+    return results
+
+
+def _print_rows(w: Workload, rows: list[Row], inputs: list[np.ndarray], out: Callable[[str], None]) -> None:
+    peers = [r for r in rows if not r.impl.startswith("ug:") and r.seconds is not None and r.ok]
+    best = min(peers, key=lambda r: r.seconds) if peers else None  # type: ignore[arg-type,return-value]
+    unit, mult = ("us", 1e6) if w.tiny else ("ms", 1e3)
+    for r in rows:
+        t = f"{r.seconds * mult:10.3f} {unit}" if r.seconds is not None else f"{'-':>13}"
+        ratio = ""
+        if r.impl.startswith("ug:") and best is not None and r.seconds is not None:
+            ratio = f"{r.seconds / best.seconds:.2f}x vs {best.impl}"  # type: ignore[operator]
+        check = "ok" if r.ok else "MISMATCH" if r.seconds is not None else ""
+        out(f"| {w.name:4} | {w.title:28} | {r.impl:14} | {t} | {r.rate(inputs):>15} | {ratio:22} | {check:8} {r.note}")
+
+
+def machine_line() -> str:
+    cpu = platform.processor() or "?"
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    versions = [f"numpy {np.__version__}"]
+    try:
+        import torch
+        versions.append(f"torch {torch.__version__}")
+    except ImportError:
+        versions.append("torch not installed")
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {', '.join(versions)}, ug devices {ug.devices()}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="ug bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", action="append", help="ug device to run (repeatable; default: every usable device except ref)")
+    parser.add_argument("--workloads", help="comma-separated names, e.g. W1,W3,W6a (default: all)")
+    parser.add_argument("--scale", type=int, default=1, help="divide problem sizes by this (quick runs)")
+    parser.add_argument("--repeat", type=int, default=7, help="timed samples per implementation (median is reported)")
+    parser.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile (it compiles for a long time)")
+    args = parser.parse_args(argv)
+    devices = args.device or [d for d in ug.devices() if d != "ref"] or ["ref"]
+    names = args.workloads.split(",") if args.workloads else None
+    print(f"machine: {machine_line()}")
+    print(f"command: ug bench {' '.join(argv) if argv else ''}".rstrip())
+    print("| W    | workload                     | impl           |        median |            rate | ug / best peer         | check")
+    results = run_bench(devices, names, args.scale, args.repeat, not args.no_torch_compile)
+    bad = [(w.name, r.impl) for w, rows, _ in results for r in rows if r.seconds is not None and not r.ok]
+    if bad:
+        print(f"MISMATCH against numpy: {bad}")
+        return 1
+    return 0
