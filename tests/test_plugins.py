@@ -171,3 +171,21 @@ def test_debug_levels(level, expect):
         assert "ms" in out.stderr          # timings
     if level >= 2:
         assert "loop IR" in out.stderr     # the lowered IR
+
+
+def test_compile_error_carries_the_source():
+    class Broken(RefDevice):
+        version = "broken-1"
+
+        def compile(self, kernel):
+            raise ValueError("backend cannot do this")
+
+    registry.register(ug.DeviceSpec(name="brokencc", factory=Broken, plugin="test"))
+    try:
+        x = ug.tensor(np.ones(4, np.float32), device="brokencc")
+        with pytest.raises(ug.CompileError) as e:
+            (x.exp() + 1).numpy()
+        assert "backend cannot do this" in str(e.value)
+        assert "exp" in e.value.source and "kernel" in e.value.source
+    finally:
+        registry.unregister_device("brokencc")

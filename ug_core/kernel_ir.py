@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
+from . import dag
 from .ops import ALU, REDUCE, Op
 from .view import View, ViewChain
 
@@ -150,20 +151,7 @@ class Kernel:
 
 def toposort(root: Expr) -> list[Expr]:
     """Nodes of the DAG under `root`, each once, operands before users."""
-    order: list[Expr] = []
-    seen: set[int] = set()
-    stack: list[tuple[Expr, bool]] = [(root, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        stack.extend((s, False) for s in reversed(node.srcs) if id(s) not in seen)
-    return order
+    return dag.toposort([root], lambda e: e.srcs)
 
 
 def _expr_lines(root: Expr, names: dict[int, str]) -> list[str]:

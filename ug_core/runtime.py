@@ -14,7 +14,7 @@ from typing import Callable
 
 import numpy as np
 
-from .device import Buffer, Device, Program
+from .device import Buffer, CompileError, Device, Program
 from .graph import Node
 from .kernel_ir import Kernel
 from .plugins import registry
@@ -58,7 +58,16 @@ class CompileCache:
         if level >= 3:
             _log(f"--- {device.name} source ---\n{device.render(kernel)}")
         start = time.perf_counter()
-        program = device.compile(kernel)
+        try:
+            program = device.compile(kernel)
+        except CompileError:
+            raise
+        except Exception as e:  # a backend bug or limit: still show what it was asked to compile
+            try:
+                source = device.render(kernel)
+            except Exception:
+                source = str(kernel)
+            raise CompileError(f"{device.name} failed to compile kernel {kernel.name}: {type(e).__name__}: {e}", source) from e
         if level >= 1:
             _log(f"compiled {kernel.name} on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} ms")
         self.programs[key] = program

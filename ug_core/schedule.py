@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from . import dag
 from .device import MatmulSpec
 from .graph import Node
 from .kernel_ir import BufferArg, Expr, ExprBuilder, Kernel, Reduction, Store
@@ -330,23 +331,8 @@ def _build(roots: list[_Root], realize: set[Node], note: str = "") -> KernelItem
 
 
 def _walk(targets: Iterable[Node]) -> list[Node]:
-    """Unrealized nodes reachable from targets, sources before users."""
-    order: list[Node] = []
-    seen: set[int] = set()
-    for t in targets:
-        stack: list[tuple[Node, bool]] = [(t, False)]
-        while stack:
-            node, expanded = stack.pop()
-            if expanded:
-                order.append(node)
-                continue
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            stack.append((node, True))
-            if not node.realized:
-                stack.extend((s, False) for s in reversed(node.srcs))
-    return order
+    """Nodes reachable from targets (not looking past realized ones), sources before users."""
+    return dag.toposort(targets, lambda n: () if n.realized else n.srcs)
 
 
 def _strip_view(node: Node) -> tuple[Node, View]:
