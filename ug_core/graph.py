@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class Node:
-    __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "buffer", "readers", "__weakref__")
+    __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "buffer", "_readers", "__weakref__")
 
     def __init__(self, op: Op, srcs: tuple["Node", ...], arg: Any, shape: tuple[int, ...], dtype: np.dtype, device: str):
         self.op = op
@@ -32,10 +32,21 @@ class Node:
         self.buffer: Buffer | None = None
         # who reads this node's value (nodes and tensors); assign uses it to decide
         # whether writing into this node's buffer in place would be seen by an earlier read
-        # (keyed by id: a WeakSet would compare tensors with their elementwise ==)
-        self.readers: weakref.WeakValueDictionary[int, Any] = weakref.WeakValueDictionary()
+        # (weak references in a list: cheap to create, and a WeakSet would compare tensors
+        # with their elementwise ==)
+        self._readers: list[weakref.ref[Any]] = []
         for src in srcs:
-            src.readers[id(self)] = self
+            src.add_reader(self)
+
+    def add_reader(self, reader: Any) -> None:
+        readers = self._readers
+        readers.append(weakref.ref(reader))
+        if len(readers) >= 64 and (len(readers) & (len(readers) - 1)) == 0:  # prune dead refs now and then
+            readers[:] = [r for r in readers if r() is not None]
+
+    def readers(self) -> list[Any]:
+        """The live nodes and tensors that read this node's value."""
+        return [obj for obj in (r() for r in self._readers) if obj is not None]
 
     @property
     def realized(self) -> bool:

@@ -59,13 +59,14 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        tensors = [a for a in args if isinstance(a, Tensor)]
-        key = (
-            tuple((t.shape, t.dtype, t.device) if isinstance(t, Tensor) else ("py", _static_key(t)) for t in args),
-            tuple(sorted((k, _static_key(v)) for k, v in kwargs.items())),
-        )
+        # the replay path: keep it to a dict lookup and the compiled steps
+        key = tuple([(a._node.shape, a._node.dtype, a._node.device) if type(a) is Tensor else ("py", _static_key(a))
+                     for a in args])
+        if kwargs:
+            key += tuple(sorted((k, _static_key(v)) for k, v in kwargs.items()))
+        tensors = [a for a in args if type(a) is Tensor]
         for t in tensors:
-            if not t.node.realized:
+            if t._node.buffer is None:
                 t.realize()
         trace = traces.get(key)
         if trace is None:

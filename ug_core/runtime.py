@@ -95,6 +95,7 @@ class CompiledSchedule:
         self.slots: list[Node] = []
         self._slot_of: dict[int, int] = {}
         self.steps: list[_Step] = []
+        self.debug = debug_level()  # read once: replays (ug.jit) must not pay for os.environ
         for item in schedule.items:
             self.steps.append(self._compile(item))
 
@@ -165,7 +166,7 @@ class CompiledSchedule:
         raise AssertionError(item)
 
     def run(self, bufs: list[Buffer | None]) -> list[Buffer | None]:
-        if debug_level() >= 1:
+        if self.debug >= 1:
             return self._run_timed(bufs)
         for step in self.steps:
             step.run(bufs)

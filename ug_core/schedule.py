@@ -382,7 +382,7 @@ def _in_place_assigns(nodes: list[Node], targets: list[Node]) -> set[Node]:
         if _reads(value, target):
             continue  # the write kernel would read what it overwrites
         safe = True
-        for reader in list(target.readers.values()):
+        for reader in target.readers():
             if reader is node:
                 continue
             if isinstance(reader, Node):

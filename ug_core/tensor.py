@@ -215,16 +215,15 @@ class Tensor:
 
     def __init__(self, node: Node):
         self._node = node
-        node.readers[id(self)] = self
+        node.add_reader(self)
 
     @property
     def node(self) -> Node:
         return self._node
 
     def _replace_node(self, node: Node) -> None:
-        self._node.readers.pop(id(self), None)
-        self._node = node
-        node.readers[id(self)] = self
+        self._node = node  # the old node's weak ref to this tensor is skipped: its node moved on
+        node.add_reader(self)
 
     # --- properties ---
     @property
