@@ -17,7 +17,8 @@ the same on every lane, e.g. a CONST); a lane starts as one thread.
   the last barrier, a LOCAL_STORE to a slot that another thread read or wrote since the
   last barrier, a read of a never-written slot, a barrier that not every thread of a
   workgroup reaches, or a barrier in a loop all raise `InterpError`.
-* LOAD / LOAD_LOCAL / STORE / LOCAL_STORE indices are bounds-checked.
+* LOAD / STORE / LOCAL_LOAD / LOCAL_STORE indices are bounds-checked, and stored values must
+  have the buffer's dtype.
 
 Usage: `run(program, buffers)` with one flat numpy array per parameter (in place).
 """

@@ -228,6 +228,36 @@ def test_setitem_then_compute(device, close):
     close(y_before, a.sum(axis=1), rtol=1e-6, atol=1e-6)
 
 
+def test_views_taken_before_write_keep_old_values(device, close):
+    a = rand((4, 3))
+    x = ug.tensor(a, device=device)
+    lazy_view = x[1:3]          # views are not copies, but must not observe later writes
+    realized_view = x.T
+    realized_view.realize()
+    reshaped = x.reshape(-1)
+    reshaped.realize()
+    x[1:3] = 0.0
+    x.assign(x + 1)
+    e = a.copy()
+    e[1:3] = 0.0
+    close(x, e + 1)
+    close(lazy_view, a[1:3])
+    close(realized_view, a.T)
+    close(reshaped, a.reshape(-1))
+
+
+def test_assign_does_not_alias_source(device, close):
+    a, b = rand((2, 3)), rand((2, 3))
+    x, y = ug.tensor(a, device=device), ug.tensor(b, device=device)
+    x.assign(y)
+    x.realize()
+    y[0] = -100.0           # writing the source afterwards must not leak into x
+    y.assign(y * 0)
+    close(x, b)
+    x[1] = 7.0              # nor the other way round
+    close(y, np.zeros_like(b))
+
+
 def test_setitem_int_tensor(device, close):
     a = np.arange(10, dtype=np.int32)
     x = ug.tensor(a, device=device)
@@ -287,6 +317,31 @@ def test_jit_results_stay_valid_after_realize(device, close):
     for a, o in outs:
         e = np.exp(a - a.max(-1, keepdims=True))
         close(o, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_jit_earlier_outputs_not_overwritten(device, close):
+    f = ug.jit(lambda q: q * 2 + 1)
+    inputs = [rand((3, 4)) for _ in range(5)]
+    lazy = [f(ug.tensor(a, device=device)) for a in inputs]
+    for a, out in zip(inputs, lazy):
+        close(out, a * 2 + 1)
+    realized = []
+    for a in inputs:
+        realized.append(f(ug.tensor(a, device=device)).realize())
+    for a, out in zip(inputs, realized):
+        close(out, a * 2 + 1)
+
+
+def test_jit_0d_inputs_outputs_and_view_output(device, close):
+    scale = ug.jit(lambda p, s: p * s)
+    total = ug.jit(lambda p: p.sum())
+    view = ug.jit(lambda p: p.T[::2])
+    for i in range(4):
+        a = rand((3, 4))
+        s = np.float32(i + 0.5)
+        close(scale(ug.tensor(a, device=device), ug.tensor(s, device=device)), a * s)
+        close(total(ug.tensor(a, device=device)), a.sum(), rtol=1e-5, atol=1e-5)
+        close(view(ug.tensor(a, device=device)), a.T[::2])
 
 
 def test_jit_lazy_and_view_inputs(device, close):

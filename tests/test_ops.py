@@ -375,7 +375,7 @@ def test_tensor_from_numpy_properties(device, close):
 def test_tensor_from_nested_lists_and_scalars(device, close):
     x = ug.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=np.float32, device=device)
     close(x, np.array([[1, 2], [3, 4]], np.float32))
-    y = ug.tensor([[1, 2, 3]], device=device)
+    y = ug.tensor([[1, 2, 3]], dtype=np.int32, device=device)
     assert y.shape == (1, 3)
     np.testing.assert_array_equal(y.numpy(), [[1, 2, 3]])
     s = ug.tensor(2.5, dtype=np.float32, device=device)
@@ -501,3 +501,16 @@ def test_int_elementwise(device, close):
     close(3 - x, np.int32(3) - a)
     close(x * 2, a * np.int32(2))
     close(ug.where(x > 0, x, y), np.where(a > 0, a, b))
+
+
+def test_nan_inf_propagation_follows_numpy(device, close):
+    """maximum/minimum/relu propagate NaN like numpy (C fmaxf would not); exp(-inf) == 0."""
+    a = np.array([np.nan, 1.0, -2.0, np.inf, -np.inf], np.float32)
+    x = ug.tensor(a, device=device)
+    with np.errstate(invalid="ignore"):
+        close(ug.maximum(x, 0.0), np.maximum(a, np.float32(0)))
+        close(ug.minimum(x, 0.0), np.minimum(a, np.float32(0)))
+        close(ug.maximum(0.0, x), np.maximum(np.float32(0), a))
+        close(x.exp(), np.exp(a))
+        close(x * 0 + 1, a * 0 + 1)
+        close(x.abs(), np.abs(a))

@@ -11,7 +11,7 @@ def _devices(args: argparse.Namespace) -> int:
 
     rows = registry.status()
     header = ("device", "plugin", "version", "status")
-    table = [header] + [(r.name, r.plugin, r.version, "usable" if r.usable else f"not usable: {r.reason}") for r in rows]
+    table = [header] + [(r.name, r.plugin, r.version, ("usable" + (f": {r.detail}" if r.detail else "")) if r.usable else f"not usable: {r.reason}") for r in rows]
     widths = [max(len(row[i]) for row in table[:]) for i in range(3)]
     for row in table:
         print("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3])

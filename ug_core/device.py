@@ -55,6 +55,7 @@ class Device(abc.ABC):
     name: str = "?"
     version: str = "0"
     dtypes: frozenset[np.dtype] = frozenset()
+    description: str = ""  # e.g. the hardware's name; `ug devices` shows it next to "usable"
 
     @abc.abstractmethod
     def allocate(self, nbytes: int) -> Any: ...

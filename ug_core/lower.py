@@ -23,6 +23,9 @@ Strategies (which thread does what):
   back by every thread, so later phases and stores can use it; they again stride over
   their extent.
 
+Accumulators have the reduction's dtype, except float16 sums, which accumulate in
+float32 (and are cast back once at the end).
+
 Index math is int64: the outer / reduced linear index is unravelled into per-dim
 indices with IDIV / MOD only where a view needs them (runs of dims that a view reads
 contiguously are taken from the linear index in one piece), multiplications by stride 0
@@ -239,6 +242,14 @@ class _PhaseIndex:
     red_dims: tuple[int, ...]
 
 
+F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def _acc_dtype(r: Reduction) -> np.dtype:
+    """The accumulator's dtype: float16 sums accumulate in float32 (float16 has ~3 digits)."""
+    return F32 if r.op is Op.SUM and r.dtype == F16 else r.dtype
+
+
 def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
@@ -323,7 +334,7 @@ class _Lowerer:
         self.global_size, self.local_size = grid, (local,) + (1,) * (len(grid) - 1)
         # one shared array per reduction, so that reading one reduction's result never
         # races with the next reduction's writes (no barrier needed between them)
-        shared = [b.emit(Opc.DEFINE_LOCAL, r.dtype, (), local) if local > 1 else None for r in self.k.reductions]
+        shared = [b.emit(Opc.DEFINE_LOCAL, _acc_dtype(r), (), local) if local > 1 else None for r in self.k.reductions]
         row = self._group_linear(grid)
         lid = self._local_id(local)
         guarded = prod(grid) != self.n_outer
@@ -383,27 +394,28 @@ class _Lowerer:
             return b.const(init, r.dtype)
         if e == 1:  # combine(identity, v) == v
             return self._phase_value(r.expr, r.shape, outer, None, r.dtype)
-        acc = b.emit(Opc.DEFINE_ACC, r.dtype, (), init)
+        dt = _acc_dtype(r)
+        acc = b.emit(Opc.DEFINE_ACC, dt, (), init)
         block = self.opts.sum_block
-        if r.op is Op.SUM and r.dtype.kind == "f" and e > block:
+        if r.op is Op.SUM and dt.kind == "f" and e > block:
             # blocked summation: error grows with e / block + block instead of e
             start = b.range(b.const(0), b.const(e), block)
-            part = b.emit(Opc.DEFINE_ACC, r.dtype, (), init)
+            part = b.emit(Opc.DEFINE_ACC, dt, (), init)
             end = b.add(start, b.const(block))
             if e % block:
                 end = b.alu(Op.MIN, (end, b.const(e)), INDEX)
             i = b.range(start, end)
-            value = self._phase_value(r.expr, r.shape, outer, i, r.dtype)
+            value = self._phase_value(r.expr, r.shape, outer, i, dt)
             b.emit(Opc.ACC_UPDATE, None, (part, value), combine)
             b.close()
-            b.emit(Opc.ACC_UPDATE, None, (acc, b.emit(Opc.ACC_READ, r.dtype, (part,))), combine)
+            b.emit(Opc.ACC_UPDATE, None, (acc, b.emit(Opc.ACC_READ, dt, (part,))), combine)
             b.close()
         else:
             i = b.range(b.const(0), b.const(e))
-            value = self._phase_value(r.expr, r.shape, outer, i, r.dtype)
+            value = self._phase_value(r.expr, r.shape, outer, i, dt)
             b.emit(Opc.ACC_UPDATE, None, (acc, value), combine)
             b.close()
-        return b.emit(Opc.ACC_READ, r.dtype, (acc,))
+        return b.cast(b.emit(Opc.ACC_READ, dt, (acc,)), r.dtype)
 
     # -- phases, a workgroup sharing one outer index
     def _cooperative_reduce(self, r: Reduction, row: Inst, lid: Inst, local: int, smem: Inst | None) -> Inst:
@@ -415,15 +427,16 @@ class _Lowerer:
             return b.const(init, r.dtype)
         if e == 1:  # every thread computes the single value itself: no communication
             return self._phase_value(r.expr, r.shape, row, None, r.dtype)
+        dt = _acc_dtype(r)
         # each thread: partial over i = lid, lid + local, ... (threads past e keep the identity)
-        part = b.emit(Opc.DEFINE_ACC, r.dtype, (), init)
+        part = b.emit(Opc.DEFINE_ACC, dt, (), init)
         i = b.range(lid, b.const(e), local)
-        value = self._phase_value(r.expr, r.shape, row, i, r.dtype)
+        value = self._phase_value(r.expr, r.shape, row, i, dt)
         b.emit(Opc.ACC_UPDATE, None, (part, value), combine)
         b.close()
-        partial = b.emit(Opc.ACC_READ, r.dtype, (part,))
+        partial = b.emit(Opc.ACC_READ, dt, (part,))
         if smem is None:  # a single thread: its partial is the result
-            return partial
+            return b.cast(partial, r.dtype)
         # tree: every slot [0, local) is written before the first barrier; each step folds the
         # upper part [half, n) onto [0, n - half) and halves n (rounding up: any `local` works)
         b.emit(Opc.LOCAL_STORE, None, (smem, lid, partial))
@@ -432,14 +445,14 @@ class _Lowerer:
         while n > 1:
             half = (n + 1) // 2
             b.if_(b.alu(Op.CMPLT, (lid, b.const(n - half)), BOOL))
-            mine = b.emit(Opc.LOCAL_LOAD, r.dtype, (smem, lid))
-            other = b.emit(Opc.LOCAL_LOAD, r.dtype, (smem, b.add(lid, b.const(half))))
-            b.emit(Opc.LOCAL_STORE, None, (smem, lid, b.alu(combine, (mine, other), r.dtype)))
+            mine = b.emit(Opc.LOCAL_LOAD, dt, (smem, lid))
+            other = b.emit(Opc.LOCAL_LOAD, dt, (smem, b.add(lid, b.const(half))))
+            b.emit(Opc.LOCAL_STORE, None, (smem, lid, b.alu(combine, (mine, other), dt)))
             b.close()
             b.emit(Opc.BARRIER, None)
             n = half
         # broadcast: after the last barrier every thread reads the total
-        return b.emit(Opc.LOCAL_LOAD, r.dtype, (smem, b.const(0)))
+        return b.cast(b.emit(Opc.LOCAL_LOAD, dt, (smem, b.const(0))), r.dtype)
 
     # -- phase bodies
     def _identity(self, r: Reduction) -> Any:

@@ -24,6 +24,7 @@ class DeviceStatus:
     version: str
     usable: bool
     reason: str
+    detail: str = ""  # the usable device's `description` (e.g. the GPU's name)
 
 
 class Registry:
@@ -134,7 +135,8 @@ class Registry:
 
     def status(self) -> list[DeviceStatus]:
         usable = set(self.usable())
-        rows = [DeviceStatus(s.name, s.plugin, s.version, s.name in usable, "" if s.name in usable else self.failures.get(s.name, "?"))
+        rows = [DeviceStatus(s.name, s.plugin, s.version, s.name in usable, "" if s.name in usable else self.failures.get(s.name, "?"),
+                             getattr(self.devices.get(s.name), "description", "") or "" if s.name in usable else "")
                 for s in sorted(self.specs.values(), key=lambda s: (s.priority, s.name))]
         for ep_name, err in self.broken_plugins.items():
             rows.append(DeviceStatus("-", ep_name, "?", False, f"plugin failed to load: {err}"))
