@@ -7,7 +7,6 @@ Every op is continuous on its domain (log/sqrt/reciprocal see abs()+1, exp sees
 mismatch larger than accumulated rounding is a real bug.
 """
 import numpy as np
-import pytest
 from hypothesis import assume, given, note
 from hypothesis import strategies as st
 
