@@ -265,3 +265,17 @@ def test_compile_cache_reuses_programs(device):
     y = ug.tensor(rand(8, 8), device=device)
     (y.exp() + 1).realize()          # same kernel up to buffer identity: a cache hit
     assert compile_cache.hits == hits + 1
+
+
+def test_long_reduction_over_few_rows_is_split_in_two_stages(device):
+    a = rng.standard_normal(1 << 18).astype(np.float32)
+    x = ug.tensor(a, device=device)
+    y = (x * 2).sum()
+    sched = ug.schedule(y)
+    assert n_kernels(sched) == 2
+    first = sched.items[0].kernel
+    assert first.outer[0] >= 64          # many partial rows: parallel work for every core
+    np.testing.assert_allclose(y.item(), (a.astype(np.float64) * 2).sum(), rtol=1e-5, atol=1e-3)
+    # short reductions and reductions over many rows stay one kernel
+    assert n_kernels(ug.schedule(ug.tensor(a[:1000], device=device).sum())) == 1
+    assert n_kernels(ug.schedule(ug.tensor(a.reshape(512, 512), device=device).sum(1))) == 1

@@ -395,7 +395,7 @@ class Tensor:
                              f"(shape {self.shape}, axis {axis})")
         node = graph.cast(self._node, dtype)
         if axes:
-            node = graph.reduce(node, op, axes, dtype)
+            node = _split_reduce(node, op, axes, dtype) or graph.reduce(node, op, axes, dtype)
         out = _make(node)
         if not keepdims:
             out = out.reshape(tuple(s for d, s in enumerate(self.shape) if d not in axes))
@@ -523,6 +523,30 @@ class Tensor:
         if not all(s == 1 or s == t for s, t in zip(node.shape[::-1], shape[::-1])) or len(node.shape) > len(shape):
             raise ValueError(f"cannot assign a value of shape {node.shape} to a region of shape {shape}")
         return _broadcast(graph.cast(node, self.dtype), shape)
+
+
+SPLIT_MIN_ELEMENTS = 1 << 16
+"""A reduction at least this long over at most SPLIT_MAX_ROWS rows is done in two stages: partial
+results over many rows first (parallel across threads / workgroups), then a short reduction of
+those. One long serial loop per row would leave all but one core idle."""
+SPLIT_MAX_ROWS = 16
+
+
+def _split_reduce(node: Node, op: Op, axes: tuple[int, ...], dtype: np.dtype) -> Node | None:
+    shape = node.shape
+    n = prod([shape[a] for a in axes])
+    rows = prod([s for d, s in enumerate(shape) if d not in axes])
+    if n < SPLIT_MIN_ELEMENTS or rows > SPLIT_MAX_ROWS:
+        return None
+    parts = next((p for p in range(min(1024, math.isqrt(n)), 63, -1) if n % p == 0), None)
+    if parts is None:  # n has no divisor in range (e.g. a large prime): one stage
+        return None
+    keep = [d for d in range(len(shape)) if d not in axes]
+    staged = Tensor(node).permute(keep + list(axes)).reshape(*(shape[d] for d in keep), parts, n // parts)._node
+    partial = graph.reduce(staged, op, (len(keep) + 1,), dtype)
+    total = graph.reduce(partial, op, (len(keep),), dtype)
+    keepdims_shape = tuple(1 if d in axes else s for d, s in enumerate(shape))
+    return graph.view(total, View.contiguous(total.shape).reshape(keepdims_shape) or View.contiguous(keepdims_shape))
 
 
 def graph_scalar(value: Scalar, dtype: np.dtype, device: str) -> Tensor:
