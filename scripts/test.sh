@@ -4,13 +4,24 @@
 # the core suite (on every usable device) and each plugin's own tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# ug-vulkan: lavapipe (Vulkan on the CPU) and spirv-tools; skipped when installed, apt-get update only if needed
+vk_pkgs=(mesa-vulkan-drivers libvulkan1 spirv-tools)
+if ! dpkg -s "${vk_pkgs[@]}" >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    { apt-get install -y -qq "${vk_pkgs[@]}" || { apt-get update -qq && apt-get install -y -qq "${vk_pkgs[@]}"; }; } >/dev/null \
+        || { echo "error: could not install ${vk_pkgs[*]} (needed to test the vulkan device)" >&2; exit 1; }
+fi
 python -m pip install -q --disable-pip-version-check -e ".[test]"
 for plugin in plugins/*/; do
     if [ -f "$plugin/pyproject.toml" ]; then
         python -m pip install -q --disable-pip-version-check -e "$plugin"
     fi
 done
-ug devices
 paths=(tests)
 for d in plugins/*/tests; do [ -d "$d" ] && paths+=("$d"); done
+# vulkan runs on lavapipe here; spirv-val checks every SPIR-V module the suite makes it emit
+if [ -f /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ]; then
+    export VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json MESA_SHADER_CACHE_DISABLE=true UG_VULKAN_VALIDATE=1
+fi
+ug devices
+# the core suite runs once per usable device (the `device` fixture), then each plugin's own tests
 python -m pytest -q "${paths[@]}" "$@"

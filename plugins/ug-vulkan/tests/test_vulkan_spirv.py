@@ -1,0 +1,117 @@
+"""SPIR-V emission without a GPU: every module the renderer makes passes spirv-val, for the
+full feature set and for each fallback (no int64, no 8-bit storage, no float controls)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ug_core.device import MatmulSpec
+from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Reduction, Store
+from ug_core.lower import LowerOptions, lower
+from ug_core.ops import ALU, Op
+from ug_core.view import View
+from ug_vulkan import matmul as mm
+from ug_vulkan.codegen import Caps, RenderError, render
+from ug_vulkan.device import spirv_val_path, validate_spirv
+from ug_vulkan.spirv import MAGIC
+
+F32, F64, F16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
+I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(bool)
+
+CAPS = {
+    "full": Caps(preserve_widths=(16, 32, 64)),
+    "no-int64": Caps(int64=False),
+    "no-8bit": Caps(int8_storage=False, int8=False),
+    "minimal": Caps(int64=False, float64=False, float16=False, int8_storage=False, int8=False),
+}
+needs_val = pytest.mark.skipif(spirv_val_path() is None, reason="spirv-val (spirv-tools) not installed")
+
+
+def c(shape):
+    return View.contiguous(tuple(shape))
+
+
+def elementwise(op: Op, dt: np.dtype, n: int = 37) -> Kernel:
+    eb = ExprBuilder()
+    arity = ALU[op].arity
+    out_dt = BOOL if ALU[op].returns_bool else dt
+    srcs = []
+    for i in range(arity):
+        if op is Op.WHERE and i == 0:
+            srcs.append(eb.load(1, (c((n,)),), BOOL))
+        else:
+            srcs.append(eb.load(1 + i, (c((n,)),), dt))
+    args = [BufferArg(out_dt, n, True)] + [BufferArg(s.dtype, n, False) for s in srcs]
+    expr = eb.alu(op, tuple(srcs), out_dt)
+    return Kernel(f"E_{op.name}", tuple(args), (n,), (), (), (Store(0, (n,), c((n,)), expr),))
+
+
+def softmax_like(dt: np.dtype, rows: int = 3, cols: int = 300) -> Kernel:
+    eb = ExprBuilder()
+    shape = (rows, cols)
+    x = eb.load(1, (c(shape),), dt)
+    red = (Reduction(Op.RMAX, shape, x, dt),)
+    e = eb.alu(Op.EXP, (eb.alu(Op.SUB, (x, eb.acc(0, dt)), dt),), dt)
+    red += (Reduction(Op.SUM, shape, e, dt),)
+    out = eb.alu(Op.DIV, (e, eb.acc(1, dt)), dt)
+    args = (BufferArg(dt, rows * cols, True), BufferArg(dt, rows * cols, False))
+    return Kernel("softmax", args, (rows, 1), (1,), red, (Store(0, shape, c(shape), out),))
+
+
+def _kernels(caps: Caps):
+    dts = [F32, I32, BOOL] + ([I64] if caps.int64 else []) + ([F64] if caps.float64 else []) + ([F16] if caps.float16 else [])
+    for op in ALU:
+        for dt in dts:
+            if dt == BOOL and op in (Op.NEG, Op.RECIP, Op.SUB, Op.DIV, Op.POW, Op.EXP, Op.LOG, Op.SQRT, Op.SIN,
+                                     Op.COS, Op.TANH):
+                continue
+            if dt.kind == "i" and op in (Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH):
+                continue
+            yield elementwise(op, dt)
+    for dt in [d for d in dts if d.kind == "f"]:
+        yield softmax_like(dt)
+
+
+def _check(binary: bytes) -> None:
+    assert int.from_bytes(binary[:4], "little") == MAGIC and len(binary) % 4 == 0
+    if spirv_val_path() is not None:
+        problem = validate_spirv(binary)
+        assert problem is None, problem
+
+
+@pytest.mark.parametrize("caps", list(CAPS), ids=str)
+@pytest.mark.parametrize("local", [1, 7, 64])
+def test_lowered_kernels_validate(caps, local):
+    opts = LowerOptions("gpu", local_size=local, gpu_serial_max_extent=0 if local > 1 else 16)
+    for kernel in _kernels(CAPS[caps]):
+        _check(render(lower(kernel, opts), CAPS[caps]))
+
+
+@pytest.mark.parametrize("caps", list(CAPS), ids=str)
+@pytest.mark.parametrize("dt", [F32, I32, BOOL, F64, F16, I64], ids=str)
+def test_matmul_module_validates(caps, dt):
+    cp = CAPS[caps]
+    if (dt == F64 and not cp.float64) or (dt == F16 and not cp.float16) or (dt == I64 and not cp.int64):
+        pytest.skip("dtype not offered with these caps")
+    a = View((2, 5, 3, 7), (0, 1, 35, 5), 4)   # broadcast batch, transposed inner dims, offset
+    b = View((2, 5, 7, 9), (63, 0, 9, 1), 0)
+    spec = MatmulSpec(a, b, (2, 5, 3, 9), dt)
+    _check(render(mm.build(spec, 16, (65535, 65535, 3)), cp))
+
+
+def test_missing_feature_is_a_render_error():
+    with pytest.raises(RenderError, match="float64"):
+        render(lower(elementwise(Op.ADD, F64), LowerOptions("gpu")), Caps(float64=False))
+
+
+def test_32bit_index_math_refuses_huge_buffers():
+    k = elementwise(Op.ADD, F32, n=2**31 + 5)
+    with pytest.raises(RenderError, match="int64"):
+        render(lower(k, LowerOptions("gpu")), Caps(int64=False))
+
+
+@needs_val
+def test_spirv_val_catches_a_broken_module():
+    good = render(lower(elementwise(Op.ADD, F32), LowerOptions("gpu")), Caps())
+    bad = good[:-8]  # drop OpFunctionEnd and more
+    assert validate_spirv(bad) is not None

@@ -1,0 +1,1 @@
+"""ug-vulkan: a Vulkan compute backend for ug (SPIR-V emitted directly from the loop IR)."""

@@ -1,0 +1,149 @@
+"""The matmul kernel: a tiled shared-memory program, written directly in loop IR.
+
+out[b, m, n] = sum_k a[b, m, k] * b[b, k, n] for any operand views (strides, offsets, stride-0
+broadcast batch dims). Each workgroup computes a T x T output tile: per K-step, its T*T threads
+stage one T x T tile of A and of B in workgroup memory (zero-padded at the edges, so any
+shape works), synchronize, and accumulate T products each. Batches run over the third grid
+dimension, looping when there are more batches than workgroups allowed in z.
+
+The program has barriers inside (workgroup-uniform) loops, which the shared lowering never
+produces, so it is not passed through `LoopProgram.verify`; the SPIR-V renderer handles it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ug_core.device import MatmulSpec
+from ug_core.loop_ir import BOOL, INDEX, Inst, LoopProgram, Opc, ParamSpec, Special
+from ug_core.ops import Op
+from ug_core.view import prod
+
+
+class _B:
+    def __init__(self) -> None:
+        self.out: list[Inst] = []
+
+    def emit(self, opc: Opc, dtype: np.dtype | None, srcs: tuple[Inst, ...] = (), arg: Any = None) -> Inst:
+        inst = Inst(opc, dtype, srcs, arg)
+        inst.id = len(self.out)
+        self.out.append(inst)
+        return inst
+
+    def const(self, value: Any, dtype: np.dtype = INDEX) -> Inst:
+        return self.emit(Opc.CONST, dtype, (), dtype.type(value).item())
+
+    def alu(self, op: Op, dtype: np.dtype, *srcs: Inst) -> Inst:
+        return self.emit(Opc.ALU, dtype, srcs, op)
+
+    def add(self, a: Inst, b: Inst) -> Inst:
+        return self.alu(Op.ADD, INDEX, a, b)
+
+    def mul(self, a: Inst, c: int) -> Inst:
+        return self.alu(Op.MUL, INDEX, a, self.const(c))
+
+    def lt(self, a: Inst, b: Inst) -> Inst:
+        return self.alu(Op.CMPLT, BOOL, a, b)
+
+    def cast(self, x: Inst, dtype: np.dtype) -> Inst:
+        return x if x.dtype == dtype else self.emit(Opc.CAST, dtype, (x,))
+
+
+def acc_dtype(dtype: np.dtype) -> np.dtype:
+    return np.dtype(np.float32) if dtype == np.float16 else dtype
+
+
+def batch_strides(view_shape: tuple[int, ...], view_strides: tuple[int, ...], batch: tuple[int, ...]) -> list[int]:
+    """Per output batch dim, the operand's stride (0 where it broadcasts or lacks the dim)."""
+    nb = len(view_shape) - 2
+    out = []
+    for d in range(len(batch)):
+        j = d - (len(batch) - nb)
+        out.append(view_strides[j] if j >= 0 and view_shape[j] != 1 else 0)
+    return out
+
+
+def build(spec: MatmulSpec, tile: int, max_groups: tuple[int, int, int]) -> LoopProgram:
+    a_view, b_view = spec.a_view, spec.b_view
+    out_shape = tuple(spec.out_shape)
+    batch = out_shape[:-2]
+    M, N = out_shape[-2], out_shape[-1]
+    K = a_view.shape[-1]
+    B = prod(batch)
+    dt = np.dtype(spec.dtype)
+    acc_dt = acc_dtype(dt)
+    T = tile
+    gx, gy = -(-N // T), -(-M // T)
+    if gx > max_groups[0] or gy > max_groups[1]:
+        raise ValueError(f"matmul {M}x{K} @ {K}x{N} needs {gx}x{gy} workgroups of {T}x{T}, "
+                         f"more than the device's maxComputeWorkGroupCount {max_groups[:2]}")
+    gz = max(1, min(B, max_groups[2]))
+    params = (ParamSpec(dt, True, prod(out_shape)),
+              ParamSpec(dt, False, a_view.offset + a_view.span()),
+              ParamSpec(dt, False, b_view.offset + b_view.span()))
+    b = _B()
+    p_out, p_a, p_b = (b.emit(Opc.PARAM, dt, (), i) for i in range(3))
+    lx = b.emit(Opc.SPECIAL, INDEX, (), (Special.LOCAL_ID, 0))
+    ly = b.emit(Opc.SPECIAL, INDEX, (), (Special.LOCAL_ID, 1))
+    col = b.add(b.mul(b.emit(Opc.SPECIAL, INDEX, (), (Special.GROUP_ID, 0)), T), lx)
+    row = b.add(b.mul(b.emit(Opc.SPECIAL, INDEX, (), (Special.GROUP_ID, 1)), T), ly)
+    gz_id = b.emit(Opc.SPECIAL, INDEX, (), (Special.GROUP_ID, 2))
+    a_tile = b.emit(Opc.DEFINE_LOCAL, acc_dt, (), T * T)
+    b_tile = b.emit(Opc.DEFINE_LOCAL, acc_dt, (), T * T)
+    zero = b.const(0, acc_dt)
+    row_ok = b.lt(row, b.const(M))
+    col_ok = b.lt(col, b.const(N))
+    my_slot = b.add(b.mul(ly, T), lx)
+    a_bs = batch_strides(a_view.shape, a_view.strides, batch)
+    b_bs = batch_strides(b_view.shape, b_view.strides, batch)
+
+    bi = b.emit(Opc.RANGE, INDEX, (gz_id, b.const(B)), gz)
+    a_base, b_base = b.const(a_view.offset), b.const(b_view.offset)
+    for d, size in enumerate(batch):
+        if size == 1:
+            continue
+        digit = b.emit(Opc.IDIV, INDEX, (bi, b.const(prod(batch[d + 1:]))))
+        digit = b.emit(Opc.MOD, INDEX, (digit, b.const(size)))
+        if a_bs[d]:
+            a_base = b.add(a_base, b.mul(digit, a_bs[d]))
+        if b_bs[d]:
+            b_base = b.add(b_base, b.mul(digit, b_bs[d]))
+    sam, sak = a_view.strides[-2], a_view.strides[-1]
+    sbk, sbn = b_view.strides[-2], b_view.strides[-1]
+    a_row = b.add(a_base, b.mul(row, sam))
+    b_col = b.add(b_base, b.mul(col, sbn))
+    acc = b.emit(Opc.DEFINE_ACC, acc_dt, (), acc_dt.type(0).item())
+    k0 = b.emit(Opc.RANGE, INDEX, (b.const(0), b.const(K)), T)
+    # stage A[row, k0 + lx] and B[k0 + ly, col] (zero outside the matrices)
+    ka = b.add(k0, lx)
+    b.emit(Opc.LOCAL_STORE, None, (a_tile, my_slot, zero))
+    cond_a = b.alu(Op.MUL, BOOL, row_ok, b.lt(ka, b.const(K)))
+    if_a = b.emit(Opc.IF, None, (cond_a,))
+    va = b.emit(Opc.LOAD, dt, (p_a, b.add(a_row, b.mul(ka, sak))))
+    b.emit(Opc.LOCAL_STORE, None, (a_tile, my_slot, b.cast(va, acc_dt)))
+    b.emit(Opc.ENDIF, None, (if_a,))
+    kb = b.add(k0, ly)
+    b.emit(Opc.LOCAL_STORE, None, (b_tile, my_slot, zero))
+    cond_b = b.alu(Op.MUL, BOOL, col_ok, b.lt(kb, b.const(K)))
+    if_b = b.emit(Opc.IF, None, (cond_b,))
+    vb = b.emit(Opc.LOAD, dt, (p_b, b.add(b_col, b.mul(kb, sbk))))
+    b.emit(Opc.LOCAL_STORE, None, (b_tile, my_slot, b.cast(vb, acc_dt)))
+    b.emit(Opc.ENDIF, None, (if_b,))
+    b.emit(Opc.BARRIER, None)
+    kk = b.emit(Opc.RANGE, INDEX, (b.const(0), b.const(T)), 1)
+    x = b.emit(Opc.LOCAL_LOAD, acc_dt, (a_tile, b.add(b.mul(ly, T), kk)))
+    y = b.emit(Opc.LOCAL_LOAD, acc_dt, (b_tile, b.add(b.mul(kk, T), lx)))
+    b.emit(Opc.ACC_UPDATE, None, (acc, b.alu(Op.MUL, acc_dt, x, y)), Op.ADD)
+    b.emit(Opc.ENDRANGE, None, (kk,))
+    b.emit(Opc.BARRIER, None)
+    b.emit(Opc.ENDRANGE, None, (k0,))
+    total = b.emit(Opc.ACC_READ, acc_dt, (acc,))
+    ok = b.emit(Opc.IF, None, (b.alu(Op.MUL, BOOL, row_ok, col_ok),))
+    out_index = b.add(b.add(b.mul(bi, M * N), b.mul(row, N)), col)
+    b.emit(Opc.STORE, None, (p_out, out_index, b.cast(total, dt)))
+    b.emit(Opc.ENDIF, None, (ok,))
+    b.emit(Opc.ENDRANGE, None, (bi,))
+    name = f"matmul_{'x'.join(map(str, batch)) or '1'}_{M}_{K}_{N}"
+    return LoopProgram(name, "gpu", params, (gx, gy, gz), (T, T, 1), b.out)
