@@ -1,0 +1,75 @@
+"""Kernel IR -> loop IR (the shared GPU lowering) -> CUDA C -> NVRTC. No driver needed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ug_core.device import CompileError
+from ug_core.kernel_ir import Kernel
+from ug_core.loop_ir import LoopProgram
+from ug_core.lower import LowerOptions, lower
+
+from . import nvrtc
+from .render import PRELUDE, RenderOptions, c_name, render, render_function
+
+LOCAL_SIZE = 256
+# CUDA's grid limits: x up to 2^31 - 1 blocks, y and z up to 65535
+MAX_GRID = (2**31 - 1, 65535, 65535)
+
+
+@dataclass(frozen=True)
+class Config:
+    local_size: int = LOCAL_SIZE
+    fast_math: bool = False
+    restrict: bool = True
+
+    def lower_options(self) -> LowerOptions:
+        return LowerOptions(target="gpu", local_size=self.local_size, max_global_size=MAX_GRID)
+
+    def render_options(self) -> RenderOptions:
+        return RenderOptions(fast_math=self.fast_math, restrict=self.restrict)
+
+    def nvrtc_options(self) -> tuple[str, ...]:
+        return ("--use_fast_math",) if self.fast_math else ()
+
+
+@dataclass(frozen=True)
+class Rendered:
+    program: LoopProgram
+    source: str
+    function: str   # the __global__ function's name
+    kernel: Kernel | None = None
+
+
+def render_kernel(kernel: Kernel, config: Config = Config()) -> Rendered:
+    program = lower(kernel, config.lower_options())
+    name = c_name(kernel.name)
+    return Rendered(program, render(program, name, config.render_options()), name, kernel)
+
+
+def compile_rendered(rendered: Rendered, arch: str, config: Config = Config(), use_cache: bool | None = None) -> nvrtc.Binary:
+    return nvrtc.compile_source(rendered.source, arch, config.nvrtc_options(), f"{rendered.function}.cu", use_cache)
+
+
+def compile_only(kernel: Kernel, arch: str = "sm_90", config: Config = Config(), use_cache: bool | None = False) -> bytes:
+    """Render and compile a kernel for `arch` ("sm_XY" -> CUBIN, "compute_XY" -> PTX) without a
+    driver or GPU; returns the image. Raises ug_core.CompileError with NVRTC's log and the source."""
+    return compile_rendered(render_kernel(kernel, config), arch, config, use_cache).image
+
+
+def compile_many(programs: list[LoopProgram], arch: str, config: Config = Config(), options: tuple[str, ...] = ()) -> None:
+    """Compile many programs as one NVRTC translation unit (for checks: one NVRTC call instead of
+    one per kernel). On failure, the failing kernel is compiled alone so that the CompileError
+    names it with its own source."""
+    if not programs:
+        return
+    parts = [PRELUDE]
+    for i, p in enumerate(programs):
+        parts.append(render_function(p, f"k{i}_{c_name(p.name)}", config.render_options()))
+    try:
+        nvrtc.compile_source("\n".join(parts) + "\n", arch, config.nvrtc_options() + options, "batch.cu", use_cache=False)
+    except CompileError:
+        for p in programs:
+            nvrtc.compile_source(render(p, None, config.render_options()), arch, config.nvrtc_options() + options,
+                                 f"{p.name}.cu", use_cache=False)
+        raise

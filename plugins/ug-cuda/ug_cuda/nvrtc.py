@@ -1,0 +1,180 @@
+"""NVRTC: CUDA C -> CUBIN (a real arch, `sm_XY`) or PTX (`compute_XY`), with a disk cache.
+
+Needs no driver and no CUDA toolkit: NVRTC comes from the `nvidia-cuda-nvrtc-cu12` wheel
+(found by cuda-bindings / cuda-pathfinder) and the generated source includes no headers.
+
+Disk cache: `<user cache dir>/ug/cuda/<sha256>.bin`, keyed by source + options + arch +
+NVRTC version; `UG_CUDA_DISK_CACHE=0` disables it, `UG_CUDA_CACHE_DIR` moves it. Each entry
+carries a checksum of its payload; a corrupt or truncated entry is recompiled and rewritten.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import re
+import tempfile
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+from ug_core.device import CompileError
+
+_MAGIC = b"UGCUDA1\n"
+_lock = threading.Lock()
+
+
+def _nvrtc():
+    try:
+        from cuda.bindings import nvrtc
+    except ImportError as e:  # pragma: no cover - dependency missing
+        raise RuntimeError(f"NVRTC unavailable: cannot import cuda.bindings.nvrtc ({e}); "
+                           "install cuda-bindings and nvidia-cuda-nvrtc-cu12") from e
+    return nvrtc
+
+
+def _check(result, what: str):
+    """cuda-bindings returns (err, *values); raise on error, return the values."""
+    err, *rest = result
+    if int(err) != 0:
+        nvrtc = _nvrtc()
+        _, msg = nvrtc.nvrtcGetErrorString(err)
+        raise RuntimeError(f"{what} failed: {err!r} {msg.decode(errors='replace') if msg else ''}")
+    return rest[0] if len(rest) == 1 else rest
+
+
+@functools.lru_cache(maxsize=None)
+def version() -> tuple[int, int]:
+    major, minor = _check(_nvrtc().nvrtcVersion(), "nvrtcVersion")
+    return int(major), int(minor)
+
+
+@functools.lru_cache(maxsize=None)
+def supported_archs() -> tuple[int, ...]:
+    """Real architectures this NVRTC can emit CUBIN for, e.g. (50, 52, ..., 90, 100, 120)."""
+    return tuple(int(a) for a in _check(_nvrtc().nvrtcGetSupportedArchs(), "nvrtcGetSupportedArchs"))
+
+
+def target_for(major: int, minor: int) -> str:
+    """What to compile for a device of compute capability major.minor: CUBIN for its real arch
+    when this NVRTC knows it, else PTX for the newest virtual arch it knows (the driver JITs
+    PTX forward to newer GPUs)."""
+    cc = major * 10 + minor
+    archs = supported_archs()
+    if cc in archs:
+        return f"sm_{cc}"
+    older = [a for a in archs if a <= cc]
+    return f"compute_{max(older) if older else min(archs)}"
+
+
+@dataclass(frozen=True)
+class Binary:
+    image: bytes       # CUBIN, or NUL-terminated PTX text
+    kind: str          # "cubin" or "ptx"
+    arch: str
+    log: str = ""
+
+
+def _arch_kind(arch: str) -> str:
+    if re.fullmatch(r"sm_\d+[af]?", arch):
+        return "cubin"
+    if re.fullmatch(r"compute_\d+[af]?", arch):
+        return "ptx"
+    raise ValueError(f"bad CUDA arch {arch!r}: expected sm_XY (CUBIN) or compute_XY (PTX)")
+
+
+# --- disk cache -----------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("UG_CUDA_CACHE_DIR")
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "ug" / "cuda"
+
+
+def disk_cache_enabled() -> bool:
+    return os.environ.get("UG_CUDA_DISK_CACHE", "1").strip().lower() not in ("0", "false", "no", "off", "")
+
+
+def cache_key(source: str, arch: str, options: tuple[str, ...]) -> str:
+    h = hashlib.sha256()
+    for part in (source, arch, " ".join(options), "nvrtc %d.%d" % version()):
+        h.update(part.encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _cache_read(key: str) -> bytes | None:
+    path = cache_dir() / f"{key}.bin"
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    head = len(_MAGIC) + 32
+    if len(data) < head or data[:len(_MAGIC)] != _MAGIC or hashlib.sha256(data[head:]).digest() != data[len(_MAGIC):head]:
+        return None  # corrupt: recompile (and overwrite)
+    return data[head:]
+
+
+def _cache_write(key: str, image: bytes) -> None:
+    directory = cache_dir()
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
+        with os.fdopen(fd, "wb") as f:
+            f.write(_MAGIC + hashlib.sha256(image).digest() + image)
+        os.replace(tmp, directory / f"{key}.bin")  # atomic: readers never see a partial entry
+    except OSError:
+        pass  # a read-only or full cache dir only costs a recompile
+
+
+def invalidate(source: str, arch: str, options: tuple[str, ...] = ()) -> None:
+    """Drop a cache entry (e.g. the driver refused to load it)."""
+    try:
+        (cache_dir() / f"{cache_key(source, arch, options)}.bin").unlink()
+    except OSError:
+        pass
+
+
+# --- compile --------------------------------------------------------------------------------
+
+
+def compile_source(source: str, arch: str = "sm_90", options: tuple[str, ...] = (), name: str = "kernel.cu",
+                   use_cache: bool | None = None) -> Binary:
+    """Compile one CUDA C translation unit. Raises ug_core.CompileError with NVRTC's log."""
+    kind = _arch_kind(arch)
+    if use_cache is None:
+        use_cache = disk_cache_enabled()
+    key = cache_key(source, arch, options) if use_cache else ""
+    if use_cache:
+        image = _cache_read(key)
+        if image is not None:
+            return Binary(image, kind, arch)
+    nvrtc = _nvrtc()
+    opts = [f"--gpu-architecture={arch}", "--std=c++17", *options]
+    prog = _check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []), "nvrtcCreateProgram")
+    try:
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), [o.encode() for o in opts])
+        log_size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
+        log_buf = b" " * log_size
+        _check(nvrtc.nvrtcGetProgramLog(prog, log_buf), "nvrtcGetProgramLog")
+        log = log_buf.rstrip(b"\0").decode(errors="replace").strip()
+        if int(err) != 0:
+            _, msg = nvrtc.nvrtcGetErrorString(err)
+            raise CompileError(f"NVRTC {'%d.%d' % version()} failed for {arch} ({msg.decode()}):\n{log}", source)
+        if kind == "cubin":
+            size = _check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
+            image = b" " * size
+            _check(nvrtc.nvrtcGetCUBIN(prog, image), "nvrtcGetCUBIN")
+        else:
+            size = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
+            image = b" " * size
+            _check(nvrtc.nvrtcGetPTX(prog, image), "nvrtcGetPTX")
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    if use_cache:
+        _cache_write(key, image)
+    return Binary(image, kind, arch, log)
