@@ -1,0 +1,210 @@
+"""Backend tests of the LLVM `cpu` device: threads, disk cache, vectorization, casts, errors."""
+
+import itertools
+import re
+
+import numpy as np
+import pytest
+
+import ug_core as ug
+from ug_core.device import Buffer
+from ug_core.dtypes import SUPPORTED
+from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Store
+from ug_core.view import View
+
+import ug_llvm.jit as jitmod
+from ug_llvm.plugin import CPUDevice
+
+
+@pytest.fixture(scope="module")
+def dev():
+    return ug.registry.get("cpu")
+
+
+def _kernel(tensor):
+    items = [it for it in ug.schedule(tensor).items if it.kind == "kernel"]
+    assert items
+    return items[-1].kernel
+
+
+def test_registered_first_with_versions():
+    assert ug.devices()[0] == "cpu"
+    d = ug.registry.get("cpu")
+    assert isinstance(d, CPUDevice)
+    assert "llvmlite" in d.version and "llvm" in d.version
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: x.exp() * x.sin() + x * x,
+    lambda x: x.softmax(-1),
+    lambda x: x.sum(-1),
+    lambda x: x.T.tanh() - 1,
+], ids=["elementwise", "softmax", "rowsum", "transpose"])
+def test_threads_give_the_same_bits(dev, make):
+    x = np.random.default_rng(0).standard_normal((1000, 333)).astype(np.float32)
+    t = ug.tensor(x, device="cpu")
+    kernel = _kernel(make(t))
+    program = dev.compile(kernel)
+    inputs = [Buffer(dev, a.size, a.dtype) for a in kernel.args]
+    for b, a in zip(inputs, kernel.args):
+        if not a.output:
+            b.copy_in(x.reshape(-1)[: a.size].astype(a.dtype))
+    results = []
+    for threads in (1, 2, 3, 7):
+        dev.run_threads(program, inputs, threads)
+        results.append([b.numpy().copy() for b, a in zip(inputs, kernel.args) if a.output])
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            assert np.array_equal(a.view(np.uint8), b.view(np.uint8))
+
+
+def test_disk_cache_hit_miss_and_corruption(tmp_path, monkeypatch):
+    monkeypatch.setenv("UG_LLVM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("UG_LLVM_DISK_CACHE", "1")
+    j = jitmod.Jit()  # a fresh engine: nothing loaded in memory
+    dev = ug.registry.get("cpu")
+    x = ug.tensor(np.arange(10, dtype=np.float32), device="cpu")
+    ir, name = dev._module_ir(dev.lower(_kernel((x * 3.5 + 0.25).exp())))
+    j.load(ir, name)
+    assert j.stats == {"compiled": 1, "disk_hits": 0, "disk_corrupt": 0}
+    files = list(tmp_path.rglob("*.o"))
+    assert len(files) == 1
+    # a second engine (another process, in effect) loads it from disk
+    j2 = jitmod.Jit()
+    addr = j2.load(ir, name)
+    assert addr and j2.stats == {"compiled": 0, "disk_hits": 1, "disk_corrupt": 0}
+    # corrupt entries (flipped byte, truncated, garbage) are recompiled, never a crash
+    data = files[0].read_bytes()
+    for bad in (data[:-1] + bytes([data[-1] ^ 0xFF]), data[: len(data) // 2], b"garbage"):
+        files[0].write_bytes(bad)
+        j3 = jitmod.Jit()
+        assert j3.load(ir, name)
+        assert j3.stats == {"compiled": 1, "disk_hits": 0, "disk_corrupt": 1}
+    assert files[0].read_bytes() == data  # rewritten
+    # the key depends on the IR
+    assert j.key(ir) != j.key(ir.replace("0x400C000000000000", "0x4010000000000000"))
+
+
+def test_disk_cache_can_be_disabled(tmp_path, monkeypatch):
+    monkeypatch.setenv("UG_LLVM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("UG_LLVM_DISK_CACHE", "0")
+    j = jitmod.Jit()
+    dev = ug.registry.get("cpu")
+    x = ug.tensor(np.arange(10, dtype=np.float32), device="cpu")
+    ir, name = dev._module_ir(dev.lower(_kernel(x * 7 - 1)))
+    j.load(ir, name)
+    assert j.stats["compiled"] == 1 and not list(tmp_path.rglob("*.o"))
+
+
+def test_default_cache_dir(monkeypatch, tmp_path):
+    monkeypatch.delenv("UG_LLVM_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert jitmod.cache_dir() == tmp_path / "ug" / "llvm"
+
+
+def test_elementwise_kernel_is_vectorized(dev):
+    x = ug.tensor(np.ones(4096, np.float32), device="cpu")
+    ir = dev.render(_kernel(x.exp() * x.sin() + x * x))
+    optimized = dev.jit.optimized_ir(ir)
+    assert re.search(r"<(4|8|16) x float>", optimized), "no vector ops in the optimized IR"
+    assert "call float @ug_sin_f32" not in optimized.split("define internal")[0] or "_v" in optimized
+    asm = dev.jit.assembly(ir)
+    assert re.search(r"%(xmm|ymm|zmm)\d+", asm) and re.search(r"v(mul|fmadd\d*)ps", asm)
+    # the transcendental calls became vector code / vector-variant calls, not scalar libm calls
+    assert not re.search(r"call\w*\s+(expf|sinf|logf)\b", asm)
+
+
+def test_reductions_are_vectorized(dev):
+    x = ug.tensor(np.ones((64, 4096), np.float32), device="cpu")
+    for y in (x.sum(-1), x.max(-1)):
+        optimized = dev.jit.optimized_ir(dev.render(_kernel(y)))
+        assert re.search(r"<(4|8|16) x float>", optimized)
+
+
+def _cast_kernel(src: np.dtype, dst: np.dtype) -> Kernel:
+    b = ExprBuilder()
+    view = View((16,), (1,), 0)
+    expr = b.cast(b.load(1, (view,), src), dst)
+    return Kernel("cast", (BufferArg(dst, 16, True), BufferArg(src, 16, False)), (16,), (), (),
+                  (Store(0, (16,), view, expr),))
+
+
+@pytest.mark.parametrize("src,dst", list(itertools.product(SUPPORTED, SUPPORTED)),
+                         ids=lambda d: np.dtype(d).name)
+def test_every_cast_renders_and_compiles(dev, src, dst):
+    ir = dev.render(_cast_kernel(src, dst))
+    assert "define void @ug_" in ir
+    asm = dev.jit.assembly(ir)
+    # no libcalls that the JIT could not resolve (e.g. __truncdfhf2)
+    assert not re.search(r"__\w+hf2|__float\w+hf", asm)
+
+
+def test_cast_results_match_numpy(dev):
+    rng = np.random.default_rng(3)
+    vals = np.concatenate([rng.standard_normal(300) * 1e3, rng.standard_normal(300), [0.0, -0.0, 1.5, -2.5, 65504.0, 1e-7]])
+    for src, dst in itertools.product(SUPPORTED, SUPPORTED):
+        a = vals.astype(src) if src.kind != "b" else vals > 0
+        with np.errstate(all="ignore"):
+            expected = a.astype(dst)
+        if src.kind == "f" and dst.kind in "iu":  # out-of-range float->int is platform-defined
+            keep = np.abs(a.astype(np.float64)) < 2.0 ** 31
+            a, expected = a[keep], expected[keep]
+        got = ug.tensor(a, device="cpu").astype(dst).numpy()
+        assert np.array_equal(got.view(np.uint8), np.ascontiguousarray(expected).view(np.uint8)), (src, dst)
+
+
+def test_compile_error_carries_the_ir(dev, monkeypatch):
+    x = ug.tensor(np.ones(8, np.float32), device="cpu")
+    kernel = _kernel(x + 1)
+    import ug_llvm.render as R
+
+    real = R.render
+    monkeypatch.setattr("ug_llvm.plugin.render", lambda *a, **k: real(*a, **k).replace("fadd", "fadd_bogus"))
+    with pytest.raises(ug.CompileError) as info:
+        dev.compile(kernel)
+    assert "fadd_bogus" in info.value.source
+
+
+def test_in_place_aliasing_runs_without_noalias(dev):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4)
+    x = ug.tensor(a.copy(), device="cpu")
+    x[1] = x[1] * 2 + 1
+    expected = a.copy()
+    expected[1] = expected[1] * 2 + 1
+    np.testing.assert_array_equal(x.numpy(), expected)
+
+
+def test_aligned_buffers_and_pool_reuse(dev):
+    bufs = [Buffer(dev, n, np.float32) for n in (1, 3, 17, 1000)]
+    assert all(b.handle.ptr % 64 == 0 for b in bufs)
+    ptr = bufs[-1].handle.ptr
+    used = dev.memory_usage()
+    del bufs
+    assert dev.memory_usage() <= used - 4000
+    again = Buffer(dev, 1000, np.float32)
+    assert again.handle.ptr == ptr  # reused from the pool
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.float16])
+def test_matmul_strided_and_batched(dtype):
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((3, 5, 7)).astype(dtype)
+    b = rng.standard_normal((7, 4)).astype(dtype) if dtype != np.int32 else rng.integers(-3, 3, (7, 4)).astype(dtype)
+    x, y = ug.tensor(a, device="cpu"), ug.tensor(b, device="cpu")
+    got = (x.permute(0, 2, 1).permute(0, 2, 1) @ y).numpy()
+    np.testing.assert_allclose(got.astype(np.float64), (a @ b).astype(np.float64), rtol=2e-3 if dtype == np.float16 else 1e-5)
+    got_t = (y.T @ x[0].T).numpy()
+    np.testing.assert_allclose(got_t.astype(np.float64), (b.T @ a[0].T).astype(np.float64),
+                               rtol=2e-3 if dtype == np.float16 else 1e-5)
+
+
+def test_cold_compile_is_fast(dev, monkeypatch):
+    import time
+
+    monkeypatch.setenv("UG_LLVM_DISK_CACHE", "0")
+    x = ug.tensor(np.random.rand(33, 77).astype(np.float32), device="cpu")
+    ir, name = dev._module_ir(dev.lower(_kernel(x.softmax(-1) * 1.2345)))
+    j = jitmod.Jit()
+    start = time.perf_counter()
+    j.load(ir, name)
+    assert time.perf_counter() - start < 2.0  # generous: the target is ~0.1 s, CI machines are noisy

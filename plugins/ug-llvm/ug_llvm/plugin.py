@@ -1,0 +1,259 @@
+"""The `cpu` device: kernels compiled to native code by LLVM (llvmlite MCJIT), run on a thread pool.
+
+* compile: `ug_core.lower` (cpu target) -> `render.render` (LLVM IR) -> O3 -> object code
+  (disk cache) -> MCJIT; the kernel is a C function `void k(i8** args, i64 start, i64 end)`
+  called through ctypes (which releases the GIL).
+* run: the global range is split over a persistent thread pool when the kernel touches
+  enough elements; chunk boundaries are multiples of 64 so each thread runs the same
+  vector/scalar split as a single thread would (same bits).
+* buffers: 64-byte aligned host memory from a pool that reuses freed blocks by size.
+* matmul: numpy (BLAS) on strided views of the buffers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+import ug_core as ug
+from ug_core.device import Buffer, Device, DeviceSpec, MatmulSpec, Program
+from ug_core.dtypes import SUPPORTED
+from ug_core.kernel_ir import Kernel
+from ug_core.loop_ir import LoopProgram, Opc
+from ug_core.lower import LowerOptions, lower
+from ug_core.view import View
+
+from . import __version__
+from .render import RenderError, render
+
+ALIGN = 64
+CHUNK_ALIGN = 64
+# below this many (weighted) element visits a kernel runs on the calling thread
+PARALLEL_MIN_WORK = int(os.environ.get("UG_LLVM_PARALLEL_MIN_WORK", 1 << 18))
+POOL_CACHE_BYTES = 1 << 30  # freed blocks kept for reuse, at most this many bytes
+
+_KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+
+def backend_version() -> str:
+    import llvmlite
+
+    from .jit import llvm_version
+
+    return f"{__version__}+llvmlite{llvmlite.__version__}.llvm{llvm_version()}"
+
+
+class _Block:
+    """One aligned host allocation."""
+
+    __slots__ = ("raw", "array", "ptr", "capacity")
+
+    def __init__(self, capacity: int):
+        self.raw = np.empty(capacity + ALIGN, dtype=np.uint8)
+        offset = (-self.raw.ctypes.data) % ALIGN
+        self.array = self.raw[offset:offset + capacity]
+        self.ptr = self.array.ctypes.data
+        self.capacity = capacity
+
+
+class _Kernel:
+    """A compiled kernel: the entry point(s) and what the scheduler needs to split its range."""
+
+    def __init__(self, device: "CPUDevice", program: LoopProgram, name: str):
+        self.device = device
+        self.program = program
+        self.name = name
+        self.global_size = int(np.prod(program.global_size)) if not program.is_empty else 0
+        self.work = self.global_size * _work_per_index(program)
+        self.fn: Any = None            # noalias entry (distinct buffers)
+        self.fn_alias: Any = None      # entry without noalias, compiled when buffers repeat
+        self.ir = ""
+
+    def entry(self, aliased: bool) -> Any:
+        if not aliased:
+            return self.fn
+        if self.fn_alias is None:
+            ir, name = self.device._module_ir(self.program, noalias=False)
+            self.fn_alias = self.device._load(ir, name)
+        return self.fn_alias
+
+
+def _work_per_index(program: LoopProgram) -> int:
+    """Memory accesses and ALU ops per global index, loops weighted by their trip counts."""
+    work = 0
+    weight, steps = [1], [1]
+    for inst in program.instructions:
+        if inst.opc is Opc.RANGE:
+            start, end = inst.srcs
+            if start.opc is Opc.CONST and end.opc is Opc.CONST:
+                trips = -(-(end.arg - start.arg) // inst.arg)
+            else:  # a blocked inner loop (start .. min(start + block, e)): the enclosing loop's step
+                trips = steps[-1]
+            weight.append(weight[-1] * max(trips, 1))
+            steps.append(inst.arg)
+        elif inst.opc is Opc.ENDRANGE:
+            weight.pop()
+            steps.pop()
+        elif inst.opc in (Opc.LOAD, Opc.STORE, Opc.ALU, Opc.CAST):
+            work += weight[-1]
+    return max(work, 1)
+
+
+class CPUDevice(Device):
+    name = "cpu"
+    dtypes = frozenset(SUPPORTED)
+
+    def __init__(self) -> None:
+        from .jit import get_jit
+
+        self.version = backend_version()
+        self.jit = get_jit()
+        self.threads = max(1, os.cpu_count() or 1)
+        self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="ug-cpu") if self.threads > 1 else None
+        self._free: dict[int, list[_Block]] = {}
+        self._free_bytes = 0
+        self._allocated = 0
+        self._lock = threading.Lock()
+        self.lower_options = LowerOptions(target="cpu")
+
+    # -- memory
+    def allocate(self, nbytes: int) -> _Block:
+        capacity = max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
+        with self._lock:
+            blocks = self._free.get(capacity)
+            block = blocks.pop() if blocks else None
+            if block is not None:
+                self._free_bytes -= capacity
+            self._allocated += capacity
+        return block if block is not None else _Block(capacity)
+
+    def free(self, handle: _Block) -> None:
+        with self._lock:
+            self._allocated -= handle.capacity
+            if self._free_bytes + handle.capacity <= POOL_CACHE_BYTES:
+                self._free.setdefault(handle.capacity, []).append(handle)
+                self._free_bytes += handle.capacity
+
+    def copy_in(self, handle: _Block, src: np.ndarray) -> None:
+        handle.array[: src.nbytes] = src.reshape(-1).view(np.uint8)
+
+    def copy_out(self, handle: _Block, dst: np.ndarray) -> None:
+        dst.reshape(-1).view(np.uint8)[...] = handle.array[: dst.nbytes]
+
+    def memory_usage(self) -> int:
+        return self._allocated
+
+    @staticmethod
+    def array(buffer: Buffer) -> np.ndarray:
+        """The buffer's elements as a flat typed numpy array (no copy)."""
+        return buffer.handle.array[: buffer.size * buffer.dtype.itemsize].view(buffer.dtype)
+
+    # -- compile
+    def lower(self, kernel: Kernel) -> LoopProgram:
+        return lower(kernel, self.lower_options)
+
+    def _module_ir(self, program: LoopProgram, noalias: bool = True) -> tuple[str, str]:
+        jit = self.jit
+        ir = render(program, "ug_kernel", noalias=noalias, triple=jit.triple, data_layout=jit.data_layout,
+                    cpu=jit.cpu, features=jit.features)
+        name = "ug_" + hashlib.sha256(ir.encode()).hexdigest()[:24]
+        return ir.replace("@ug_kernel", "@" + name), name
+
+    def render(self, kernel: Kernel) -> str:
+        return self._module_ir(self.lower(kernel))[0]
+
+    def _load(self, ir: str, name: str) -> Any:
+        from .jit import LLVMError
+
+        try:
+            addr = self.jit.load(ir, name)
+        except LLVMError as e:
+            raise ug.CompileError(f"LLVM failed to compile {name}: {e}", ir) from None
+        return _KERNEL_FN(addr)
+
+    def compile(self, kernel: Kernel) -> Program:
+        program = self.lower(kernel)
+        compiled = _Kernel(self, program, kernel.name)
+        if compiled.global_size:
+            try:
+                ir, name = self._module_ir(program)
+            except RenderError as e:
+                raise ug.CompileError(f"cannot render {kernel.name}: {e}", str(program)) from None
+            compiled.ir = ir
+            compiled.fn = self._load(ir, name)
+        return Program(kernel.name, compiled, compiled.ir, program.global_size, program.local_size)
+
+    # -- run
+    def run(self, program: Program, buffers: list[Buffer]) -> None:
+        k: _Kernel = program.handle
+        n = k.global_size
+        if not n:
+            return
+        ptrs = [b.handle.ptr for b in buffers]
+        fn = k.entry(aliased=len(set(ptrs)) != len(ptrs))
+        args = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
+        threads = self.threads
+        if self._pool is None or k.work < PARALLEL_MIN_WORK or n < 2:
+            fn(args, 0, n)
+            return
+        chunks = min(threads, n)
+        step = -(-n // chunks)
+        step = -(-step // CHUNK_ALIGN) * CHUNK_ALIGN if n >= CHUNK_ALIGN * chunks else step
+        bounds = [(s, min(n, s + step)) for s in range(0, n, step)]
+        futures = [self._pool.submit(fn, args, s, e) for s, e in bounds[1:]]
+        fn(args, *bounds[0])
+        for f in futures:
+            f.result()
+
+    def run_threads(self, program: Program, buffers: list[Buffer], threads: int) -> None:
+        """Run with exactly `threads` chunks (tests: threads must give the same bits as one)."""
+        saved = self.threads, globals()["PARALLEL_MIN_WORK"]
+        try:
+            self.threads = threads
+            globals()["PARALLEL_MIN_WORK"] = 0 if threads > 1 else 1 << 62
+            self.run(program, buffers)
+        finally:
+            self.threads, globals()["PARALLEL_MIN_WORK"] = saved
+
+    # -- matmul
+    def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
+        av = _strided(self.array(a), spec.a_view)
+        bv = _strided(self.array(b), spec.b_view)
+        dst = self.array(out).reshape(spec.out_shape)
+        if av.dtype == bv.dtype == dst.dtype and dst.size:
+            np.matmul(av, bv, out=dst)
+        else:
+            dst[...] = np.matmul(av, bv)
+
+    def synchronize(self) -> None:
+        pass
+
+
+def _strided(flat: np.ndarray, view: View) -> np.ndarray:
+    if view.size == 0:
+        return np.zeros(view.shape, dtype=flat.dtype)
+    item = flat.itemsize
+    return as_strided(flat[view.offset:], view.shape, tuple(s * item for s in view.strides), writeable=False)
+
+
+def _factory() -> CPUDevice:
+    return CPUDevice()
+
+
+@ug.hookimpl
+def ug_register_devices(register: Any) -> None:
+    try:
+        import llvmlite
+
+        version = f"{__version__}+llvmlite{llvmlite.__version__}"
+    except ImportError:  # the factory reports it
+        version = __version__
+    register(DeviceSpec(name="cpu", factory=_factory, plugin="ug-llvm", version=version, priority=10,
+                        description="LLVM JIT (llvmlite MCJIT), vectorized, multithreaded"))
