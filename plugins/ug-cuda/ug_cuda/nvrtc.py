@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from ug_core import diskcache
 from ug_core.device import CompileError
 
 _MAGIC = b"UGCUDA1\n"
@@ -88,15 +89,11 @@ def _arch_kind(arch: str) -> str:
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("UG_CUDA_CACHE_DIR")
-    if env:
-        return Path(env)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ug" / "cuda"
+    return diskcache.cache_dir("cuda", "UG_CUDA_CACHE_DIR")
 
 
 def disk_cache_enabled() -> bool:
-    return os.environ.get("UG_CUDA_DISK_CACHE", "1").strip().lower() not in ("0", "false", "no", "off", "")
+    return diskcache.enabled("UG_CUDA_DISK_CACHE")
 
 
 def cache_key(source: str, arch: str, options: tuple[str, ...]) -> str:

@@ -23,6 +23,8 @@ from pathlib import Path
 import llvmlite
 import llvmlite.binding as llvm
 
+from ug_core import diskcache
+
 OPT_LEVEL = 3
 _MAGIC = b"UGLLVMO1"
 
@@ -36,15 +38,11 @@ def llvm_version() -> str:
 
 
 def cache_dir() -> Path:
-    explicit = os.environ.get("UG_LLVM_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "ug" / "llvm"
+    return diskcache.cache_dir("llvm", "UG_LLVM_CACHE_DIR")
 
 
 def disk_cache_enabled() -> bool:
-    return os.environ.get("UG_LLVM_DISK_CACHE", "1").strip().lower() not in ("0", "false", "no", "off")
+    return diskcache.enabled("UG_LLVM_DISK_CACHE")
 
 
 class Jit:
