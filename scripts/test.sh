@@ -10,10 +10,10 @@ if ! dpkg -s "${vk_pkgs[@]}" >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v
     { apt-get install -y -qq "${vk_pkgs[@]}" || { apt-get update -qq && apt-get install -y -qq "${vk_pkgs[@]}"; }; } >/dev/null \
         || { echo "error: could not install ${vk_pkgs[*]} (needed to test the vulkan device)" >&2; exit 1; }
 fi
-python -m pip install -q --disable-pip-version-check -e ".[test]"
+python -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test]"
 for plugin in plugins/*/; do
     if [ -f "$plugin/pyproject.toml" ]; then
-        python -m pip install -q --disable-pip-version-check -e "$plugin"
+        python -m pip install -q --disable-pip-version-check --root-user-action=ignore -e "$plugin"
     fi
 done
 paths=(tests)
