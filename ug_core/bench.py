@@ -194,7 +194,11 @@ def _torch_runners(w: Workload, inputs: list[np.ndarray], compile_too: bool) -> 
     eager = lambda: w.fn(torch, *ts)  # noqa: E731
     runners = [("torch", eager)]
     if compile_too:
-        compiled_fn = torch.compile(lambda *xs: w.fn(torch, *xs))
+        torch._dynamo.reset()  # a fresh compile per workload (one shared lambda would hit the recompile limit)
+
+        def traced(*xs: Any) -> Any:
+            return w.fn(torch, *xs)
+        compiled_fn = torch.compile(traced)
         runners.append(("torch.compile", lambda: compiled_fn(*ts)))
     return runners
 
