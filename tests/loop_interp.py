@@ -12,6 +12,11 @@ the same on every lane, e.g. a CONST); a lane starts as one thread.
 * ACC_UPDATE from inside a loop folds the iterations' values into the accumulator with
   `ufunc.at`, which applies them one at a time in lane order, i.e. in iteration order, in
   the accumulator's dtype: float32 sums round exactly as a sequential float32 loop does.
+* A RANGE whose body updates shared memory in place (a LOCAL_LOAD and a LOCAL_STORE of
+  the same array, the store's index not depending on the loop's counter: a per-lane
+  accumulator array, as the outer-blocked cpu lowering emits) runs its iterations one at
+  a time instead. A LOCAL_STORE whose lanes write one slot twice at once (a loop-carried
+  dependency the above misses) raises `InterpError`.
 * BARRIER is satisfied by lockstep execution; the interpreter instead *checks* that
   shared memory is used race-free: a LOCAL_LOAD of a slot that another thread wrote since
   the last barrier, a LOCAL_STORE to a slot that another thread read or wrote since the
@@ -119,6 +124,7 @@ class _Interp:
         self.local_threads = math.prod(program.local_size)
         self.groups = math.prod(program.global_size)
         self.match = self._match_blocks()
+        self.serial = self._serial_ranges()
         self._check_acc_reads()
 
     # -- static checks
@@ -130,6 +136,23 @@ class _Interp:
             elif inst.opc in (Opc.ENDRANGE, Opc.ENDIF):
                 match[stack.pop()] = pos
         return match
+
+    def _serial_ranges(self) -> set[int]:
+        """Loops carrying a dependency through shared memory (see the module docstring)."""
+        deps: dict[int, frozenset[int]] = {}  # inst id -> the RANGE counters it depends on
+        for pos, inst in enumerate(self.insts):
+            d = frozenset().union(*(deps.get(s.id, frozenset()) for s in inst.srcs))
+            deps[pos] = d | {pos} if inst.opc is Opc.RANGE else d
+        serial = set()
+        for pos, end in self.match.items():
+            if self.insts[pos].opc is not Opc.RANGE:
+                continue
+            body = self.insts[pos + 1:end]
+            loaded = {i.srcs[0].id for i in body if i.opc is Opc.LOCAL_LOAD}
+            if any(i.opc is Opc.LOCAL_STORE and i.srcs[0].id in loaded and pos not in deps[i.srcs[1].id]
+                   for i in body):
+                serial.add(pos)
+        return serial
 
     def _check_acc_reads(self) -> None:
         """Iterations run at once, so a loop may not read an accumulator it also updates."""
@@ -182,7 +205,11 @@ class _Interp:
         pos = lo
         while pos < hi:
             inst = self.insts[pos]
-            if inst.opc in OPENS:
+            if pos in self.serial:
+                end = self.match[pos]
+                self._serial_range(inst, ctx, pos + 1, end)
+                pos = end + 1
+            elif inst.opc in OPENS:
                 end = self.match[pos]
                 child = self._HANDLERS[inst.opc](self, inst, ctx)
                 if child.n:
@@ -218,6 +245,16 @@ class _Interp:
         child = ctx.child(owner, in_loop=True)
         self.set(inst, child, counter)
         return child
+
+    def _serial_range(self, inst, ctx, lo: int, hi: int) -> None:
+        start, end = (self.lanes(s, ctx).astype(np.int64) for s in inst.srcs)
+        step = inst.arg
+        counts = np.maximum(0, (end - start + step - 1) // step)
+        for it in range(int(counts.max(initial=0))):
+            owner = np.flatnonzero(counts > it)
+            child = ctx.child(owner, in_loop=True)
+            self.set(inst, child, start[owner] + it * step)
+            self.block(lo, hi, child)
 
     def _if(self, inst, ctx) -> _Ctx:
         return ctx.child(np.flatnonzero(self.lanes(inst.srcs[0], ctx)), in_loop=ctx.in_loop)
@@ -306,6 +343,8 @@ class _Interp:
         _, lo, hi = _per_slot_threads(flat, t)
         if np.any(raced) or np.any(lo != hi):
             raise InterpError(f"%{inst.id}: write to shared memory another thread used since the last barrier")
+        if len(np.unique(flat)) != len(flat):
+            raise InterpError(f"%{inst.id}: lanes write one shared-memory slot at once (a loop-carried dependency)")
         local.data[flat] = self.lanes(inst.srcs[2], ctx)
         local.written_epoch[flat] = self.epoch
         local.writer[flat] = t

@@ -32,6 +32,9 @@ RNG = np.random.default_rng(3)
 CONFIGS = {
     "cpu": LowerOptions("cpu"),
     "cpu-block16": LowerOptions("cpu", sum_block=16),
+    # outer-blocked: every kernel with a reduction, B outer indices per global id
+    "cpu-outer5": LowerOptions("cpu", sum_block=16, outer_block=5, outer_block_always=True),
+    "cpu-outer64": LowerOptions("cpu", outer_block=64, outer_block_always=True),
     "gpu-l1": LowerOptions("gpu", local_size=1, gpu_serial_max_extent=0),
     "gpu-l7": LowerOptions("gpu", local_size=7, gpu_serial_max_extent=0),
     "gpu-l32": LowerOptions("gpu", local_size=32, gpu_serial_max_extent=0),
@@ -381,6 +384,98 @@ def test_cpu_sum_blocked_accuracy():
     # the interpreter really accumulates in float32: a plain sequential float32 loop is worse
     seq = np.add.accumulate(a)[-1]
     assert abs(float(seq) - exact) > abs(float(out[0]) - exact)
+
+
+# --- the outer-blocked cpu strategy ----------------------------------------------------------
+
+
+def column_softmax(r, n) -> Case:
+    """softmax over axis 0 of (r, n): two reductions reading x with stride n, then a store."""
+    eb = ExprBuilder()
+    x = eb.load(0, (c((r, n)),), F32)
+    e = eb.alu(Op.EXP, (eb.alu(Op.SUB, (x, eb.acc(0, F32)), F32),), F32)
+    k = Kernel("col_softmax", (BufferArg(F32, r * n, False), BufferArg(F32, r * n, True)), (1, n), (0,),
+               (Reduction(Op.RMAX, (r, n), x, F32), Reduction(Op.SUM, (r, n), e, F32)),
+               (Store(1, (r, n), c((r, n)), eb.alu(Op.DIV, (e, eb.acc(1, F32)), F32)),))
+    a = rand(r, n) * 3
+    ex = np.exp(a.astype(np.float64) - a.max(axis=0, keepdims=True))
+    return Case(k, {0: a}, {1: ex / ex.sum(axis=0, keepdims=True)}, rtol=1e-4, atol=1e-7)
+
+
+def middle_mean_max(b, r, n) -> Case:
+    """(b, r, n) reduced over axis 1: the mean and the max, stored to two outputs."""
+    eb = ExprBuilder()
+    x = eb.load(0, (c((b, r, n)),), F32)
+    out = (b, 1, n)
+    mean = eb.alu(Op.MUL, (eb.acc(0, F32), eb.const(1.0 / r, F32)), F32)
+    k = Kernel("mid_reduce", (BufferArg(F32, b * r * n, False), BufferArg(F32, b * n, True), BufferArg(F32, b * n, True)),
+               out, (1,), (Reduction(Op.SUM, (b, r, n), x, F32), Reduction(Op.RMAX, (b, r, n), x, F32)),
+               (Store(1, out, c(out), mean), Store(2, out, c(out), eb.acc(1, F32))))
+    a = rand(b, r, n)
+    return Case(k, {0: a}, {1: a.astype(np.float64).mean(1), 2: a.max(1)}, rtol=1e-5, atol=1e-5)
+
+
+OUTER_BLOCKS = [1, 3, 8, 16, 64]
+
+
+@pytest.mark.parametrize("block", OUTER_BLOCKS)
+@pytest.mark.parametrize("sum_block", [16, 1024])
+def test_outer_blocked(block, sum_block):
+    opts = LowerOptions("cpu", sum_block=sum_block, outer_block=block)
+    cases = [column_sum(37, 50), column_sum(40, 64), column_sum(3, 1), column_softmax(21, 19),
+             column_softmax(5, 128), middle_mean_max(3, 17, 11), middle_mean_max(2, 33, 16)]
+    for case in cases:
+        prog = run_case(case, opts)
+        blocked = Opc.DEFINE_LOCAL in opcodes(prog)
+        n_outer = int(np.prod(case.kernel.outer))
+        assert blocked == (block > 1 and n_outer > 1), prog
+        if blocked:
+            assert prog.global_size == (-(-n_outer // block),)
+
+
+def test_outer_blocked_is_chosen_only_when_it_pays():
+    opts = LowerOptions("cpu", outer_block=16)
+    blocked = lambda case: Opc.DEFINE_LOCAL in opcodes(lower(case.kernel, opts))  # noqa: E731
+    assert blocked(column_sum(100, 100)) and blocked(column_softmax(10, 50)) and blocked(middle_mean_max(2, 9, 40))
+    # row reductions read the reduced index contiguously: the serial loop vectorizes
+    assert not blocked(row_reduce(8, 100)) and not blocked(softmax(8, 100)) and not blocked(layernorm(4, 64))
+    assert not blocked(full_sum(7, 13)) and not blocked(add_broadcast(33, 70))
+    # the lane loop is innermost: it reads x[i, o + lane], the loop over rows encloses it
+    prog = lower(column_sum(100, 100).kernel, opts)
+    loads = [i for i in prog.instructions if i.opc is Opc.LOAD]
+    assert len(loads) == 1 and loads[0].srcs[1].opc is Opc.ALU
+    assert prog.global_size == (7,)
+
+
+def test_outer_blocked_sum_accuracy():
+    # per column: 1024 blocks of 16 rows; float32 as a sequential loop would drift
+    r, n = 16384, 3
+    a = RNG.random((r, n), dtype=np.float32)
+    case = column_sum(r, n)
+    case.inputs[0] = a
+    case.expected[1] = a.astype(np.float64).sum(0)
+    case.rtol, case.atol = 1e-5, 0
+    run_case(case, LowerOptions("cpu", sum_block=16, outer_block=4))
+
+
+def test_interpreter_runs_shared_memory_updates_in_order():
+    # for i in 0..4: local[0] += 1 (a loop-carried update): must give 4, not 1
+    out = Inst(Opc.PARAM, F32, (), 0)
+    zero, four = Inst(Opc.CONST, INDEX, (), 0), Inst(Opc.CONST, INDEX, (), 4)
+    one = Inst(Opc.CONST, F32, (), 1.0)
+    local = Inst(Opc.DEFINE_LOCAL, F32, (), 1)
+    init = Inst(Opc.LOCAL_STORE, None, (local, zero, Inst(Opc.CONST, F32, (), 0.0)))
+    loop = Inst(Opc.RANGE, INDEX, (zero, four), 1)
+    cur = Inst(Opc.LOCAL_LOAD, F32, (local, zero))
+    new = Inst(Opc.ALU, F32, (cur, one), Op.ADD)
+    body = [loop, cur, new, Inst(Opc.LOCAL_STORE, None, (local, zero, new)), Inst(Opc.ENDRANGE, None, (loop,))]
+    final = Inst(Opc.LOCAL_LOAD, F32, (local, zero))
+    insts = [out, zero, four, one, local, init.srcs[2], init] + body + [final, Inst(Opc.STORE, None, (out, zero, final))]
+    prog = _program(insts, 1)
+    prog.verify()
+    buf = np.zeros(1, F32)
+    loop_interp.run(prog, [buf])
+    assert buf[0] == 4
 
 
 UNARY_INPUT = {Op.LOG: "pos", Op.SQRT: "pos", Op.RECIP: "nonzero"}

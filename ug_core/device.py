@@ -79,6 +79,16 @@ class Device(abc.ABC):
     def run(self, program: Program, buffers: list["Buffer"]) -> None:
         """Launch `program` on buffers in the kernel's argument order."""
 
+    def launcher(self, program: Program) -> Callable[[list["Buffer"]], None]:
+        """A function that launches `program` on buffers, like `run(program, buffers)`.
+
+        The runtime asks for it once per compiled step and calls it on every run (and every
+        `ug.jit` replay), so a backend can move per-program work (argument layout, entry
+        point lookup) out of the per-call path. The default just calls `run`.
+        """
+        run = self.run
+        return lambda buffers: run(program, buffers)
+
     @abc.abstractmethod
     def matmul(self, out: "Buffer", a: "Buffer", b: "Buffer", spec: MatmulSpec) -> None: ...
 
@@ -120,8 +130,8 @@ class Buffer:
     def __init__(self, device: Device, size: int, dtype: np.dtype):
         self.device = device
         self.size = size
-        self.dtype = np.dtype(dtype)
-        self.handle = device.allocate(max(size, 1) * self.dtype.itemsize)
+        self.dtype = dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
+        self.handle = device.allocate((size if size > 0 else 1) * dtype.itemsize)
 
     @property
     def device_name(self) -> str:

@@ -73,6 +73,18 @@ def from_buffer(buffer: "Buffer", shape: tuple[int, ...]) -> Node:
     return node
 
 
+def buffer_node(buffer: "Buffer", shape: tuple[int, ...], device: str) -> Node:
+    """`from_buffer` for callers that already have the shape as a tuple and the device's name
+    (ug.jit replays: this runs once per returned tensor per call)."""
+    # what Node(Op.BUFFER, (), None, shape, buffer.dtype, device) does, minus the call into
+    # __init__ and its loop over (no) sources
+    node = Node.__new__(Node)
+    node.op, node.srcs, node.arg, node.shape, node.dtype, node.device = Op.BUFFER, (), None, shape, buffer.dtype, device
+    node.buffer = buffer
+    node._readers = []
+    return node
+
+
 def view(src: Node, v: View) -> Node:
     """Read `src` through `v` (which indexes src's contiguous layout)."""
     if v.shape == src.shape and v.is_contiguous:

@@ -10,7 +10,7 @@ the compiled steps.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import graph
@@ -28,6 +28,16 @@ class _Trace:
     outputs: list[tuple[str, int, tuple[int, ...]]]   # ("slot", i, shape) | ("arg", j, shape) | ("const", k, shape)
     constants: list[Tensor]
     structure: Any                       # how to rebuild the return value from the output list
+    # derived from the above, for the replay path
+    bind: list[tuple[int, int]] = field(init=False)       # (tensor argument, slot) pairs
+    single: tuple[int, tuple[int, ...], str] | None = field(init=False)  # one tensor out, from slot i: (i, shape, device)
+
+    def __post_init__(self) -> None:
+        self.bind = [(j, slot) for j, slot in enumerate(self.input_slots) if slot is not None]
+        self.single = None
+        if self.structure == "T" and self.outputs[0][0] == "slot" and self.compiled is not None:
+            _, i, shape = self.outputs[0]
+            self.single = (i, shape, self.compiled.slots[i].device)
 
 
 def _flatten(value: Any) -> tuple[list[Tensor], Any]:
@@ -59,19 +69,25 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        # the replay path: keep it to a dict lookup and the compiled steps
-        key = tuple([(a._node.shape, a._node.dtype, a._node.device) if type(a) is Tensor else ("py", _static_key(a))
-                     for a in args])
+        # the replay path: one pass over the arguments, a dict lookup, then the compiled steps
+        key: list[Any] = []
+        tensors: list[Tensor] = []
+        for a in args:
+            if type(a) is Tensor:
+                node = a._node
+                key.append((node.shape, node.dtype, node.device))
+                if node.buffer is None:
+                    a.realize()
+                tensors.append(a)
+            else:
+                key.append(("py", _static_key(a)))
         if kwargs:
-            key += tuple(sorted((k, _static_key(v)) for k, v in kwargs.items()))
-        tensors = [a for a in args if type(a) is Tensor]
-        for t in tensors:
-            if t._node.buffer is None:
-                t.realize()
-        trace = traces.get(key)
+            key += sorted((k, _static_key(v)) for k, v in kwargs.items())
+        tkey = tuple(key)
+        trace = traces.get(tkey)
         if trace is None:
             trace, result = _trace(fn, args, kwargs, tensors)
-            traces[key] = trace
+            traces[tkey] = trace
             return result
         return _replay(trace, tensors)
 
@@ -128,12 +144,14 @@ def run_schedule_bufs(compiled: CompiledSchedule, bufs: list[Buffer | None]) -> 
 
 
 def _replay(trace: _Trace, tensors: list[Tensor]) -> Any:
-    bufs = list(trace.fixed)
-    for t, slot in zip(tensors, trace.input_slots):
-        if slot is not None:
-            bufs[slot] = t.node.buffer
+    bufs = trace.fixed.copy()
+    for j, slot in trace.bind:
+        bufs[slot] = tensors[j]._node.buffer
     if trace.compiled is not None:
-        trace.compiled.run(bufs)
+        trace.compiled.runner(bufs)
+    if trace.single is not None:  # the common case: one tensor out
+        i, shape, device = trace.single
+        return Tensor._of_new_node(graph.buffer_node(bufs[i], shape, device))  # type: ignore[arg-type]
     outs = []
     for kind, i, shape in trace.outputs:
         if kind == "slot":

@@ -14,6 +14,13 @@ Strategies (which thread does what):
   serial loop with an accumulator; a long float sum is accumulated in blocks of
   `sum_block` elements (a partial sum per block, added into the total) so that its
   rounding error grows with the number of blocks, not the number of elements.
+* cpu, outer-blocked (option `outer_block` = B > 1, chosen when the kernel's loads read the
+  reduced dims with a large stride but consecutive outer indices contiguously, e.g. a column
+  sum): each global id runs B consecutive outer indices (the last one fewer), with one
+  accumulator per index in a small array (DEFINE_LOCAL, B elements, private to the global
+  id on cpu). The loop over the B indices is innermost in every phase:
+  `for r in reduced: for b in block: acc[b] = combine(acc[b], x[r, o + b])`, so it reads
+  memory contiguously and the backend vectorizes it; later phases read acc[b].
 * gpu, thread per outer index (every phase's reduced extent is at most
   `gpu_serial_max_extent`, e.g. elementwise kernels): a flat global index
   group * local_size + local_id with a bounds check, then the same serial code as cpu.
@@ -54,11 +61,13 @@ class LowerOptions:
     max_global_size: tuple[int, int, int] = (65535, 65535, 65535)  # gpu: workgroups per dim (Vulkan's guaranteed minimum)
     sum_block: int = 1024                  # cpu/serial: float sums longer than this accumulate per block
     gpu_serial_max_extent: int = 16        # gpu: reduced extents up to this run serially, one thread per outer index
+    outer_block: int = 0                   # cpu: B > 1 enables the outer-blocked strategy where loads favour it
+    outer_block_always: bool = False       # cpu: use it whenever B > 1 and there is a reduction (tests)
 
     def __post_init__(self) -> None:
         if self.target not in ("cpu", "gpu"):
             raise ValueError(f"unknown lowering target {self.target!r}")
-        if self.local_size < 1 or self.sum_block < 1 or not 1 <= len(self.max_global_size) <= 3:
+        if self.local_size < 1 or self.sum_block < 1 or self.outer_block < 0 or not 1 <= len(self.max_global_size) <= 3:
             raise ValueError(f"bad lowering options {self}")
 
 
@@ -240,6 +249,16 @@ class _PhaseIndex:
     outer_dims: tuple[int, ...]
     red_lin: Inst | None
     red_dims: tuple[int, ...]
+    lane: Inst | None = None   # outer-blocked cpu: the index b in the block (selects acc[b])
+
+
+@dataclass(frozen=True)
+class _LaneAcc:
+    """A reduction's results for a block of outer indices: `local[b]`, accumulated in its
+    dtype and read as `dtype` (outer-blocked cpu strategy)."""
+
+    local: Inst
+    dtype: np.dtype
 
 
 F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -280,7 +299,8 @@ class _Lowerer:
         self.outer_dims = tuple(d for d, s in enumerate(kernel.outer) if d not in self.axes and s > 1)
         self.n_outer = prod(kernel.outer)
         self.params: list[Inst] = []
-        self.accs: list[Inst] = []  # finished value of each reduction, for the current outer index
+        self.accs: list[Inst | _LaneAcc] = []  # finished value of each reduction, for the current outer index
+        self.lane: Inst | None = None  # outer-blocked cpu: the current index in the block
         self.global_size: tuple[int, ...] = (0,)
         self.local_size: tuple[int, ...] = (1,)
 
@@ -309,9 +329,114 @@ class _Lowerer:
 
     # -- strategies
     def _lower_cpu(self) -> None:
+        if self.opts.outer_block > 1 and self._wants_outer_block():
+            self._lower_cpu_outer_blocked(self.opts.outer_block)
+            return
         self.global_size, self.local_size = (self.n_outer,), (1,)
         outer = self.b.emit(Opc.SPECIAL, INDEX, (), (Special.GLOBAL_ID, 0))
         self._serial_phases(outer)
+
+    # -- cpu, a block of consecutive outer indices per global id
+    def _wants_outer_block(self) -> bool:
+        """Whether the outer-blocked strategy pays: the reductions' loads read consecutive
+        outer indices contiguously and the reduced index with a large stride (so the serial
+        loop over the reduced index is neither cache-friendly nor vectorizable)."""
+        if not self.outer_dims:
+            return False
+        reductions = [r for r in self.k.reductions if self._extent(r.shape) > 1]
+        if not reductions:
+            return False
+        if self.opts.outer_block_always:
+            return True
+        return _prefers_outer_block(reductions, self.axes, self.outer_dims[-1])
+
+    def _lower_cpu_outer_blocked(self, block: int) -> None:
+        b = self.b
+        n = self.n_outer
+        self.global_size, self.local_size = (-(-n // block),), (1,)
+        gid = b.emit(Opc.SPECIAL, INDEX, (), (Special.GLOBAL_ID, 0))
+        base = b.mul(gid, block)
+        if n % block:  # the last block holds n % block indices
+            count = b.alu(Op.MIN, (b.add(b.mul(gid, -block), b.const(n)), b.const(block)), INDEX)
+        else:
+            count = b.const(block)
+
+        def lanes() -> Inst:  # opens `for lane in block`; returns the outer index base + lane
+            self.lane = b.range(b.const(0), count)
+            return b.add(base, self.lane)
+
+        def lanes_only() -> Inst:  # the same loop, for code that only touches acc[lane]
+            self.lane = b.range(b.const(0), count)
+            return self.lane
+
+        def end_lanes() -> None:
+            b.close()
+            self.lane = None
+
+        for r in self.k.reductions:
+            self.accs.append(self._lane_reduce(r, block, lanes, lanes_only, end_lanes))
+        for s in self.k.stores:
+            e = self._extent(s.shape)
+            if e == 0:
+                continue
+            i = b.range(b.const(0), b.const(e)) if e > 1 else None
+            self._store(s, lanes(), i)
+            end_lanes()
+            if i is not None:
+                b.close()
+
+    def _lane_reduce(self, r: Reduction, block: int, lanes: Callable[[], Inst], lanes_only: Callable[[], Inst],
+                     end_lanes: Callable[[], None]) -> Inst | _LaneAcc:
+        b = self.b
+        e = self._extent(r.shape)
+        init = self._identity(r)
+        combine = REDUCE[r.op].combine
+        if e == 0:
+            return b.const(init, r.dtype)
+        dt = _acc_dtype(r)
+        acc = b.emit(Opc.DEFINE_LOCAL, dt, (), block)
+
+        def fill(local: Inst) -> None:
+            lanes_only()
+            b.emit(Opc.LOCAL_STORE, None, (local, self.lane, b.const(init, dt)))
+            end_lanes()
+
+        def update(local: Inst, i: Inst) -> None:
+            outer = lanes()
+            value = self._phase_value(r.expr, r.shape, outer, i, dt)
+            cur = b.emit(Opc.LOCAL_LOAD, dt, (local, self.lane))
+            b.emit(Opc.LOCAL_STORE, None, (local, self.lane, b.alu(combine, (cur, value), dt)))
+            end_lanes()
+
+        if e == 1:
+            outer = lanes()
+            b.emit(Opc.LOCAL_STORE, None, (acc, self.lane, self._phase_value(r.expr, r.shape, outer, None, dt)))
+            end_lanes()
+            return _LaneAcc(acc, r.dtype)
+        fill(acc)
+        step = self.opts.sum_block
+        if r.op is Op.SUM and dt.kind == "f" and e > step:
+            # blocked summation, as in _serial_reduce: a partial sum per lane per block of rows
+            part = b.emit(Opc.DEFINE_LOCAL, dt, (), block)
+            start = b.range(b.const(0), b.const(e), step)
+            fill(part)
+            end = b.add(start, b.const(step))
+            if e % step:
+                end = b.alu(Op.MIN, (end, b.const(e)), INDEX)
+            i = b.range(start, end)
+            update(part, i)
+            b.close()
+            lanes_only()
+            total = b.alu(combine, (b.emit(Opc.LOCAL_LOAD, dt, (acc, self.lane)),
+                                    b.emit(Opc.LOCAL_LOAD, dt, (part, self.lane))), dt)
+            b.emit(Opc.LOCAL_STORE, None, (acc, self.lane, total))
+            end_lanes()
+            b.close()
+        else:
+            i = b.range(b.const(0), b.const(e))
+            update(acc, i)
+            b.close()
+        return _LaneAcc(acc, r.dtype)
 
     def _lower_gpu_thread_per_outer(self) -> None:
         b = self.b
@@ -463,7 +588,7 @@ class _Lowerer:
             shape[d] == self.k.outer[d] for d in range(self.k.rank) if d not in self.axes), (shape, self.k.outer)
         red_dims = tuple(d for d in self.axes if shape[d] > 1)
         assert (red is None) == (not red_dims), (shape, red)
-        return _PhaseIndex(shape, outer, self.outer_dims, red, red_dims)
+        return _PhaseIndex(shape, outer, self.outer_dims, red, red_dims, self.lane)
 
     def _phase_value(self, expr: Expr, shape: tuple[int, ...], outer: Inst, red: Inst | None,
                      dtype: np.dtype) -> Inst:
@@ -492,7 +617,12 @@ class _Lowerer:
         return self.b.const(node.arg, node.dtype)
 
     def _expr_acc(self, node: Expr, srcs: list[Inst], index: _PhaseIndex) -> Inst:
-        return self.b.cast(self.accs[node.arg], node.dtype)
+        acc = self.accs[node.arg]
+        if isinstance(acc, _LaneAcc):
+            assert index.lane is not None, "a per-lane accumulator read outside the lane loop"
+            value = self.b.cast(self.b.emit(Opc.LOCAL_LOAD, acc.local.dtype, (acc.local, index.lane)), acc.dtype)
+            return self.b.cast(value, node.dtype)
+        return self.b.cast(acc, node.dtype)
 
     def _expr_cast(self, node: Expr, srcs: list[Inst], index: _PhaseIndex) -> Inst:
         return self.b.cast(srcs[0], node.dtype)
@@ -554,6 +684,55 @@ class _Lowerer:
         for t in terms:
             first = self.b.add(first, t)
         return first
+
+
+# --- choosing the outer-blocked cpu strategy ------------------------------------------------
+
+
+def _chain_offset(chain: ViewChain, idx: tuple[int, ...]) -> int:
+    """The buffer element a view chain reads at phase index `idx`."""
+    view = chain[0]
+    lin = view.offset + sum(i * st for i, st in zip(idx, view.strides))
+    for view in chain[1:]:
+        digits = []
+        for size in reversed(view.shape):
+            digits.append(lin % size if size else 0)
+            lin = lin // size if size else 0
+        lin = view.offset + sum(d * st for d, st in zip(reversed(digits), view.strides))
+    return lin
+
+
+def _load_strides(chain: ViewChain) -> list[int]:
+    """Element distance between neighbours along each phase dim (at the origin)."""
+    rank = len(chain[0].shape)
+    origin = _chain_offset(chain, (0,) * rank)
+    strides = []
+    for d in range(rank):
+        if chain[0].shape[d] < 2:
+            strides.append(0)
+            continue
+        unit = tuple(int(k == d) for k in range(rank))
+        strides.append(abs(_chain_offset(chain, unit) - origin))
+    return strides
+
+
+def _prefers_outer_block(reductions: list[Reduction], axes: tuple[int, ...], inner_outer: int) -> bool:
+    """Loads vote: a load whose innermost reduced dim is contiguous prefers the serial loop
+    (it vectorizes); one that reads the innermost outer dim contiguously but the reduced
+    index with a stride prefers blocking over outer indices."""
+    votes = 0
+    for r in reductions:
+        red = [d for d in axes if r.shape[d] > 1]
+        for node in toposort(r.expr):
+            if node.op is not Op.LOAD:
+                continue
+            strides = _load_strides(node.arg[1])
+            s_red = strides[red[-1]]
+            if s_red == 1:
+                votes -= 1
+            elif s_red > 1 and strides[inner_outer] == 1:
+                votes += 1
+    return votes > 0
 
 
 check_exhaustive(_Lowerer._EXPR, _EXPR_OPS, "lowering of kernel expressions")

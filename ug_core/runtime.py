@@ -6,6 +6,7 @@ again on other buffers: `ug.jit` replays one with new inputs without scheduling 
 
 from __future__ import annotations
 
+import operator
 import os
 import sys
 import time
@@ -98,6 +99,11 @@ class CompiledSchedule:
         self.debug = debug_level()  # read once: replays (ug.jit) must not pay for os.environ
         for item in schedule.items:
             self.steps.append(self._compile(item))
+        # what `run` does, as one callable: ug.jit replays call this directly, and most traced
+        # functions fuse into a single kernel, whose step function then is the whole run
+        self.runner: Callable[[list[Buffer | None]], object] = self.run
+        if self.debug < 1 and len(self.steps) == 1:
+            self.runner = self.steps[0].run
 
     def slot(self, node: Node) -> int:
         i = self._slot_of.get(id(node))
@@ -121,18 +127,28 @@ class CompiledSchedule:
         if isinstance(item, KernelItem):
             device = registry.get(item.outputs[0].device)
             program = compile_cache.get(device, item.kernel)
-            allocs = []
+            launch = device.launcher(program)
+            # outputs that write into another slot's buffer (assign) and outputs that need a
+            # fresh buffer, as plain tuples: this closure is the whole per-kernel cost of a replay
+            aliases: list[tuple[int, int]] = []
+            fresh: list[tuple[int, Device, int, np.dtype]] = []
             for out in item.outputs:
                 if out in item.alias:
-                    src, dst = self.slot(item.alias[out]), self.slot(out)
-                    allocs.append(lambda bufs, src=src, dst=dst: bufs.__setitem__(dst, bufs[src]))
+                    aliases.append((self.slot(item.alias[out]), self.slot(out)))
                 else:
-                    allocs.append(self._allocator(out))
+                    fresh.append((self.slot(out), registry.get(out.device), prod(out.shape), out.dtype))
+            # bufs -> the kernel's arguments without a Python-level loop (itemgetter of one
+            # index returns the item itself, hence the second form)
+            take = operator.itemgetter(*idx) if len(idx) > 1 else None
+            first = idx[0]
 
             def run_kernel(bufs: list[Buffer | None]) -> None:
-                for alloc in allocs:
-                    alloc(bufs)
-                device.run(program, [bufs[i] for i in idx])  # type: ignore[misc]
+                for src, dst in aliases:
+                    bufs[dst] = bufs[src]
+                for i, out_device, size, dtype in fresh:
+                    if bufs[i] is None:
+                        bufs[i] = Buffer(out_device, size, dtype)
+                launch(list(take(bufs)) if take is not None else [bufs[first]])  # type: ignore[arg-type]
             return _Step(run_kernel, item.describe())
         if isinstance(item, MatmulItem):
             device = registry.get(item.out.device)

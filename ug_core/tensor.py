@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
+import weakref
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -216,6 +217,15 @@ class Tensor:
     def __init__(self, node: Node):
         self._node = node
         node.add_reader(self)
+
+    @classmethod
+    def _of_new_node(cls, node: Node) -> "Tensor":
+        """Tensor(node) for a node created just now with no readers (ug.jit replay outputs):
+        add_reader's occasional pruning has nothing to prune, so skip the call."""
+        t = cls.__new__(cls)
+        t._node = node
+        node._readers.append(weakref.ref(t))
+        return t
 
     @property
     def node(self) -> Node:

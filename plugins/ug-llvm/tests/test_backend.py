@@ -39,7 +39,9 @@ def test_registered_first_with_versions():
     lambda x: x.softmax(-1),
     lambda x: x.sum(-1),
     lambda x: x.T.tanh() - 1,
-], ids=["elementwise", "softmax", "rowsum", "transpose"])
+    lambda x: x.sum(0),
+    lambda x: x.softmax(0),
+], ids=["elementwise", "softmax", "rowsum", "transpose", "colsum", "colsoftmax"])
 def test_threads_give_the_same_bits(dev, make):
     x = np.random.default_rng(0).standard_normal((1000, 333)).astype(np.float32)
     t = ug.tensor(x, device="cpu")
@@ -119,6 +121,31 @@ def test_reductions_are_vectorized(dev):
     for y in (x.sum(-1), x.max(-1)):
         optimized = dev.jit.optimized_ir(dev.render(_kernel(y)))
         assert re.search(r"<(4|8|16) x float>", optimized)
+
+
+def test_column_reductions_are_outer_blocked_and_vectorized(dev):
+    x = ug.tensor(np.ones((512, 4096), np.float32), device="cpu")
+    for y in (x.sum(0), x.max(0), x.softmax(0)):
+        kernel = _kernel(y)
+        program = dev.lower(kernel)
+        assert any(i.opc.name == "DEFINE_LOCAL" for i in program.instructions), program
+        optimized = dev.jit.optimized_ir(dev.render(kernel))
+        assert re.search(r"load <(4|8|16) x float>", optimized)
+    # rows: the serial loop over the contiguous reduced axis is kept
+    assert not any(i.opc.name == "DEFINE_LOCAL" for i in dev.lower(_kernel(x.sum(1))).instructions)
+
+
+@pytest.mark.parametrize("shape,axis", [((3_000_000 // 48, 48), 0), ((1000, 33), 0), ((5, 1001, 70), 1),
+                                        ((3, 7, 130), 0)])
+def test_column_reductions_match_numpy(shape, axis):
+    rng = np.random.default_rng(1)
+    a = rng.random(shape, dtype=np.float32)
+    t = ug.tensor(a, device="cpu")
+    exact = a.astype(np.float64).sum(axis)
+    np.testing.assert_allclose(t.sum(axis).numpy(), exact, rtol=1e-5)
+    np.testing.assert_array_equal(t.max(axis).numpy(), a.max(axis))
+    ex = np.exp(a - a.max(axis, keepdims=True))
+    np.testing.assert_allclose(t.softmax(axis).numpy(), ex / ex.sum(axis, keepdims=True), rtol=1e-5, atol=1e-7)
 
 
 def _cast_kernel(src: np.dtype, dst: np.dtype) -> Kernel:

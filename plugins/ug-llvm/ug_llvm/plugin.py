@@ -15,9 +15,10 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import os
+import struct
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -28,6 +29,7 @@ from ug_core.dtypes import SUPPORTED
 from ug_core.kernel_ir import Kernel
 from ug_core.loop_ir import LoopProgram, Opc
 from ug_core.lower import LowerOptions, lower
+from ug_core.ops import Op
 from ug_core.view import View
 
 from . import __version__
@@ -37,6 +39,9 @@ ALIGN = 64
 CHUNK_ALIGN = 64
 # below this many (weighted) element visits a kernel runs on the calling thread
 PARALLEL_MIN_WORK = int(os.environ.get("UG_LLVM_PARALLEL_MIN_WORK", 1 << 18))
+# outer indices per global id in the outer-blocked lowering (column reductions): a multiple of
+# every vector width, small enough that the per-block accumulators stay in L1
+OUTER_BLOCK = int(os.environ.get("UG_LLVM_OUTER_BLOCK", 64))
 POOL_CACHE_BYTES = 1 << 30  # freed blocks kept for reuse, at most this many bytes
 
 _KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
@@ -74,6 +79,7 @@ class _Kernel:
         self.work = self.global_size * _work_per_index(program)
         self.fn: Any = None            # noalias entry (distinct buffers)
         self.fn_alias: Any = None      # entry without noalias, compiled when buffers repeat
+        self.launch: Callable[[list[Buffer]], None] | None = None  # CPUDevice.launcher, made on first use
         self.ir = ""
 
     def entry(self, aliased: bool) -> Any:
@@ -92,8 +98,9 @@ def _work_per_index(program: LoopProgram) -> int:
     for inst in program.instructions:
         if inst.opc is Opc.RANGE:
             start, end = inst.srcs
-            if start.opc is Opc.CONST and end.opc is Opc.CONST:
-                trips = -(-(end.arg - start.arg) // inst.arg)
+            bound = _upper_bound(end)
+            if start.opc is Opc.CONST and bound is not None:
+                trips = -(-(bound - start.arg) // inst.arg)
             else:  # a blocked inner loop (start .. min(start + block, e)): the enclosing loop's step
                 trips = steps[-1]
             weight.append(weight[-1] * max(trips, 1))
@@ -104,6 +111,16 @@ def _work_per_index(program: LoopProgram) -> int:
         elif inst.opc in (Opc.LOAD, Opc.STORE, Opc.ALU, Opc.CAST):
             work += weight[-1]
     return max(work, 1)
+
+
+def _upper_bound(x: Any) -> int | None:
+    """A constant bound on an index value: a CONST, or a MIN with a CONST operand."""
+    if x.opc is Opc.CONST:
+        return x.arg
+    if x.opc is Opc.ALU and x.arg is Op.MIN:
+        consts = [s.arg for s in x.srcs if s.opc is Opc.CONST]
+        return min(consts) if consts else None
+    return None
 
 
 class CPUDevice(Device):
@@ -121,25 +138,29 @@ class CPUDevice(Device):
         self._free_bytes = 0
         self._allocated = 0
         self._lock = threading.Lock()
-        self.lower_options = LowerOptions(target="cpu")
+        self.lower_options = LowerOptions(target="cpu", outer_block=OUTER_BLOCK)
 
     # -- memory
     def allocate(self, nbytes: int) -> _Block:
-        capacity = max(ALIGN, -(-nbytes // ALIGN) * ALIGN)
+        capacity = -(-nbytes // ALIGN) * ALIGN or ALIGN
         with self._lock:
-            blocks = self._free.get(capacity)
-            block = blocks.pop() if blocks else None
-            if block is not None:
-                self._free_bytes -= capacity
             self._allocated += capacity
-        return block if block is not None else _Block(capacity)
+            blocks = self._free.get(capacity)
+            if blocks:
+                self._free_bytes -= capacity
+                return blocks.pop()
+        return _Block(capacity)
 
     def free(self, handle: _Block) -> None:
+        capacity = handle.capacity
         with self._lock:
-            self._allocated -= handle.capacity
-            if self._free_bytes + handle.capacity <= POOL_CACHE_BYTES:
-                self._free.setdefault(handle.capacity, []).append(handle)
-                self._free_bytes += handle.capacity
+            self._allocated -= capacity
+            if self._free_bytes + capacity <= POOL_CACHE_BYTES:
+                blocks = self._free.get(capacity)
+                if blocks is None:
+                    blocks = self._free[capacity] = []
+                blocks.append(handle)
+                self._free_bytes += capacity
 
     def copy_in(self, handle: _Block, src: np.ndarray) -> None:
         handle.array[: src.nbytes] = src.reshape(-1).view(np.uint8)
@@ -191,19 +212,42 @@ class CPUDevice(Device):
         return Program(kernel.name, compiled, compiled.ir, program.global_size, program.local_size)
 
     # -- run
-    def run(self, program: Program, buffers: list[Buffer]) -> None:
+    def launcher(self, program: Program) -> Callable[[list[Buffer]], None]:
+        """Per-program launch function: the argument layout and entry point are worked out
+        here once, so a launch is: read the pointers, pack them, call (ug.jit replays of tiny
+        kernels are dominated by this path)."""
         k: _Kernel = program.handle
+        if k.launch is None:
+            k.launch = self._make_launch(k)
+        return k.launch
+
+    def _make_launch(self, k: _Kernel) -> Callable[[list[Buffer]], None]:
         n = k.global_size
         if not n:
-            return
-        ptrs = [b.handle.ptr for b in buffers]
-        fn = k.entry(aliased=len(set(ptrs)) != len(ptrs))
-        args = (ctypes.c_void_p * max(1, len(ptrs)))(*ptrs)
-        threads = self.threads
-        if self._pool is None or k.work < PARALLEL_MIN_WORK or n < 2:
-            fn(args, 0, n)
-            return
-        chunks = min(threads, n)
+            return lambda buffers: None
+        nargs = len(k.program.params)
+        # the kernel reads its arguments as an array of pointers: a packed bytes object is
+        # such an array (ctypes passes a pointer to its data) and is far cheaper to build
+        # than a ctypes array
+        pack = struct.Struct(f"{max(nargs, 1)}P").pack
+        fn = k.fn
+
+        def launch(buffers: list[Buffer]) -> None:
+            ptrs = [b.handle.ptr for b in buffers]
+            args = pack(*ptrs) if ptrs else pack(0)
+            entry = fn if len(set(ptrs)) == len(ptrs) else k.entry(aliased=True)
+            if k.work < PARALLEL_MIN_WORK or self._pool is None or n < 2:
+                entry(args, 0, n)  # small work: threads would cost more than they save
+            else:
+                self._run_parallel(entry, args, n)
+        return launch
+
+    def run(self, program: Program, buffers: list[Buffer]) -> None:
+        self.launcher(program)(buffers)
+
+    def _run_parallel(self, fn: Any, args: bytes, n: int) -> None:
+        assert self._pool is not None
+        chunks = min(self.threads, n)
         step = -(-n // chunks)
         step = -(-step // CHUNK_ALIGN) * CHUNK_ALIGN if n >= CHUNK_ALIGN * chunks else step
         bounds = [(s, min(n, s + step)) for s in range(0, n, step)]

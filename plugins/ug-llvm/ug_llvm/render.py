@@ -340,7 +340,8 @@ class _Renderer:
             value = self.tmp(f"fptrunc float {value} to half")
         return value
 
-    # -- workgroup memory: never produced for the cpu target (local_size 1), kept for completeness
+    # -- workgroup memory: on cpu (local_size 1) a private array per global id, e.g. the
+    #    per-lane accumulators of the outer-blocked lowering
     def _define_local(self, inst: Inst) -> str:
         mem = MEM[inst.dtype]
         slot = f"%local{inst.id}"
