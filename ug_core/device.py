@@ -89,6 +89,16 @@ class Device(abc.ABC):
         run = self.run
         return lambda buffers: run(program, buffers)
 
+    def pointer_launcher(self, program: Program) -> tuple[Callable[["Buffer"], Any], Callable[..., None]] | None:
+        """Optional, one level below `launcher`: (arg_of, launch) where `arg_of(buffer)` is the
+        kernel argument for a buffer and `launch(args, distinct=None)` runs `program` on a list
+        of them; `distinct` says whether the arguments are all different buffers (None: the
+        device checks, as `launcher` does; a caller that knows saves that work).
+        `ug.jit` keeps that list between replays of a single-kernel function and patches only
+        the inputs and the output, so the per-call work is a few list stores and the call.
+        None (the default): the runtime uses `launcher`."""
+        return None
+
     @abc.abstractmethod
     def matmul(self, out: "Buffer", a: "Buffer", b: "Buffer", spec: MatmulSpec) -> None: ...
 
@@ -133,6 +143,22 @@ class Buffer:
         self.dtype = dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.handle = device.allocate((size if size > 0 else 1) * dtype.itemsize)
 
+    @staticmethod
+    def allocator(device: Device, size: int, dtype: np.dtype) -> Callable[[], "Buffer"]:
+        """A function that makes `Buffer(device, size, dtype)`, for hot paths (ug.jit replays):
+        the size and dtype checks are done here once, so a call is the allocation and four
+        attribute stores."""
+        dtype = np.dtype(dtype)
+        nbytes = (size if size > 0 else 1) * dtype.itemsize
+        allocate, new = device.allocate, Buffer.__new__
+
+        def make() -> Buffer:
+            buf = new(Buffer)
+            buf.device, buf.size, buf.dtype = device, size, dtype
+            buf.handle = allocate(nbytes)
+            return buf
+        return make
+
     @property
     def device_name(self) -> str:
         return self.device.name
@@ -155,12 +181,10 @@ class Buffer:
         return out
 
     def __del__(self) -> None:
-        handle = getattr(self, "handle", None)
-        if handle is not None:
-            try:
-                self.device.free(handle)
-            except Exception:  # interpreter shutdown: the device may already be gone
-                pass
+        try:
+            self.device.free(self.handle)
+        except Exception:  # no handle (allocate raised), or interpreter shutdown: the device may be gone
+            pass
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device.name} {self.size}x{self.dtype.name}>"

@@ -28,9 +28,11 @@ class _Trace:
     outputs: list[tuple[str, int, tuple[int, ...]]]   # ("slot", i, shape) | ("arg", j, shape) | ("const", k, shape)
     constants: list[Tensor]
     structure: Any                       # how to rebuild the return value from the output list
+    arg_index: list[int]                 # per tensor argument: its position in the call's arguments
     # derived from the above, for the replay path
     bind: list[tuple[int, int]] = field(init=False)       # (tensor argument, slot) pairs
     single: tuple[int, tuple[int, ...], str] | None = field(init=False)  # one tensor out, from slot i: (i, shape, device)
+    fast: Callable[[tuple[Any, ...]], Tensor] | None = field(init=False)  # the whole replay (on the call's args), when it is one kernel
 
     def __post_init__(self) -> None:
         self.bind = [(j, slot) for j, slot in enumerate(self.input_slots) if slot is not None]
@@ -38,6 +40,65 @@ class _Trace:
         if self.structure == "T" and self.outputs[0][0] == "slot" and self.compiled is not None:
             _, i, shape = self.outputs[0]
             self.single = (i, shape, self.compiled.slots[i].device)
+        self.fast = self._single_kernel_replay()
+
+    def _single_kernel_replay(self) -> Callable[[tuple[Any, ...]], Tensor] | None:
+        """The replay of a function that compiled to one kernel writing one fresh output (the
+        common case), as one closure. Everything that does not change between calls is worked
+        out here: the kernel's argument list with the captured buffers already in it, where
+        each input and the output go in that list, and how to allocate the output. A call then
+        patches those entries, launches, and wraps the output in a tensor.
+
+        None when the general path is needed: several steps, UG_DEBUG timing, in-place assigns
+        (the output is an input's buffer), several outputs, or a device without
+        `pointer_launcher`."""
+        compiled, single = self.compiled, self.single
+        if compiled is None or single is None or len(compiled.steps) != 1 or compiled.runner is not compiled.steps[0].run:
+            return None
+        k = compiled.steps[0].kernel
+        out_slot, shape, device_name = single
+        if k is None or k.aliases or len(k.fresh) != 1 or k.fresh[0][0] != out_slot:
+            return None
+        launchers = k.device.pointer_launcher(k.program)
+        if launchers is None:
+            return None
+        arg_of, launch = launchers
+        pos_of = {slot: pos for pos, slot in enumerate(k.args)}
+        if len(pos_of) != len(k.args):  # a slot passed twice: not something the scheduler makes
+            return None
+        # (position in the call's arguments, position in the kernel's arguments)
+        in_pos = [(self.arg_index[j], pos_of[slot]) for j, slot in self.bind if slot in pos_of]
+        bound = {pos for _, pos in in_pos}
+        out_pos = pos_of[out_slot]
+        template: list[Any] = []
+        for pos, slot in enumerate(k.args):
+            buf = self.fixed[slot]
+            if buf is not None:  # captured (kept alive by self.fixed)
+                template.append(arg_of(buf))
+            elif pos in bound or pos == out_pos:
+                template.append(None)  # patched on every call
+            else:
+                return None
+        # whether the kernel's arguments are all different buffers (else the device runs its
+        # entry without noalias): the output is fresh, so only an input can repeat, another input
+        # or a captured buffer. The usual cases are decided here or by one compare per call.
+        captured = any(entry is not None for entry in template)
+        in_positions = sorted({pos for _, pos in in_pos})
+        pair = (in_positions[0], in_positions[1]) if not captured and len(in_positions) == 2 else None
+        distinct: bool | None = True if not captured and len(in_positions) <= 1 else None  # None: the device checks
+        _, out_device, size, dtype = k.fresh[0]
+        make_out = Buffer.allocator(out_device, size, dtype)
+        wrap = Tensor._of_buffer
+
+        def replay(call_args: tuple[Any, ...]) -> Tensor:
+            args = template.copy()  # a copy, not the template: replays may run on several threads
+            for i, pos in in_pos:
+                args[pos] = arg_of(call_args[i]._node.buffer)
+            out = make_out()  # a new buffer each call: earlier results stay valid
+            args[out_pos] = arg_of(out)
+            launch(args, args[pair[0]] != args[pair[1]] if pair is not None else distinct)
+            return wrap(out, shape, device_name)
+        return replay
 
 
 def _flatten(value: Any) -> tuple[list[Tensor], Any]:
@@ -69,22 +130,26 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        # the replay path: one pass over the arguments, a dict lookup, then the compiled steps
+        # the replay path: one pass over the arguments for the key (flat: a tensor adds its
+        # shape, dtype and device, anything else "py" and its value, so it decodes one way),
+        # a dict lookup, then the compiled steps
         key: list[Any] = []
-        tensors: list[Tensor] = []
         for a in args:
             if type(a) is Tensor:
                 node = a._node
-                key.append((node.shape, node.dtype, node.device))
                 if node.buffer is None:
                     a.realize()
-                tensors.append(a)
+                key += (node.shape, node.dtype, node.device)
             else:
-                key.append(("py", _static_key(a)))
+                key += ("py", _static_key(a))
         if kwargs:
+            key.append("kw")
             key += sorted((k, _static_key(v)) for k, v in kwargs.items())
         tkey = tuple(key)
         trace = traces.get(tkey)
+        if trace is not None and trace.fast is not None:
+            return trace.fast(args)
+        tensors = [a for a in args if type(a) is Tensor]
         if trace is None:
             trace, result = _trace(fn, args, kwargs, tensors)
             traces[tkey] = trace
@@ -133,7 +198,8 @@ def _trace(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         else:  # realized before the call and not an input: returned as it is every time
             out_desc.append(("const", len(constants), t.shape))
             constants.append(t)
-    return _Trace(compiled, fixed, input_slots, out_desc, constants, structure), result
+    arg_index = [i for i, a in enumerate(args) if type(a) is Tensor]
+    return _Trace(compiled, fixed, input_slots, out_desc, constants, structure, arg_index), result
 
 
 def run_schedule_bufs(compiled: CompiledSchedule, bufs: list[Buffer | None]) -> None:

@@ -83,9 +83,21 @@ compile_cache = CompileCache()
 
 
 @dataclass
+class KernelLaunch:
+    """What a kernel step does, as data: ug.jit builds its single-kernel fast path from it."""
+
+    device: Device
+    program: Program
+    args: list[int]                                   # slot of each kernel argument
+    aliases: list[tuple[int, int]]                    # (source slot, output slot): assign in place
+    fresh: list[tuple[int, Device, int, np.dtype]]    # (slot, device, size, dtype): new output buffers
+
+
+@dataclass
 class _Step:
     run: Callable[[list[Buffer | None]], None]
     describe: str
+    kernel: KernelLaunch | None = None
 
 
 class CompiledSchedule:
@@ -149,7 +161,7 @@ class CompiledSchedule:
                     if bufs[i] is None:
                         bufs[i] = Buffer(out_device, size, dtype)
                 launch(list(take(bufs)) if take is not None else [bufs[first]])  # type: ignore[arg-type]
-            return _Step(run_kernel, item.describe())
+            return _Step(run_kernel, item.describe(), KernelLaunch(device, program, idx, aliases, fresh))
         if isinstance(item, MatmulItem):
             device = registry.get(item.out.device)
             alloc = self._allocator(item.out)

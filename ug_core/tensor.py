@@ -227,6 +227,19 @@ class Tensor:
         node._readers.append(weakref.ref(t))
         return t
 
+    @staticmethod
+    def _of_buffer(buffer: Buffer, shape: tuple[int, ...], device: str) -> "Tensor":
+        """Tensor._of_new_node(graph.buffer_node(buffer, shape, device)) in one call, for the
+        ug.jit single-kernel replay, where it is a fair share of the per-call cost: both objects
+        are built without their __init__ and the node's reader list is made with its one entry."""
+        node = _new_node(Node)
+        node.op, node.srcs, node.arg, node.shape, node.dtype, node.device = Op.BUFFER, (), None, shape, buffer.dtype, device
+        node.buffer = buffer
+        t = _new_tensor(Tensor)
+        t._node = node
+        node._readers = [weakref.ref(t)]
+        return t
+
     @property
     def node(self) -> Node:
         return self._node
@@ -651,3 +664,7 @@ def custom(fn: Callable[..., Any], inputs: Iterable[Tensor], shape: Any, dtype: 
     device = devices.pop() if devices else _resolve_device(None)
     dt = _check_supported(dtypes.to_dtype(dtype), device)
     return Tensor(graph.custom(fn, tuple(t._node for t in inputs), _shape_arg(shape), dt, device))
+
+
+_new_node = Node.__new__  # object.__new__; bound once for Tensor._of_buffer
+_new_tensor = Tensor.__new__

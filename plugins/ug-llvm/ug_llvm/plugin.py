@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import operator
 import os
 import struct
 import threading
@@ -45,6 +46,10 @@ OUTER_BLOCK = int(os.environ.get("UG_LLVM_OUTER_BLOCK", 64))
 POOL_CACHE_BYTES = 1 << 30  # freed blocks kept for reuse, at most this many bytes
 
 _KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+# the same signature without argtypes: a call skips ctypes' per-argument converters (about half
+# the cost of calling a tiny kernel). Callers must pass the range bounds as c_int64 objects
+# (an untyped Python int would go as a C int) and the argument array as bytes (a char*).
+_KERNEL_FN_UNTYPED = ctypes.CFUNCTYPE(None)
 
 
 def backend_version() -> str:
@@ -80,6 +85,7 @@ class _Kernel:
         self.fn: Any = None            # noalias entry (distinct buffers)
         self.fn_alias: Any = None      # entry without noalias, compiled when buffers repeat
         self.launch: Callable[[list[Buffer]], None] | None = None  # CPUDevice.launcher, made on first use
+        self.launch_ptrs: Callable[..., None] | None = None  # CPUDevice.pointer_launcher, likewise
         self.ir = ""
 
     def entry(self, aliased: bool) -> Any:
@@ -134,33 +140,43 @@ class CPUDevice(Device):
         self.jit = get_jit()
         self.threads = max(1, os.cpu_count() or 1)
         self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="ug-cpu") if self.threads > 1 else None
+        # the pool: freed blocks by capacity. allocate/free run on every ug.jit replay (and free
+        # also from __del__ on whatever thread drops a buffer), so the common path takes no lock:
+        # list.pop/list.append are atomic under the GIL. The lock guards only the rare paths that
+        # change `_created` (the bytes of all live blocks, pooled or in use).
         self._free: dict[int, list[_Block]] = {}
-        self._free_bytes = 0
-        self._allocated = 0
+        self._free_bytes = 0   # roughly the pooled bytes: only bounds the pool (POOL_CACHE_BYTES)
+        self._created = 0
         self._lock = threading.Lock()
         self.lower_options = LowerOptions(target="cpu", outer_block=OUTER_BLOCK)
 
     # -- memory
     def allocate(self, nbytes: int) -> _Block:
         capacity = -(-nbytes // ALIGN) * ALIGN or ALIGN
-        with self._lock:
-            self._allocated += capacity
-            blocks = self._free.get(capacity)
-            if blocks:
+        blocks = self._free.get(capacity)
+        if blocks:
+            try:
+                block = blocks.pop()
+            except IndexError:  # another thread took the last one since the check
+                pass
+            else:
                 self._free_bytes -= capacity
-                return blocks.pop()
+                return block
+        with self._lock:
+            self._created += capacity
         return _Block(capacity)
 
     def free(self, handle: _Block) -> None:
         capacity = handle.capacity
-        with self._lock:
-            self._allocated -= capacity
-            if self._free_bytes + capacity <= POOL_CACHE_BYTES:
-                blocks = self._free.get(capacity)
-                if blocks is None:
-                    blocks = self._free[capacity] = []
-                blocks.append(handle)
-                self._free_bytes += capacity
+        blocks = self._free.get(capacity)
+        if blocks is None:
+            blocks = self._free.setdefault(capacity, [])  # setdefault: one list even when threads race
+        if self._free_bytes + capacity <= POOL_CACHE_BYTES:
+            self._free_bytes += capacity
+            blocks.append(handle)
+        else:  # pool full: let numpy free the block
+            with self._lock:
+                self._created -= capacity
 
     def copy_in(self, handle: _Block, src: np.ndarray) -> None:
         handle.array[: src.nbytes] = src.reshape(-1).view(np.uint8)
@@ -169,7 +185,9 @@ class CPUDevice(Device):
         dst.reshape(-1).view(np.uint8)[...] = handle.array[: dst.nbytes]
 
     def memory_usage(self) -> int:
-        return self._allocated
+        """Bytes of blocks in use (live blocks minus the pooled ones)."""
+        pooled = sum(capacity * len(blocks) for capacity, blocks in list(self._free.items()))
+        return self._created - pooled
 
     @staticmethod
     def array(buffer: Buffer) -> np.ndarray:
@@ -222,25 +240,54 @@ class CPUDevice(Device):
         return k.launch
 
     def _make_launch(self, k: _Kernel) -> Callable[[list[Buffer]], None]:
+        launch_ptrs = self._make_launch_ptrs(k)
+
+        def launch(buffers: list[Buffer]) -> None:
+            launch_ptrs([b.handle.ptr for b in buffers])
+        return launch
+
+    def _make_launch_ptrs(self, k: _Kernel) -> Callable[..., None]:
         n = k.global_size
         if not n:
-            return lambda buffers: None
+            return lambda ptrs, distinct=None: None
         nargs = len(k.program.params)
         # the kernel reads its arguments as an array of pointers: a packed bytes object is
         # such an array (ctypes passes a pointer to its data) and is far cheaper to build
         # than a ctypes array
-        pack = struct.Struct(f"{max(nargs, 1)}P").pack
-        fn = k.fn
+        if nargs == 0:
+            pack0 = struct.pack("P", 0)
+            return lambda ptrs, distinct=None: k.fn(pack0, 0, n)
+        pack = struct.Struct(f"{nargs}P").pack
+        fn, work = k.fn, k.work
+        serial = self._pool is None or n < 2  # fixed for this device; PARALLEL_MIN_WORK is read per call (run_threads)
+        run_parallel = self._run_parallel
+        untyped = _KERNEL_FN_UNTYPED(ctypes.cast(fn, ctypes.c_void_p).value)
+        start, end = ctypes.c_int64(0), ctypes.c_int64(n)  # only read: safe to share between threads
 
-        def launch(buffers: list[Buffer]) -> None:
-            ptrs = [b.handle.ptr for b in buffers]
-            args = pack(*ptrs) if ptrs else pack(0)
-            entry = fn if len(set(ptrs)) == len(ptrs) else k.entry(aliased=True)
-            if k.work < PARALLEL_MIN_WORK or self._pool is None or n < 2:
-                entry(args, 0, n)  # small work: threads would cost more than they save
+        def launch_ptrs(ptrs: list[int], distinct: bool | None = None) -> None:
+            args = pack(*ptrs)
+            if distinct is None:  # the caller does not know: check (a set costs about as much as the pack)
+                distinct = len(set(ptrs)) == len(ptrs)
+            if not distinct:  # a buffer passed twice: the entry without noalias
+                entry = k.entry(aliased=True)
+                if serial or work < PARALLEL_MIN_WORK:
+                    entry(args, 0, n)
+                else:
+                    run_parallel(entry, args, n)
+            elif serial or work < PARALLEL_MIN_WORK:
+                untyped(args, start, end)  # small work: threads would cost more than they save
             else:
-                self._run_parallel(entry, args, n)
-        return launch
+                run_parallel(fn, args, n)
+        return launch_ptrs
+
+    def pointer_launcher(self, program: Program) -> tuple[Callable[[Buffer], int], Callable[..., None]]:
+        """`launcher` one level down, for ug.jit's single-kernel replay: (buffer -> its
+        argument, launch(arguments, distinct=None)), so a caller that keeps the argument list
+        between calls only patches the entries that changed (see Device.pointer_launcher)."""
+        k: _Kernel = program.handle
+        if k.launch_ptrs is None:
+            k.launch_ptrs = self._make_launch_ptrs(k)
+        return _buffer_ptr, k.launch_ptrs
 
     def run(self, program: Program, buffers: list[Buffer]) -> None:
         self.launcher(program)(buffers)
@@ -278,6 +325,10 @@ class CPUDevice(Device):
 
     def synchronize(self) -> None:
         pass
+
+
+# buffer -> its data pointer (`buffer.handle.ptr`), as a C-level getter: it runs per argument per replay
+_buffer_ptr: Callable[[Buffer], int] = operator.attrgetter("handle.ptr")
 
 
 def _strided(flat: np.ndarray, view: View) -> np.ndarray:
