@@ -102,7 +102,7 @@ def const_literal(value: Any, dtype: np.dtype) -> str:
         return "(-9223372036854775807LL - 1LL)" if value == -2**63 else f"{value}LL"
     if dtype == I32:
         return "(-2147483647 - 1)" if value == -2**31 else str(value)
-    raise NotImplementedError(f"ug-cuda: no constant of dtype {dtype}")
+    raise TypeError(f"ug-cuda: no constant of dtype {dtype}")
 
 
 # --- ALU ------------------------------------------------------------------------------------
