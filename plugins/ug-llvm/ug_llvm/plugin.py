@@ -324,7 +324,7 @@ class CPUDevice(Device):
             dst[...] = np.matmul(av, bv)
 
     def synchronize(self) -> None:
-        pass
+        """Nothing to wait for: `run` returns only after every thread has finished its range."""
 
 
 # buffer -> its data pointer (`buffer.handle.ptr`), as a C-level getter: it runs per argument per replay
