@@ -7,7 +7,8 @@
   enough elements; chunk boundaries are multiples of 64 so each thread runs the same
   vector/scalar split as a single thread would (same bits).
 * buffers: 64-byte aligned host memory from a pool that reuses freed blocks by size.
-* matmul: numpy (BLAS) on strided views of the buffers.
+* matmul: our packed gemm (gemm.py) for float32/float64, threaded over row blocks and
+  batch entries; numpy's BLAS on strided views for the rest (and with UG_LLVM_MATMUL=numpy).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from ug_core.ops import Op
 from ug_core.view import View
 
 from . import __version__
+from .gemm import PackedGemm, Problem
 from .render import RenderError, render
 
 ALIGN = 64
@@ -44,6 +46,14 @@ PARALLEL_MIN_WORK = int(os.environ.get("UG_LLVM_PARALLEL_MIN_WORK", 1 << 18))
 # every vector width, small enough that the per-block accumulators stay in L1
 OUTER_BLOCK = int(os.environ.get("UG_LLVM_OUTER_BLOCK", 64))
 POOL_CACHE_BYTES = 1 << 30  # freed blocks kept for reuse, at most this many bytes
+# matmul: "ug" (our packed gemm, ug_llvm.gemm) or "numpy" (numpy's BLAS on strided views)
+MATMUL_IMPL = os.environ.get("UG_LLVM_MATMUL", "ug")
+# below this many rows or columns the packed gemm's register tile is mostly padding: numpy's
+# BLAS (a matrix-vector product) does better
+GEMM_MIN_DIM = 8
+GEMM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# below this many multiply-adds a matmul runs on the calling thread
+GEMM_PARALLEL_MIN_MNK = 1 << 18
 
 _KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 # the same signature without argtypes: a call skips ctypes' per-argument converters (about half
@@ -149,6 +159,7 @@ class CPUDevice(Device):
         self._created = 0
         self._lock = threading.Lock()
         self.lower_options = LowerOptions(target="cpu", outer_block=OUTER_BLOCK)
+        self._gemms: dict[np.dtype, PackedGemm] = {}  # compiled on first use, per dtype
 
     # -- memory
     def allocate(self, nbytes: int) -> _Block:
@@ -315,13 +326,51 @@ class CPUDevice(Device):
 
     # -- matmul
     def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
+        m, n = spec.out_shape[-2:]
+        k = spec.a_view.shape[-1]
+        if not out.size:
+            return
+        if not k:  # an empty sum
+            self.array(out)[...] = 0
+            return
+        if (MATMUL_IMPL == "ug" and a.dtype == b.dtype == out.dtype and a.dtype in GEMM_DTYPES
+                and m >= GEMM_MIN_DIM and n >= GEMM_MIN_DIM):
+            self._packed_gemm(out, a, b, spec, m * n * k)
+            return
         av = _strided(self.array(a), spec.a_view)
         bv = _strided(self.array(b), spec.b_view)
         dst = self.array(out).reshape(spec.out_shape)
-        if av.dtype == bv.dtype == dst.dtype and dst.size:
+        if av.dtype == bv.dtype == dst.dtype:
             np.matmul(av, bv, out=dst)
         else:
             dst[...] = np.matmul(av, bv)
+
+    def _packed_gemm(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, mnk: int) -> None:
+        gemm = self._gemms.get(a.dtype)
+        if gemm is None:
+            with self._lock:
+                gemm = self._gemms.get(a.dtype) or PackedGemm(self.jit, a.dtype)
+                self._gemms[a.dtype] = gemm
+        av, bv = spec.a_view, spec.b_view
+        problem = Problem.from_views(av.shape, av.strides, av.offset, bv.shape, bv.strides, bv.offset)
+        threads = self.threads if self._pool is not None and mnk * problem.batch >= GEMM_PARALLEL_MIN_MNK else 1
+        gemm.run(problem, a.handle.ptr, b.handle.ptr, out.handle.ptr, self._workspace, self.free,
+                 self._run_units, threads)
+
+    def _workspace(self, nbytes: int) -> tuple[_Block, int]:
+        block = self.allocate(nbytes)
+        return block, block.ptr
+
+    def _run_units(self, fn: Callable[[int, int, int], None], n: int, threads: int) -> None:
+        """fn(u0, u1, tid) over [0, n) in `threads` contiguous ranges, the first on this thread."""
+        if threads <= 1 or n < 2 or self._pool is None:
+            fn(0, n, 0)
+            return
+        step = -(-n // threads)
+        futures = [self._pool.submit(fn, s, min(n, s + step), t) for t, s in enumerate(range(0, n, step)) if t]
+        fn(0, min(n, step), 0)
+        for f in futures:
+            f.result()
 
     def synchronize(self) -> None:
         """Nothing to wait for: `run` returns only after every thread has finished its range."""

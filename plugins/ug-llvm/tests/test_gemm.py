@@ -1,0 +1,222 @@
+"""The packed gemm (ug_llvm.gemm): every edge of its blocking against numpy, any strides and
+batch layouts, the same bits on any number of threads, and its use by the cpu device."""
+
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import ug_core as ug
+from ug_llvm import plugin
+from ug_llvm.gemm import GemmConfig, PackedGemm, Problem
+from ug_llvm.jit import get_jit
+
+_POOL = ThreadPoolExecutor(4)
+
+
+@pytest.fixture(scope="module", params=[np.float32, np.float64], ids=["float32", "float64"])
+def gemm(request):
+    return PackedGemm(get_jit(), np.dtype(request.param))
+
+
+def _parallel(fn, n, threads):
+    if threads <= 1 or n < 2:
+        fn(0, n, 0)
+        return
+    step = -(-n // threads)
+    futures = [_POOL.submit(fn, s, min(n, s + step), t) for t, s in enumerate(range(0, n, step)) if t]
+    fn(0, min(n, step), 0)
+    for f in futures:
+        f.result()
+
+
+def _alloc(nbytes):
+    raw = np.empty(nbytes + 64, np.uint8)
+    return raw, raw.ctypes.data + (-raw.ctypes.data) % 64
+
+
+def run_gemm(g: PackedGemm, a: np.ndarray, b: np.ndarray, threads: int = 2) -> np.ndarray:
+    """C = a @ b through the packed gemm, reading a and b in place (any strides, numpy batch
+    broadcasting)."""
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = np.broadcast_to(a, batch + a.shape[-2:])
+    b = np.broadcast_to(b, batch + b.shape[-2:])
+    out = np.full(batch + (a.shape[-2], b.shape[-1]), np.nan, dtype=a.dtype)
+    item = a.itemsize
+    p = Problem.from_views(a.shape, tuple(s // item for s in a.strides), 0, b.shape, tuple(s // item for s in b.strides), 0)
+    g.run(p, a.ctypes.data, b.ctypes.data, out.ctypes.data, _alloc, lambda handle: None, _parallel, threads)
+    return out
+
+
+def _check(got, a, b):
+    want = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    k = a.shape[-1]
+    if a.dtype == np.float32:
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=2e-5 * np.sqrt(k) * 4)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-12 * k)
+
+
+def _rand(rng, shape, dtype):
+    return rng.standard_normal(shape).astype(dtype)
+
+
+def test_config_for_this_host(gemm):
+    cfg = gemm.cfg
+    assert cfg.nr == cfg.nv * cfg.vector and cfg.vector * cfg.itemsize in (16, 32, 64)
+    assert cfg.mc_max % cfg.mr == 0 and cfg.kc >= 64
+
+
+def test_tile_edges(gemm):
+    """M, N and K on both sides of the register tile, the panel width and the KC block."""
+    cfg = gemm.cfg
+    rng = np.random.default_rng(1)
+    ms = sorted({1, cfg.mr - 1, cfg.mr, cfg.mr + 1, 2 * cfg.mr + 3})
+    ns = sorted({1, cfg.vector - 1, cfg.vector, cfg.nr - 1, cfg.nr, cfg.nr + 1, 3 * cfg.nr + 5})
+    ks = sorted({1, 2, cfg.kc - 1, cfg.kc, cfg.kc + 1, 2 * cfg.kc + 7})
+    for m in ms:
+        for n in ns:
+            for k in ks:
+                a, b = _rand(rng, (m, k), gemm.cfg.dtype), _rand(rng, (k, n), gemm.cfg.dtype)
+                _check(run_gemm(gemm, a, b), a, b)
+
+
+def test_row_blocks_and_threads(gemm):
+    """More rows than one A block (mc_max), split over threads, with ragged ends."""
+    rng = np.random.default_rng(2)
+    m = 2 * gemm.cfg.mc_max + 5
+    a, b = _rand(rng, (m, 70), gemm.cfg.dtype), _rand(rng, (70, 45), gemm.cfg.dtype)
+    for threads in (1, 2, 3, 4):
+        _check(run_gemm(gemm, a, b, threads), a, b)
+
+
+def test_threads_give_the_same_bits(gemm):
+    rng = np.random.default_rng(3)
+    a, b = _rand(rng, (300, 600), gemm.cfg.dtype), _rand(rng, (600, 130), gemm.cfg.dtype)
+    one = run_gemm(gemm, a, b, threads=1)
+    for threads in (2, 3, 4):
+        assert np.array_equal(run_gemm(gemm, a, b, threads), one)
+
+
+@pytest.mark.parametrize("case", ["aT", "bT", "both_T", "sliced", "negative", "strided_inner", "batch_permuted"])
+def test_strided_operands_are_read_in_place(gemm, case):
+    rng = np.random.default_rng(4)
+    dt = gemm.cfg.dtype
+    a, b = _rand(rng, (40, 90), dt), _rand(rng, (90, 50), dt)
+    if case == "aT":
+        a = np.ascontiguousarray(a.T).T
+    elif case == "bT":
+        b = np.ascontiguousarray(b.T).T
+    elif case == "both_T":
+        a, b = np.ascontiguousarray(a.T).T, np.ascontiguousarray(b.T).T
+    elif case == "sliced":
+        a, b = _rand(rng, (60, 120), dt)[5:45, 7:97], _rand(rng, (100, 80), dt)[3:93, 11:61]
+    elif case == "negative":
+        a, b = a[::-1], b[:, ::-1]
+    elif case == "strided_inner":
+        a, b = _rand(rng, (40, 180), dt)[:, ::2], _rand(rng, (270, 150), dt)[::3, ::3]
+    elif case == "batch_permuted":
+        a = _rand(rng, (40, 3, 90), dt).transpose(1, 0, 2)
+        b = _rand(rng, (90, 3, 50), dt).transpose(1, 0, 2)
+    _check(run_gemm(gemm, a, b), a, b)
+
+
+def test_batches_and_broadcast(gemm):
+    rng = np.random.default_rng(5)
+    dt = gemm.cfg.dtype
+    a, b = _rand(rng, (2, 3, 33, 40), dt), _rand(rng, (3, 40, 70), dt)
+    _check(run_gemm(gemm, a, b), a, b)            # b broadcast over the first batch dim
+    w = _rand(rng, (40, 70), dt)
+    _check(run_gemm(gemm, a, w), a, w)            # x @ weight: folded into one tall A
+    _check(run_gemm(gemm, a[:, :, ::2], w), a[:, :, ::2], w)   # rows not evenly spaced: no fold
+    a1 = _rand(rng, (33, 40), dt)
+    _check(run_gemm(gemm, a1, b), a1, b)          # a broadcast over b's batch
+
+
+def test_x_at_weight_is_folded_into_one_problem():
+    a = np.zeros((4, 5, 6, 7), np.float32)
+    p = Problem.from_views(a.shape, tuple(s // 4 for s in a.strides), 0, (4, 5, 7, 3), (0, 0, 3, 1), 0)
+    assert (p.m, p.batch) == (4 * 5 * 6, 1)
+    q = Problem.from_views((4, 5, 6, 7), (0, 42, 7, 1), 0, (4, 5, 7, 3), (0, 0, 3, 1), 0)
+    assert q.batch == 20  # a broadcast over the batch: rows repeat, no fold
+
+
+@settings(max_examples=40, deadline=None)
+@given(m=st.integers(1, 50), n=st.integers(1, 70), k=st.integers(1, 300), batch=st.integers(1, 3),
+       ta=st.booleans(), tb=st.booleans(), threads=st.integers(1, 3), f64=st.booleans())
+def test_random_problems_match_numpy(m, n, k, batch, ta, tb, threads, f64):
+    g = _gemms[np.dtype(np.float64 if f64 else np.float32)]
+    rng = np.random.default_rng(m * 1000 + n * 10 + k)
+    dt = g.cfg.dtype
+    a = _rand(rng, (batch, k, m), dt).transpose(0, 2, 1) if ta else _rand(rng, (batch, m, k), dt)
+    b = _rand(rng, (batch, n, k), dt).transpose(0, 2, 1) if tb else _rand(rng, (batch, k, n), dt)
+    _check(run_gemm(g, a, b, threads), a, b)
+
+
+class _Gemms(dict):
+    def __missing__(self, dtype):
+        self[dtype] = PackedGemm(get_jit(), dtype)
+        return self[dtype]
+
+
+_gemms = _Gemms()
+
+
+# --- through the cpu device --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_device_matmul_uses_the_packed_gemm(dtype, monkeypatch):
+    dev = ug.registry.get("cpu")
+    rng = np.random.default_rng(6)
+    a, w = _rand(rng, (2, 70, 96), dtype), _rand(rng, (80, 96), dtype)
+    x, W = ug.tensor(a, device="cpu"), ug.tensor(w, device="cpu")
+    calls = []
+    original = dev._packed_gemm
+    monkeypatch.setattr(dev, "_packed_gemm", lambda *args: (calls.append(1), original(*args)))
+    got = (x @ W.T).numpy()
+    assert calls, "a 70x96 @ 96x80 matmul should run on the packed gemm"
+    _check(got, a, w.T)
+    got2 = (x.permute(0, 2, 1)[:, :50] @ x[:, :, :40]).numpy()
+    _check(got2, a.transpose(0, 2, 1)[:, :50], a[:, :, :40])
+
+
+def test_numpy_matmul_can_be_chosen(monkeypatch):
+    rng = np.random.default_rng(7)
+    a, b = _rand(rng, (64, 48), np.float32), _rand(rng, (48, 40), np.float32)
+    monkeypatch.setattr(plugin, "MATMUL_IMPL", "numpy")
+    dev = ug.registry.get("cpu")
+    monkeypatch.setattr(dev, "_packed_gemm", lambda *args: pytest.fail("UG_LLVM_MATMUL=numpy must not use the packed gemm"))
+    got = (ug.tensor(a, device="cpu") @ ug.tensor(b, device="cpu")).numpy()
+    _check(got, a, b)
+
+
+def test_empty_and_k_zero_through_the_device():
+    z = ug.tensor(np.ones((40, 0), np.float32), device="cpu") @ ug.tensor(np.ones((0, 30), np.float32), device="cpu")
+    assert np.array_equal(z.numpy(), np.zeros((40, 30), np.float32))
+    e = ug.tensor(np.ones((0, 16), np.float32), device="cpu") @ ug.tensor(np.ones((16, 30), np.float32), device="cpu")
+    assert e.numpy().shape == (0, 30)
+
+
+def test_config_tiles_follow_the_vector_registers():
+    assert GemmConfig.for_host(np.float32, "+avx512f,+avx2,+avx").mr == 6
+    assert GemmConfig.for_host(np.float32, "+avx512f,+avx2,+avx").nr == 64
+    assert GemmConfig.for_host(np.float64, "+avx2,+avx,-avx512f").nr == 8
+    assert GemmConfig.for_host(np.float32, "+neon").nr == 8
+
+
+@pytest.mark.parametrize("vector,mr,nv", [(8, 6, 2), (4, 6, 2), (4, 3, 3), (16, 12, 2)],
+                         ids=["avx2-like", "sse-like", "3-vectors", "avx512-12x2"])
+def test_other_tile_shapes(vector, mr, nv):
+    """The tiles other hosts get (AVX2, 128-bit vectors), run here: same IR generator."""
+    rng = np.random.default_rng(8)
+    for dt in (np.float32, np.float64):
+        v = vector if dt == np.float32 else max(2, vector // 2)
+        g = PackedGemm(get_jit(), np.dtype(dt), GemmConfig(np.dtype(dt), v, mr, kc=64, mc_max=4 * mr, nv=nv))
+        for m, n, k in [(1, 1, 1), (mr + 1, nv * v + 1, 65), (37, 23, 130), (5 * mr, 3 * nv * v, 64)]:
+            a, b = _rand(rng, (m, k), dt), _rand(rng, (k, n), dt)
+            _check(run_gemm(g, a, b, threads=2), a, b)
+            bt = np.ascontiguousarray(b.T).T
+            _check(run_gemm(g, a, bt, threads=3), a, bt)
