@@ -1,6 +1,7 @@
 """`ug bench`: ug on each usable device against numpy, torch eager and torch.compile, in one run.
 
-Every output is checked against numpy; the table gives the median time, the achieved GB/s (memory
+Every output is checked against numpy; the implementations of a workload are timed
+round-robin (see `_interleaved_medians`); the table gives the median time, the achieved GB/s (memory
 bound workloads) or GFLOP/s (matmul), and for each ug row the ratio ug / best peer (< 1 is faster).
 ug is timed through `ug.jit`, as a user would run hot code: scheduling happens once, then each call
 replays the compiled kernels.
@@ -134,20 +135,28 @@ WORKLOADS = [
 # --- timing --------------------------------------------------------------------------------------
 
 
-def _median_time(run: Callable[[], Any], repeat: int, min_time: float = 0.05) -> float:
-    """Median seconds per call; tiny calls are batched so each sample lasts a measurable time."""
+def _calls_per_sample(run: Callable[[], Any], min_time: float = 0.05) -> int:
+    """Tiny calls are batched so that each timed sample lasts a measurable time."""
     run()
     start = time.perf_counter()
     run()
     once = time.perf_counter() - start
-    inner = max(1, int(min_time / max(once, 1e-7))) if once < min_time / 10 else 1
-    samples = []
+    return max(1, int(min_time / max(once, 1e-7))) if once < min_time / 10 else 1
+
+
+def _interleaved_medians(runs: list[Callable[[], Any]], repeat: int) -> list[float]:
+    """Median seconds per call of each run. The samples are taken round-robin (one sample of
+    each run per round), so a slow spell of a shared machine hits every implementation alike
+    instead of whichever happened to be timed during it."""
+    inner = [_calls_per_sample(run) for run in runs]
+    samples: list[list[float]] = [[] for _ in runs]
     for _ in range(repeat):
-        start = time.perf_counter()
-        for _ in range(inner):
-            run()
-        samples.append((time.perf_counter() - start) / inner)
-    return statistics.median(samples)
+        for run, n, out in zip(runs, inner, samples):
+            start = time.perf_counter()
+            for _ in range(n):
+                run()
+            out.append((time.perf_counter() - start) / n)
+    return [statistics.median(s) for s in samples]
 
 
 @dataclass
@@ -218,19 +227,27 @@ def run_bench(devices: list[str], names: list[str] | None, scale: int, repeat: i
             peers += _torch_runners(w, inputs, torch_compile)
         except Exception as e:  # torch.compile may be unusable on a machine
             rows.append(Row(w, "torch", None, False, f"unavailable: {type(e).__name__}"))
+        timed: list[tuple[Row, Callable[[], Any]]] = []   # rows that ran and get a time
         for name, run in peers:
             try:
-                ok = _check(run(), want, w)
-                rows.append(Row(w, name, _median_time(run, repeat), ok))
+                timed.append((Row(w, name, None, _check(run(), want, w)), run))
             except Exception as e:
                 rows.append(Row(w, name, None, False, f"failed: {type(e).__name__}: {str(e)[:60]}"))
         for device in devices:
             try:
                 run, value = _ug_runner(w, inputs, device)
-                ok = _check(value(), want, w)
-                rows.append(Row(w, f"ug:{device}", _median_time(run, repeat), ok))
+                timed.append((Row(w, f"ug:{device}", None, _check(value(), want, w)), run))
             except Exception as e:
                 rows.append(Row(w, f"ug:{device}", None, False, f"failed: {type(e).__name__}: {str(e)[:80]}"))
+        try:
+            medians = _interleaved_medians([run for _, run in timed], repeat)
+        except Exception as e:  # a run that worked once and then failed
+            medians = [None] * len(timed)
+            for row, _ in timed:
+                row.note = f"failed while timed: {type(e).__name__}: {str(e)[:60]}"
+        for (row, _), seconds in zip(timed, medians):
+            row.seconds = seconds
+            rows.append(row)
         results.append((w, rows, inputs))
         _print_rows(w, rows, inputs, out)
     return results

@@ -220,3 +220,25 @@ def test_other_tile_shapes(vector, mr, nv):
             _check(run_gemm(g, a, b, threads=2), a, b)
             bt = np.ascontiguousarray(b.T).T
             _check(run_gemm(g, a, bt, threads=3), a, bt)
+
+
+def test_float16_operands_are_widened_while_packing():
+    rng = np.random.default_rng(9)
+    g = PackedGemm(get_jit(), np.dtype(np.float32), source=np.dtype(np.float16))
+    for m, n, k in [(1, 1, 1), (7, 70, 33), (50, 130, 600)]:
+        a, b = _rand(rng, (m, k), np.float16), _rand(rng, (k, n), np.float16)
+        for bb in (b, np.ascontiguousarray(b.T).T):
+            out = np.empty((m, n), np.float32)
+            p = Problem.from_views(a.shape, (k, 1), 0, bb.shape, tuple(s // 2 for s in bb.strides), 0)
+            g.run(p, a.ctypes.data, bb.ctypes.data, out.ctypes.data, _alloc, lambda h: None, _parallel, 2)
+            want = a.astype(np.float64) @ b.astype(np.float64)
+            np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
+
+
+def test_float16_matmul_through_the_device():
+    rng = np.random.default_rng(10)
+    a, b = _rand(rng, (3, 40, 64), np.float16), _rand(rng, (64, 48), np.float16)
+    got = ug.tensor(a, device="cpu") @ ug.tensor(b, device="cpu")
+    assert got.dtype == np.float16
+    want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
+    np.testing.assert_allclose(got.numpy().astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)

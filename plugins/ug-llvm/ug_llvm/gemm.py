@@ -41,7 +41,7 @@ CTX_FIELDS = ("a", "b", "c", "a_pack", "b_pack", "m", "n", "k", "rsa", "csa", "r
               "offsets", "mc", "units_per_batch", "npad", "a_pack_stride")
 _F = {name: i for i, name in enumerate(CTX_FIELDS)}
 
-LLVM_TYPE = {np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
+LLVM_TYPE = {np.dtype(np.float16): "half", np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,11 @@ class GemmConfig:
     kc: int          # rows of B per packed block (a B panel of kc x nr stays in L1)
     mc_max: int      # rows of A per packed block (mc x kc stays in L2)
     nv: int = 2      # vectors per tile row
+    source: np.dtype = None  # type: ignore[assignment]  # A's and B's dtype (None: dtype); packing widens it
+
+    def __post_init__(self) -> None:
+        if self.source is None:
+            object.__setattr__(self, "source", self.dtype)
 
     @property
     def nr(self) -> int:
@@ -62,7 +67,7 @@ class GemmConfig:
         return self.dtype.itemsize
 
     @staticmethod
-    def for_host(dtype: np.dtype, features: str) -> "GemmConfig":
+    def for_host(dtype: np.dtype, features: str, source: np.dtype | None = None) -> "GemmConfig":
         """Tile sizes from the host's vector registers, measured on AVX-512 (Cascade Lake, 1 MiB
         L2): a 6 x 4-vector tile (24 accumulators + 4 B vectors + 1 broadcast of 32 registers)
         issues 34 instructions per 24 FMAs, against 38 for 12 x 2 vectors, and ran 10-15 %
@@ -76,7 +81,8 @@ class GemmConfig:
             width, mr, nv = 32, 6, 2
         else:
             width, mr, nv = 16, 6, 2
-        return GemmConfig(dtype, width // dtype.itemsize, mr, kc=2048 // dtype.itemsize, mc_max=480, nv=nv)
+        return GemmConfig(dtype, width // dtype.itemsize, mr, kc=2048 // dtype.itemsize, mc_max=480, nv=nv,
+                          source=np.dtype(source or dtype))
 
 
 class _Builder:
@@ -289,11 +295,17 @@ def _prefetch_c(cfg: GemmConfig) -> list[str]:
     return lines
 
 
+def _widen(b: _Builder, value: str, src: str, dst: str) -> str:
+    """An operand as the compute type (float16 operands are multiplied in float32)."""
+    return value if src == dst else b.v(f"fpext {src} {value} to {dst}")
+
+
 def _pack_b(cfg: GemmConfig, name: str) -> str:
     """Pack rows [u0, u1) of B (unit u = batch * K + k) into b_pack: row k of B goes, NR
     elements at a time, into every panel of its KC block. Whole rows per unit, so the reads
     run along B's rows (B is usually row-major) and the writes fill whole panel lines."""
     t, nr, es, kcmax = LLVM_TYPE[cfg.dtype], cfg.nr, cfg.itemsize, cfg.kc
+    src, ses = LLVM_TYPE[cfg.source], cfg.source.itemsize
     b = _Builder()
     c = _ctx_loads(b, ["b", "b_pack", "n", "k", "rsb", "csb", "offsets", "npad"])
     full_panels = b.v(f"sdiv i64 {c['n']}, {nr}")
@@ -310,7 +322,7 @@ def _pack_b(cfg: GemmConfig, name: str) -> str:
         boff = b.v(f"load i64, ptr {op}, align 8")
         so = b.v(f"mul nsw i64 {k}, {c['rsb']}")
         so2 = b.v(f"add nsw i64 {boff}, {so}")
-        srow = b.v(f"getelementptr {t}, ptr {c['b']}, i64 {so2}")
+        srow = b.v(f"getelementptr {src}, ptr {c['b']}, i64 {so2}")
         # where row k lands: block pc (kc rows), row k - pc of each kc x NR panel
         blk = b.v(f"sdiv i64 {k}, {kcmax}")
         pc = b.v(f"mul nsw i64 {blk}, {kcmax}")
@@ -327,8 +339,8 @@ def _pack_b(cfg: GemmConfig, name: str) -> str:
         pstride = b.v(f"mul nsw i64 {kc}, {nr}")
         with b.loop("0", vec_panels) as jr:  # full panels of a unit-stride row: vector copies
             col0 = b.v(f"mul nsw i64 {jr}, {nr}")
-            sp = b.v(f"getelementptr {t}, ptr {srow}, i64 {col0}")
-            x = b.v(f"load <{nr} x {t}>, ptr {sp}, align {es}")
+            sp = b.v(f"getelementptr {src}, ptr {srow}, i64 {col0}")
+            x = _widen(b, b.v(f"load <{nr} x {src}>, ptr {sp}, align {ses}"), f"<{nr} x {src}>", f"<{nr} x {t}>")
             po = b.v(f"mul nsw i64 {jr}, {pstride}")
             dp = b.v(f"getelementptr inbounds {t}, ptr {drow}, i64 {po}")
             b.emit(f"store <{nr} x {t}> {x}, ptr {dp}, align {math.gcd(64, nr * es)}")
@@ -342,8 +354,8 @@ def _pack_b(cfg: GemmConfig, name: str) -> str:
                 inside = b.v(f"icmp slt i64 {col}, {c['n']}")
                 with b.branch(inside) as zero:
                     sj = b.v(f"mul nsw i64 {col}, {c['csb']}")
-                    sp = b.v(f"getelementptr {t}, ptr {srow}, i64 {sj}")
-                    y = b.v(f"load {t}, ptr {sp}, align {es}")
+                    sp = b.v(f"getelementptr {src}, ptr {srow}, i64 {sj}")
+                    y = _widen(b, b.v(f"load {src}, ptr {sp}, align {ses}"), src, t)
                     b.emit(f"store {t} {y}, ptr {dp}, align {es}")
                     with zero.otherwise():
                         b.emit(f"store {t} 0.0, ptr {dp}, align {es}")
@@ -355,6 +367,7 @@ def _pack_b(cfg: GemmConfig, name: str) -> str:
 def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
     """Row blocks [u0, u1) (unit u = batch * units_per_batch + block), with A workspace `tid`."""
     t, mr, nr, kcmax, es = LLVM_TYPE[cfg.dtype], cfg.mr, cfg.nr, cfg.kc, cfg.itemsize
+    src, ses = LLVM_TYPE[cfg.source], cfg.source.itemsize
     b = _Builder()
     c = _ctx_loads(b, ["a", "b_pack", "c", "a_pack", "m", "n", "k", "rsa", "csa", "ldc", "offsets", "mc",
                        "units_per_batch", "npad", "a_pack_stride"])
@@ -377,7 +390,7 @@ def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
         oi2 = b.v(f"add nsw i64 {oi}, 2")
         cop = b.v(f"getelementptr inbounds i64, ptr {c['offsets']}, i64 {oi2}")
         coff = b.v(f"load i64, ptr {cop}, align 8")
-        abase = b.v(f"getelementptr {t}, ptr {c['a']}, i64 {aoff}")
+        abase = b.v(f"getelementptr {src}, ptr {c['a']}, i64 {aoff}")
         crow0 = b.v(f"mul nsw i64 {i0}, {c['ldc']}")
         coff2 = b.v(f"add nsw i64 {coff}, {crow0}")
         cbase = b.v(f"getelementptr inbounds {t}, ptr {c['c']}, i64 {coff2}")
@@ -401,11 +414,11 @@ def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
                         grow = b.v(f"add nsw i64 {i0}, {lrow}")
                         so = b.v(f"mul nsw i64 {grow}, {c['rsa']}")
                         so2 = b.v(f"add nsw i64 {so}, {pcs}")
-                        srow = b.v(f"getelementptr {t}, ptr {abase}, i64 {so2}")
+                        srow = b.v(f"getelementptr {src}, ptr {abase}, i64 {so2}")
                         with b.loop("0", kc) as k:
                             sk = b.v(f"mul nsw i64 {k}, {c['csa']}")
-                            sp = b.v(f"getelementptr {t}, ptr {srow}, i64 {sk}")
-                            x = b.v(f"load {t}, ptr {sp}, align {es}")
+                            sp = b.v(f"getelementptr {src}, ptr {srow}, i64 {sk}")
+                            x = _widen(b, b.v(f"load {src}, ptr {sp}, align {ses}"), src, t)
                             dk = b.v(f"mul nsw i64 {k}, {mr}")
                             dp = b.v(f"getelementptr inbounds {t}, ptr {rdst}, i64 {dk}")
                             b.emit(f"store {t} {x}, ptr {dp}, align {es}")
@@ -523,8 +536,9 @@ def _rows_evenly_spaced(shape: list[int], strides: list[int]) -> bool:
 class PackedGemm:
     """The compiled gemm for one dtype on this host, and how to run it over a thread pool."""
 
-    def __init__(self, jit: Any, dtype: np.dtype, cfg: GemmConfig | None = None):
-        self.cfg = cfg or GemmConfig.for_host(dtype, jit.features)
+    def __init__(self, jit: Any, dtype: np.dtype, cfg: GemmConfig | None = None, source: np.dtype | None = None):
+        """dtype: the compute and C dtype; source: A's and B's (default: dtype)."""
+        self.cfg = cfg or GemmConfig.for_host(dtype, jit.features, source)
         ir = render_module(self.cfg, "ug_gemm", jit.triple, jit.data_layout, jit.cpu, jit.features)
         prefix = "ug_gemm_" + hashlib.sha256(ir.encode()).hexdigest()[:16]
         ir = ir.replace("@ug_gemm_", f"@{prefix}_")

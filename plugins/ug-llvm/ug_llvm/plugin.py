@@ -51,7 +51,9 @@ MATMUL_IMPL = os.environ.get("UG_LLVM_MATMUL", "ug")
 # below this many rows or columns the packed gemm's register tile is mostly padding: numpy's
 # BLAS (a matrix-vector product) does better
 GEMM_MIN_DIM = 8
-GEMM_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# operand dtype -> the dtype the packed gemm multiplies and sums in
+GEMM_DTYPES = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.float32): np.dtype(np.float32),
+               np.dtype(np.float64): np.dtype(np.float64)}
 # below this many multiply-adds a matmul runs on the calling thread
 GEMM_PARALLEL_MIN_MNK = 1 << 18
 
@@ -346,16 +348,25 @@ class CPUDevice(Device):
             dst[...] = np.matmul(av, bv)
 
     def _packed_gemm(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, mnk: int) -> None:
-        gemm = self._gemms.get(a.dtype)
+        source = a.dtype
+        gemm = self._gemms.get(source)
         if gemm is None:
             with self._lock:
-                gemm = self._gemms.get(a.dtype) or PackedGemm(self.jit, a.dtype)
-                self._gemms[a.dtype] = gemm
+                gemm = self._gemms.get(source) or PackedGemm(self.jit, GEMM_DTYPES[source], source=source)
+                self._gemms[source] = gemm
         av, bv = spec.a_view, spec.b_view
         problem = Problem.from_views(av.shape, av.strides, av.offset, bv.shape, bv.strides, bv.offset)
         threads = self.threads if self._pool is not None and mnk * problem.batch >= GEMM_PARALLEL_MIN_MNK else 1
-        gemm.run(problem, a.handle.ptr, b.handle.ptr, out.handle.ptr, self._workspace, self.free,
+        compute = gemm.cfg.dtype
+        if compute == out.dtype:
+            gemm.run(problem, a.handle.ptr, b.handle.ptr, out.handle.ptr, self._workspace, self.free,
+                     self._run_units, threads)
+            return
+        # float16: float32 sums into a workspace, rounded once at the end (numpy's result)
+        wide = Buffer(self, out.size, compute)
+        gemm.run(problem, a.handle.ptr, b.handle.ptr, wide.handle.ptr, self._workspace, self.free,
                  self._run_units, threads)
+        np.copyto(self.array(out), self.array(wide), casting="same_kind")
 
     def _workspace(self, nbytes: int) -> tuple[_Block, int]:
         block = self.allocate(nbytes)
