@@ -27,6 +27,7 @@ for `pack_b`, row blocks for `gemm`) and `tid` selects the thread's A workspace.
 
 from __future__ import annotations
 
+import array
 import ctypes
 import hashlib
 import math
@@ -36,7 +37,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-# the i64 fields of the context array, in order
+# the i64 fields of the context array, in order (PackedGemm.run fills them)
 CTX_FIELDS = ("a", "b", "c", "a_pack", "b_pack", "m", "n", "k", "rsa", "csa", "rsb", "csb", "ldc",
               "offsets", "mc", "units_per_batch", "npad", "a_pack_stride")
 _F = {name: i for i, name in enumerate(CTX_FIELDS)}
@@ -484,8 +485,9 @@ Parallel = Callable[[Callable[[int, int, int], None], int, int], None]
 @dataclass(frozen=True)
 class Problem:
     """One matmul in element units: C[b] (contiguous M x N rows) = A[b] @ B[b], where A[b] starts
-    at offsets[b, 0] with strides (rsa, csa), B[b] at offsets[b, 1] with (rsb, csb) and C[b] at
-    offsets[b, 2]."""
+    at offsets[3b] with strides (rsa, csa), B[b] at offsets[3b + 1] with (rsb, csb) and C[b] at
+    offsets[3b + 2]. (An `array` of int64, not numpy: it is built on every matmul, and small
+    matmuls are dominated by such Python costs.)"""
 
     m: int
     n: int
@@ -494,7 +496,7 @@ class Problem:
     csa: int
     rsb: int
     csb: int
-    offsets: np.ndarray   # int64, (batch, 3)
+    offsets: array.array   # "q": 3 per batch entry
 
     @staticmethod
     def from_views(a_shape: tuple[int, ...], a_strides: tuple[int, ...], a_offset: int,
@@ -509,18 +511,20 @@ class Problem:
         a_bs, b_bs = a_strides[:-2], b_strides[:-2]
         if batch and all(s == 0 for s in b_bs) and _rows_evenly_spaced(batch + [m], list(a_bs) + [rsa]):
             rows = int(np.prod(batch)) * m
-            return Problem(rows, n, k, rsa, csa, rsb, csb, np.array([[a_offset, b_offset, 0]], dtype=np.int64))
-        nb = int(np.prod(batch)) if batch else 1
-        idx = np.indices(batch, dtype=np.int64).reshape(len(batch), nb) if batch else np.zeros((0, 1), np.int64)
+            return Problem(rows, n, k, rsa, csa, rsb, csb, array.array("q", (a_offset, b_offset, 0)))
+        if not batch:
+            return Problem(m, n, k, rsa, csa, rsb, csb, array.array("q", (a_offset, b_offset, 0)))
+        nb = int(np.prod(batch))
+        idx = np.indices(batch, dtype=np.int64).reshape(len(batch), nb)
         offsets = np.empty((nb, 3), dtype=np.int64)
-        offsets[:, 0] = a_offset + (np.array(a_bs, dtype=np.int64) @ idx if batch else 0)
-        offsets[:, 1] = b_offset + (np.array(b_bs, dtype=np.int64) @ idx if batch else 0)
+        offsets[:, 0] = a_offset + np.array(a_bs, dtype=np.int64) @ idx
+        offsets[:, 1] = b_offset + np.array(b_bs, dtype=np.int64) @ idx
         offsets[:, 2] = np.arange(nb, dtype=np.int64) * (m * n)
-        return Problem(m, n, k, rsa, csa, rsb, csb, offsets)
+        return Problem(m, n, k, rsa, csa, rsb, csb, array.array("q", offsets.tobytes()))
 
     @property
     def batch(self) -> int:
-        return len(self.offsets)
+        return len(self.offsets) // 3
 
 
 def _rows_evenly_spaced(shape: list[int], strides: list[int]) -> bool:
@@ -565,20 +569,20 @@ class PackedGemm:
         nr = cfg.nr
         npad = -(-p.n // nr) * nr
         mc, blocks = self.plan(p, threads)
-        a_stride = mc * cfg.kc
+        a_stride = mc * min(cfg.kc, p.k)
         a_ws, a_ptr = alloc(threads * a_stride * cfg.itemsize)
         b_ws, b_ptr = alloc(p.batch * p.k * npad * cfg.itemsize)
         try:
-            offsets = np.ascontiguousarray(p.offsets)
-            fields = {"a": a, "b": b, "c": c, "a_pack": a_ptr, "b_pack": b_ptr, "m": p.m, "n": p.n, "k": p.k,
-                      "rsa": p.rsa, "csa": p.csa, "rsb": p.rsb, "csb": p.csb, "ldc": p.n,
-                      "offsets": offsets.ctypes.data, "mc": mc, "units_per_batch": blocks, "npad": npad,
-                      "a_pack_stride": a_stride}
-            ctx = np.array([fields[name] for name in CTX_FIELDS], dtype=np.int64)
-            ctx_ptr = ctx.ctypes.data
+            ctx = array.array("q", (a, b, c, a_ptr, b_ptr, p.m, p.n, p.k, p.rsa, p.csa, p.rsb, p.csb, p.n,
+                                    p.offsets.buffer_info()[0], mc, blocks, npad, a_stride))
+            ctx_ptr = ctx.buffer_info()[0]
             pack_b, gemm = self.pack_b, self.gemm
-            parallel(lambda u0, u1, tid: pack_b(ctx_ptr, u0, u1, tid), p.batch * p.k, threads)
-            parallel(lambda u0, u1, tid: gemm(ctx_ptr, u0, u1, tid), p.batch * blocks, threads)
+            if threads == 1:
+                pack_b(ctx_ptr, 0, p.batch * p.k, 0)
+                gemm(ctx_ptr, 0, p.batch * blocks, 0)
+            else:
+                parallel(lambda u0, u1, tid: pack_b(ctx_ptr, u0, u1, tid), p.batch * p.k, threads)
+                parallel(lambda u0, u1, tid: gemm(ctx_ptr, u0, u1, tid), p.batch * blocks, threads)
         finally:
             release(a_ws)
             release(b_ws)
