@@ -21,13 +21,9 @@ def gemm(request):
     return PackedGemm(get_jit(), np.dtype(request.param))
 
 
-def _parallel(fn, n, threads):
-    if threads <= 1 or n < 2:
-        fn(0, n, 0)
-        return
-    step = -(-n // threads)
-    futures = [_POOL.submit(fn, s, min(n, s + step), t) for t, s in enumerate(range(0, n, step)) if t]
-    fn(0, min(n, step), 0)
+def _on_threads(fn, threads):
+    futures = [_POOL.submit(fn, t) for t in range(1, threads)]
+    fn(0)
     for f in futures:
         f.result()
 
@@ -46,7 +42,7 @@ def run_gemm(g: PackedGemm, a: np.ndarray, b: np.ndarray, threads: int = 2) -> n
     out = np.full(batch + (a.shape[-2], b.shape[-1]), np.nan, dtype=a.dtype)
     item = a.itemsize
     p = Problem.from_views(a.shape, tuple(s // item for s in a.strides), 0, b.shape, tuple(s // item for s in b.strides), 0)
-    g.run(p, a.ctypes.data, b.ctypes.data, out.ctypes.data, _alloc, lambda handle: None, _parallel, threads)
+    g.run(p, a.ctypes.data, b.ctypes.data, out.ctypes.data, _alloc, lambda handle: None, _on_threads, threads)
     return out
 
 
@@ -230,7 +226,7 @@ def test_float16_operands_are_widened_while_packing():
         for bb in (b, np.ascontiguousarray(b.T).T):
             out = np.empty((m, n), np.float32)
             p = Problem.from_views(a.shape, (k, 1), 0, bb.shape, tuple(s // 2 for s in bb.strides), 0)
-            g.run(p, a.ctypes.data, bb.ctypes.data, out.ctypes.data, _alloc, lambda h: None, _parallel, 2)
+            g.run(p, a.ctypes.data, bb.ctypes.data, out.ctypes.data, _alloc, lambda h: None, _on_threads, 2)
             want = a.astype(np.float64) @ b.astype(np.float64)
             np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.sqrt(k))
 
@@ -242,3 +238,19 @@ def test_float16_matmul_through_the_device():
     assert got.dtype == np.float16
     want = (a.astype(np.float32) @ b.astype(np.float32)).astype(np.float16)
     np.testing.assert_allclose(got.numpy().astype(np.float32), want.astype(np.float32), rtol=2e-3, atol=2e-3)
+
+
+def test_units_are_shared_dynamically(gemm):
+    """Threads take row blocks from a shared counter: if only one of them ever runs (a core
+    busy elsewhere), it does all the work, and the result is the same."""
+    rng = np.random.default_rng(11)
+    a, b = _rand(rng, (500, 300), gemm.cfg.dtype), _rand(rng, (300, 70), gemm.cfg.dtype)
+    p = Problem.from_views(a.shape, (300, 1), 0, b.shape, (70, 1), 0)
+    mc, blocks = gemm.plan(p, 4)
+    assert blocks >= 4 * 2 and mc % gemm.cfg.mr == 0   # several blocks per thread to share out
+    out = np.full((500, 70), np.nan, gemm.cfg.dtype)
+    ran = []
+    gemm.run(p, a.ctypes.data, b.ctypes.data, out.ctypes.data, _alloc, lambda h: None,
+             lambda fn, threads: (ran.append(threads), fn(0)), 4)
+    assert ran == [4, 4]
+    _check(out, a, b)

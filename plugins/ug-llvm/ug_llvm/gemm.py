@@ -20,9 +20,11 @@ Why our own: numpy's OpenBLAS runs its own thread pool, so ug could not split th
 attention matmul over cores, pack transposed views, or (later) fuse an epilogue. The register
 tile and blocking come from the host's vector registers (`GemmConfig.for_host`).
 
-Both entry points have the signature `void f(i64* ctx, i64 u0, i64 u1, i64 tid)`: `ctx`
-holds the problem (see `CTX_FIELDS`), [u0, u1) is the thread's range of work units (B panels
-for `pack_b`, row blocks for `gemm`) and `tid` selects the thread's A workspace.
+Both entry points have the signature `void f(i64* ctx, i64 units, i64 chunk, i64 tid)`: `ctx`
+holds the problem (see `CTX_FIELDS`); every thread runs the function, taking `chunk` of the
+`units` (rows of B for `pack_b`, row blocks for `gemm`) at a time from a counter in `ctx` until
+none are left (dynamic scheduling: a thread slowed by a busy core takes fewer); `tid` selects the
+thread's A workspace.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import numpy as np
 
 # the i64 fields of the context array, in order (PackedGemm.run fills them)
 CTX_FIELDS = ("a", "b", "c", "a_pack", "b_pack", "m", "n", "k", "rsa", "csa", "rsb", "csb", "ldc",
-              "offsets", "mc", "units_per_batch", "npad", "a_pack_stride")
+              "offsets", "mc", "units_per_batch", "npad", "a_pack_stride", "pack_next", "gemm_next")
 _F = {name: i for i, name in enumerate(CTX_FIELDS)}
 
 LLVM_TYPE = {np.dtype(np.float16): "half", np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
@@ -128,6 +130,26 @@ class _Builder:
         self.emit(f"br label %{name}.latch")
         self.label(f"{name}.latch")
         self.emit(f"%{name}.next = add nsw i64 {i}, {step}")
+        self.emit(f"br label %{name}.head")
+        self.label(f"{name}.exit")
+
+    @contextmanager
+    def claimed(self, counter: str, total: str, chunk: str) -> Iterator[tuple[str, str]]:
+        """while ((s = atomic_fetch_add(counter, chunk)) < total) { body(s, min(s + chunk, total)) }:
+        the threads running this share the units through the counter, so a thread that is slowed
+        down (a busy core on a shared machine) simply takes fewer."""
+        name = self.fresh("C")
+        self.emit(f"br label %{name}.head")
+        self.label(f"{name}.head")
+        start = f"%{name}.s"
+        self.emit(f"{start} = atomicrmw add ptr {counter}, i64 {chunk} monotonic, align 8")
+        self.emit(f"%{name}.more = icmp slt i64 {start}, {total}")
+        self.emit(f"br i1 %{name}.more, label %{name}.take, label %{name}.exit")
+        self.label(f"{name}.take")
+        end0 = self.v(f"add nsw i64 {start}, {chunk}")
+        short = self.v(f"icmp slt i64 {end0}, {total}")
+        end = self.v(f"select i1 {short}, i64 {end0}, i64 {total}")
+        yield start, end
         self.emit(f"br label %{name}.head")
         self.label(f"{name}.exit")
 
@@ -302,7 +324,7 @@ def _widen(b: _Builder, value: str, src: str, dst: str) -> str:
 
 
 def _pack_b(cfg: GemmConfig, name: str) -> str:
-    """Pack rows [u0, u1) of B (unit u = batch * K + k) into b_pack: row k of B goes, NR
+    """Pack the rows of B (unit u = batch * K + k) into b_pack: row k of B goes, NR
     elements at a time, into every panel of its KC block. Whole rows per unit, so the reads
     run along B's rows (B is usually row-major) and the writes fill whole panel lines."""
     t, nr, es, kcmax = LLVM_TYPE[cfg.dtype], cfg.nr, cfg.itemsize, cfg.kc
@@ -314,7 +336,8 @@ def _pack_b(cfg: GemmConfig, name: str) -> str:
     knpad = b.v(f"mul nsw i64 {c['k']}, {c['npad']}")
     unit_stride = b.v(f"icmp eq i64 {c['csb']}, 1")
     vec_panels = b.v(f"select i1 {unit_stride}, i64 {full_panels}, i64 0")
-    with b.loop("%u0", "%u1") as u:
+    counter = b.v(f"getelementptr inbounds i64, ptr %ctx, i64 {_F['pack_next']}")
+    with b.claimed(counter, "%units", "%chunk") as (u0, u1), b.loop(u0, u1) as u:
         batch = b.v(f"sdiv i64 {u}, {c['k']}")
         k = b.v(f"srem i64 {u}, {c['k']}")
         oi = b.v(f"mul nsw i64 {batch}, 3")
@@ -361,12 +384,12 @@ def _pack_b(cfg: GemmConfig, name: str) -> str:
                     with zero.otherwise():
                         b.emit(f"store {t} 0.0, ptr {dp}, align {es}")
     b.emit("ret void")
-    head = f"define void @{name}(ptr %ctx, i64 %u0, i64 %u1, i64 %tid) #0 {{\nentry:"
+    head = f"define void @{name}(ptr %ctx, i64 %units, i64 %chunk, i64 %tid) #0 {{\nentry:"
     return head + "\n" + "\n".join(b.lines) + "\n}"
 
 
 def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
-    """Row blocks [u0, u1) (unit u = batch * units_per_batch + block), with A workspace `tid`."""
+    """The row blocks (unit u = batch * units_per_batch + block), with A workspace `tid`."""
     t, mr, nr, kcmax, es = LLVM_TYPE[cfg.dtype], cfg.mr, cfg.nr, cfg.kc, cfg.itemsize
     src, ses = LLVM_TYPE[cfg.source], cfg.source.itemsize
     b = _Builder()
@@ -376,7 +399,8 @@ def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
     ap = b.v(f"getelementptr inbounds {t}, ptr {c['a_pack']}, i64 {wo}")
     npanels = b.v(f"sdiv i64 {c['npad']}, {nr}")
     knpad = b.v(f"mul nsw i64 {c['k']}, {c['npad']}")
-    with b.loop("%u0", "%u1") as u:
+    counter = b.v(f"getelementptr inbounds i64, ptr %ctx, i64 {_F['gemm_next']}")
+    with b.claimed(counter, "%units", "%chunk") as (u0, u1), b.loop(u0, u1) as u:
         batch = b.v(f"sdiv i64 {u}, {c['units_per_batch']}")
         blk = b.v(f"srem i64 {u}, {c['units_per_batch']}")
         i0 = b.v(f"mul nsw i64 {blk}, {c['mc']}")
@@ -451,7 +475,7 @@ def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
                     b.emit(f"call void @{micro}(ptr {apanel}, ptr {bpanel}, i64 {kc}, ptr {ctile}, i64 {c['ldc']}, "
                            f"i64 {rows}, i64 {cols}, i1 {accumulate})")
     b.emit("ret void")
-    head = f"define void @{name}(ptr %ctx, i64 %u0, i64 %u1, i64 %tid) #0 {{\nentry:"
+    head = f"define void @{name}(ptr %ctx, i64 %units, i64 %chunk, i64 %tid) #0 {{\nentry:"
     return head + "\n" + "\n".join(b.lines) + "\n}"
 
 
@@ -478,8 +502,8 @@ def render_module(cfg: GemmConfig, prefix: str, triple: str, data_layout: str, c
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
 
-# runs fn(u0, u1, tid) over [0, n) split into `parts` contiguous ranges, one per thread
-Parallel = Callable[[Callable[[int, int, int], None], int, int], None]
+# runs fn(tid) once on each of `threads` threads (tid 0 on the calling one) and waits for all
+OnThreads = Callable[[Callable[[int], None], int], None]
 
 
 @dataclass(frozen=True)
@@ -551,18 +575,19 @@ class PackedGemm:
         self.gemm = _ENTRY(jit.load(ir, f"{prefix}_gemm"))
 
     def plan(self, p: Problem, threads: int) -> tuple[int, int]:
-        """(rows per block, blocks per batch entry): blocks of at most mc_max rows, as many as
-        make the batch's blocks split evenly over the threads where M allows."""
+        """(rows per block, blocks per batch entry): blocks of at most mc_max rows; with threads,
+        at least 4 blocks per thread in all where M allows (the threads share them dynamically,
+        so finer blocks even out a slow thread), but not below 8 register tiles of rows."""
         mr = self.cfg.mr
         panels = -(-p.m // mr)
-        blocks = min(panels, -(-p.m // self.cfg.mc_max))
-        while (p.batch * blocks) % threads and blocks < panels:
-            blocks += 1
+        blocks = -(-p.m // self.cfg.mc_max)
+        if threads > 1:
+            blocks = max(blocks, min(-(-4 * threads // p.batch), max(1, panels // 8)))
         mc = -(-(-(-p.m // blocks)) // mr) * mr
         return mc, -(-p.m // mc)
 
     def run(self, p: Problem, a: int, b: int, c: int, alloc: Callable[[int], tuple[Any, int]],
-            release: Callable[[Any], None], parallel: Parallel, threads: int) -> None:
+            release: Callable[[Any], None], on_threads: OnThreads, threads: int) -> None:
         """C = A @ B for pointers a, b, c; `alloc(nbytes) -> (handle, pointer)` gives 64-byte
         aligned workspaces, `release(handle)` takes them back."""
         cfg = self.cfg
@@ -574,15 +599,17 @@ class PackedGemm:
         b_ws, b_ptr = alloc(p.batch * p.k * npad * cfg.itemsize)
         try:
             ctx = array.array("q", (a, b, c, a_ptr, b_ptr, p.m, p.n, p.k, p.rsa, p.csa, p.rsb, p.csb, p.n,
-                                    p.offsets.buffer_info()[0], mc, blocks, npad, a_stride))
+                                    p.offsets.buffer_info()[0], mc, blocks, npad, a_stride, 0, 0))
             ctx_ptr = ctx.buffer_info()[0]
             pack_b, gemm = self.pack_b, self.gemm
+            b_rows, units = p.batch * p.k, p.batch * blocks
             if threads == 1:
-                pack_b(ctx_ptr, 0, p.batch * p.k, 0)
-                gemm(ctx_ptr, 0, p.batch * blocks, 0)
+                pack_b(ctx_ptr, b_rows, b_rows, 0)
+                gemm(ctx_ptr, units, units, 0)
             else:
-                parallel(lambda u0, u1, tid: pack_b(ctx_ptr, u0, u1, tid), p.batch * p.k, threads)
-                parallel(lambda u0, u1, tid: gemm(ctx_ptr, u0, u1, tid), p.batch * blocks, threads)
+                rows_chunk = max(1, b_rows // (8 * threads))
+                on_threads(lambda tid: pack_b(ctx_ptr, b_rows, rows_chunk, tid), threads)
+                on_threads(lambda tid: gemm(ctx_ptr, units, 1, tid), threads)
         finally:
             release(a_ws)
             release(b_ws)

@@ -7,8 +7,8 @@ inlined into a kernel's loop they vectorize like any other arithmetic.
 float32: exp, log, tanh (single precision, Cephes-style minimax polynomials, ~1 ulp),
 sin, cos (evaluated in double after an exact range reduction: Cody-Waite for |x| < 120,
 Payne-Hanek with a 192-bit table of 2/pi otherwise, so huge arguments are right too).
-float64: exp, log, tanh (fdlibm / Cephes coefficients, a few ulp). float64 sin/cos and pow
-use libm (scalar).
+float64: exp, log, tanh (fdlibm / Cephes coefficients, a few ulp). float32 pow goes through the
+float64 exp and log. float64 sin/cos and pow use libm (scalar).
 
 Each function is `internal` and `alwaysinline`; a module only gets the ones it calls
 (`definitions(names)` follows dependencies).
@@ -116,10 +116,11 @@ class _Fn:
         T = self.T(ty)
         return self._new(f"call {T} @{fn}(" + ", ".join(f"{T} {self.o(a, ty)}" for a in args) + ")")
 
-    def define(self, name: str, result: str, attrs: str = "#90") -> str:
+    def define(self, name: str, result: str, attrs: str = "#90", params: tuple[str, ...] = ("%x",)) -> str:
         body = "\n".join(self.lines)
         T = self.T(self.ty)
-        return (f"define internal {T} @{name}({T} %x) {attrs} {{\nentry:\n{body}\n"
+        args = ", ".join(f"{T} {p}" for p in params)
+        return (f"define internal {T} @{name}({args}) {attrs} {{\nentry:\n{body}\n"
                 f"  ret {T} {result}\n}}\n")
 
 
@@ -243,6 +244,34 @@ def _log_f64() -> tuple[str, set[str]]:
     inner = f.fma(k, f.c(1.90821492927058770002e-10), f.fmul(s, f.fadd(hfsq, R)))
     r = f.fsub(f.fmul(k, f.c(6.93147180369123816490e-01)), f.fsub(f.fsub(hfsq, inner), fm))
     return f.define("ug_log_f64", _log_special(f, x, r)), f.calls
+
+
+# ---------------------------------------------------------------------------------- pow
+
+
+def _pow_f32() -> tuple[str, set[str]]:
+    """powf(x, y) = exp(y * log|x|) evaluated in double: log's and exp's errors of a few double
+    ulp, scaled by |y log x| < 150, stay far below half a float ulp, so the result is the
+    correctly rounded one but for rare double-rounding ties. The special cases follow C99
+    (numpy's powf): sign for odd integer y, NaN for x < 0 and non-integer y, and 1 for y = 0,
+    x = 1, and |x| = 1 with infinite y."""
+    f = _Fn("float")
+    x, y = "%x", "%y"
+    ax = f.intrinsic("fabs", x)
+    l = f.call("ug_log_f64", f.conv("fpext", ax, "float", "double"), ty="double")
+    t = f.fmul(f.conv("fpext", y, "float", "double"), l, "double")
+    r = f.conv("fptrunc", f.call("ug_exp_f64", t, ty="double"), "double", "float")
+    y_int = f.fcmp("oeq", f.intrinsic("floor", y), y)            # true for +-inf (even), false for NaN
+    half = f.fmul(y, f.c(0.5))
+    y_odd = f.ibin("and", y_int, f.fcmp("une", f.intrinsic("floor", half), half), "i1")
+    x_sign = f.icmp("slt", f.conv("bitcast", x, "float", "i32"), "0", "i32")   # -0 and -inf too
+    r = f.select(f.ibin("and", y_odd, x_sign, "i1"), f.fneg(r), r)
+    x_neg_finite = f.ibin("and", f.fcmp("olt", x, f.c(0.0)), f.fcmp("one", ax, f.c(float("inf"))), "i1")
+    bad = f.ibin("and", x_neg_finite, f.ibin("xor", y_int, "true", "i1"), "i1")
+    r = f.select(bad, f.c(float("nan")), r)
+    unit = f.ibin("and", f.fcmp("oeq", ax, f.c(1.0)), f.fcmp("oeq", f.intrinsic("fabs", y), f.c(float("inf"))), "i1")
+    one = f.ibin("or", f.ibin("or", f.fcmp("oeq", x, f.c(1.0)), f.fcmp("oeq", y, f.c(0.0)), "i1"), unit, "i1")
+    return f.define("ug_pow_f32", f.select(one, f.c(1.0), r), params=("%x", "%y")), f.calls
 
 
 # ---------------------------------------------------------------------------------- tanh
@@ -402,6 +431,7 @@ _BUILDERS = {
     "ug_exp_f32": _exp_f32, "ug_exp_f64": _exp_f64,
     "ug_log_f32": _log_f32, "ug_log_f64": _log_f64,
     "ug_tanh_f32": _tanh_f32, "ug_tanh_f64": _tanh_f64,
+    "ug_pow_f32": _pow_f32,
     "ug_sin_f32": lambda: _sincos_f32("sin"), "ug_cos_f32": lambda: _sincos_f32("cos"),
     **{f"ug_{w}_f32_v{n}": (lambda w=w, n=n: _sincos_f32(w, n)) for w in ("sin", "cos") for n in VECTOR_LANES},
 }

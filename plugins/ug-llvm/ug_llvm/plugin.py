@@ -55,7 +55,7 @@ GEMM_MIN_DIM = 8
 GEMM_DTYPES = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.float32): np.dtype(np.float32),
                np.dtype(np.float64): np.dtype(np.float64)}
 # below this many multiply-adds a matmul runs on the calling thread
-GEMM_PARALLEL_MIN_MNK = 1 << 18
+GEMM_PARALLEL_MIN_MNK = 1 << 22
 
 _KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 # the same signature without argtypes: a call skips ctypes' per-argument converters (about half
@@ -150,7 +150,7 @@ class CPUDevice(Device):
 
         self.version = backend_version()
         self.jit = get_jit()
-        self.threads = max(1, os.cpu_count() or 1)
+        self.threads = _usable_cores()
         self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="ug-cpu") if self.threads > 1 else None
         # the pool: freed blocks by capacity. allocate/free run on every ug.jit replay (and free
         # also from __del__ on whatever thread drops a buffer), so the common path takes no lock:
@@ -161,7 +161,8 @@ class CPUDevice(Device):
         self._created = 0
         self._lock = threading.Lock()
         self.lower_options = LowerOptions(target="cpu", outer_block=OUTER_BLOCK)
-        self._gemms: dict[np.dtype, PackedGemm] = {}  # compiled on first use, per dtype
+        self._gemms: dict[np.dtype, PackedGemm] = {}  # compiled on first use, per operand dtype
+        self._gemm_plans: dict[int, tuple[MatmulSpec, PackedGemm, Problem, bool]] = {}
 
     # -- memory
     def allocate(self, nbytes: int) -> _Block:
@@ -348,7 +349,26 @@ class CPUDevice(Device):
             dst[...] = np.matmul(av, bv)
 
     def _packed_gemm(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, mnk: int) -> None:
-        source = a.dtype
+        gemm, problem, parallel = self._gemm_plan(spec, a.dtype, mnk)
+        threads = self.threads if parallel and self._pool is not None else 1
+        compute = gemm.cfg.dtype
+        if compute == out.dtype:
+            gemm.run(problem, a.handle.ptr, b.handle.ptr, out.handle.ptr, self._workspace, self.free,
+                     self._on_threads, threads)
+            return
+        # float16: float32 sums into a workspace, rounded once at the end (numpy's result)
+        wide = Buffer(self, out.size, compute)
+        gemm.run(problem, a.handle.ptr, b.handle.ptr, wide.handle.ptr, self._workspace, self.free,
+                 self._on_threads, threads)
+        np.copyto(self.array(out), self.array(wide), casting="same_kind")
+
+    def _gemm_plan(self, spec: MatmulSpec, source: np.dtype, mnk: int) -> tuple[PackedGemm, Problem, bool]:
+        """The gemm, problem and whether to use the threads, of a matmul, worked out once per spec: a ug.jit
+        replay passes the same spec every call, and for small matrices this Python is most of
+        the cost. Keyed by id, checked by identity (the entry keeps its spec alive)."""
+        hit = self._gemm_plans.get(id(spec))
+        if hit is not None and hit[0] is spec:
+            return hit[1], hit[2], hit[3]
         gemm = self._gemms.get(source)
         if gemm is None:
             with self._lock:
@@ -356,30 +376,24 @@ class CPUDevice(Device):
                 self._gemms[source] = gemm
         av, bv = spec.a_view, spec.b_view
         problem = Problem.from_views(av.shape, av.strides, av.offset, bv.shape, bv.strides, bv.offset)
-        threads = self.threads if self._pool is not None and mnk * problem.batch >= GEMM_PARALLEL_MIN_MNK else 1
-        compute = gemm.cfg.dtype
-        if compute == out.dtype:
-            gemm.run(problem, a.handle.ptr, b.handle.ptr, out.handle.ptr, self._workspace, self.free,
-                     self._run_units, threads)
-            return
-        # float16: float32 sums into a workspace, rounded once at the end (numpy's result)
-        wide = Buffer(self, out.size, compute)
-        gemm.run(problem, a.handle.ptr, b.handle.ptr, wide.handle.ptr, self._workspace, self.free,
-                 self._run_units, threads)
-        np.copyto(self.array(out), self.array(wide), casting="same_kind")
+        parallel = mnk * problem.batch >= GEMM_PARALLEL_MIN_MNK
+        if len(self._gemm_plans) >= 4096:  # bounded: specs of dropped schedules go eventually
+            self._gemm_plans.clear()
+        self._gemm_plans[id(spec)] = (spec, gemm, problem, parallel)
+        return gemm, problem, parallel
 
     def _workspace(self, nbytes: int) -> tuple[_Block, int]:
         block = self.allocate(nbytes)
         return block, block.ptr
 
-    def _run_units(self, fn: Callable[[int, int, int], None], n: int, threads: int) -> None:
-        """fn(u0, u1, tid) over [0, n) in `threads` contiguous ranges, the first on this thread."""
-        if threads <= 1 or n < 2 or self._pool is None:
-            fn(0, n, 0)
+    def _on_threads(self, fn: Callable[[int], None], threads: int) -> None:
+        """fn(tid) on `threads` threads at once (tid 0 on this one), for functions that share
+        their work out themselves (the packed gemm's counters)."""
+        if threads <= 1 or self._pool is None:
+            fn(0)
             return
-        step = -(-n // threads)
-        futures = [self._pool.submit(fn, s, min(n, s + step), t) for t, s in enumerate(range(0, n, step)) if t]
-        fn(0, min(n, step), 0)
+        futures = [self._pool.submit(fn, t) for t in range(1, threads)]
+        fn(0)
         for f in futures:
             f.result()
 
@@ -396,6 +410,14 @@ def _strided(flat: np.ndarray, view: View) -> np.ndarray:
         return np.zeros(view.shape, dtype=flat.dtype)
     item = flat.itemsize
     return as_strided(flat[view.offset:], view.shape, tuple(s * item for s in view.strides), writeable=False)
+
+
+def _usable_cores() -> int:
+    """The cores this process may run on (a container's CPU set, not the host's count)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # not on Linux
+        return max(1, os.cpu_count() or 1)
 
 
 def _factory() -> CPUDevice:

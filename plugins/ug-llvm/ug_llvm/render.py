@@ -420,6 +420,14 @@ def _fmath(name: str):
     return emit
 
 
+def _fpow(r: _Renderer, ty: str, a: Args) -> str:
+    """float32 (and float16, computed in float32): mathlib's vectorizable pow; float64: libm."""
+    if ty == "float":
+        r.math.add("ug_pow_f32")
+        return r.call(ty, "ug_pow_f32", (ty, a[0]), (ty, a[1]))
+    return r.intrinsic("pow", ty, a[0], a[1])
+
+
 _FLOAT_OPS: dict[Op, Callable[[_Renderer, str, Args], str]] = {
     Op.NEG: lambda r, ty, a: r.tmp(f"fneg {ty} {a[0]}"),
     Op.RECIP: lambda r, ty, a: r.tmp(f"fdiv {FAST} {ty} {const_text(1.0, ty)}, {a[0]}"),
@@ -435,7 +443,7 @@ _FLOAT_OPS: dict[Op, Callable[[_Renderer, str, Args], str]] = {
     Op.SUB: _fbin("fsub"),
     Op.MUL: _fbin("fmul"),
     Op.DIV: _fbin("fdiv"),
-    Op.POW: lambda r, ty, a: r.intrinsic("pow", ty, a[0], a[1]),
+    Op.POW: lambda r, ty, a: _fpow(r, ty, a),
     Op.MAX: lambda r, ty, a: r.intrinsic("maximum", ty, a[0], a[1]),
     Op.MIN: lambda r, ty, a: r.intrinsic("minimum", ty, a[0], a[1]),
     Op.CMPLT: _fcmp("olt"),
