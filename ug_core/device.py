@@ -9,6 +9,7 @@ the spec's factory creates the `Device` the first time it is used.
 from __future__ import annotations
 
 import abc
+import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -63,6 +64,13 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def free(self, handle: Any) -> None: ...
 
+    def handle_allocator(self, nbytes: int) -> tuple[Callable[[], Any], Callable[[Any], None]]:
+        """(allocate, free) for allocations of `nbytes` bytes, for a hot path that makes one size
+        over and over (ug.jit replays): a device can work out the size class once, here, and
+        return cheaper functions than `allocate`/`free` (C-level ones, ideally: `free` runs from
+        a buffer's __del__). The default: `allocate(nbytes)` and `free`."""
+        return functools.partial(self.allocate, nbytes), self.free
+
     @abc.abstractmethod
     def copy_in(self, handle: Any, src: np.ndarray) -> None:
         """Copy the contiguous host array `src` into the allocation."""
@@ -89,13 +97,13 @@ class Device(abc.ABC):
         run = self.run
         return lambda buffers: run(program, buffers)
 
-    def pointer_launcher(self, program: Program) -> tuple[Callable[["Buffer"], Any], Callable[..., None]] | None:
-        """Optional, one level below `launcher`: (arg_of, launch) where `arg_of(buffer)` is the
-        kernel argument for a buffer and `launch(args, distinct=None)` runs `program` on a list
-        of them; `distinct` says whether the arguments are all different buffers (None: the
-        device checks, as `launcher` does; a caller that knows saves that work).
-        `ug.jit` keeps that list between replays of a single-kernel function and patches only
-        the inputs and the output, so the per-call work is a few list stores and the call.
+    def handle_launcher(self, program: Program) -> Callable[[list[Any]], None] | None:
+        """Optional, one level below `launcher`: a function that launches `program` on buffers
+        given by their handles (`buffer.handle`), in the kernel's argument order. The caller
+        guarantees that a buffer the kernel writes is passed in no other position (inputs may
+        repeat: they are only read), so the device need not check for aliasing. `ug.jit` keeps
+        the handle list between replays of a single-kernel function and patches only the inputs
+        and the output, so the per-call work is a few list stores and this launch.
         None (the default): the runtime uses `launcher`."""
         return None
 
@@ -146,16 +154,20 @@ class Buffer:
     @staticmethod
     def allocator(device: Device, size: int, dtype: np.dtype) -> Callable[[], "Buffer"]:
         """A function that makes `Buffer(device, size, dtype)`, for hot paths (ug.jit replays):
-        the size and dtype checks are done here once, so a call is the allocation and four
+        the size and dtype checks are done here once, and the allocation and the free are the
+        device's `handle_allocator` for this size, so a call is that allocation and five
         attribute stores."""
         dtype = np.dtype(dtype)
-        nbytes = (size if size > 0 else 1) * dtype.itemsize
-        allocate, new = device.allocate, Buffer.__new__
+        allocate, release = device.handle_allocator((size if size > 0 else 1) * dtype.itemsize)
+        new = _SizedBuffer.__new__
 
         def make() -> Buffer:
-            buf = new(Buffer)
-            buf.device, buf.size, buf.dtype = device, size, dtype
-            buf.handle = allocate(nbytes)
+            buf = new(_SizedBuffer)
+            buf.device = device
+            buf.size = size
+            buf.dtype = dtype
+            buf.release = release
+            buf.handle = allocate()
             return buf
         return make
 
@@ -188,3 +200,17 @@ class Buffer:
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device.name} {self.size}x{self.dtype.name}>"
+
+
+class _SizedBuffer(Buffer):
+    """A Buffer made by `Buffer.allocator`: it frees its handle with the device's
+    `handle_allocator` free for its size, which is cheaper than `device.free` (this runs
+    once per ug.jit replay output)."""
+
+    __slots__ = ("release",)
+
+    def __del__(self) -> None:
+        try:
+            self.release(self.handle)
+        except Exception:  # as in Buffer.__del__
+            pass

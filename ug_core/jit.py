@@ -13,6 +13,8 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import numpy as np
+
 from . import graph
 from .device import Buffer
 from .runtime import CompiledSchedule, run_schedule
@@ -29,10 +31,12 @@ class _Trace:
     constants: list[Tensor]
     structure: Any                       # how to rebuild the return value from the output list
     arg_index: list[int]                 # per tensor argument: its position in the call's arguments
+    nargs: int                           # positional arguments of the traced call
     # derived from the above, for the replay path
     bind: list[tuple[int, int]] = field(init=False)       # (tensor argument, slot) pairs
     single: tuple[int, tuple[int, ...], str] | None = field(init=False)  # one tensor out, from slot i: (i, shape, device)
     fast: Callable[[tuple[Any, ...]], Tensor] | None = field(init=False)  # the whole replay (on the call's args), when it is one kernel
+    all_tensors: bool = field(init=False)                 # every argument of the traced call was a tensor
 
     def __post_init__(self) -> None:
         self.bind = [(j, slot) for j, slot in enumerate(self.input_slots) if slot is not None]
@@ -41,17 +45,18 @@ class _Trace:
             _, i, shape = self.outputs[0]
             self.single = (i, shape, self.compiled.slots[i].device)
         self.fast = self._single_kernel_replay()
+        self.all_tensors = len(self.arg_index) == self.nargs
 
     def _single_kernel_replay(self) -> Callable[[tuple[Any, ...]], Tensor] | None:
         """The replay of a function that compiled to one kernel writing one fresh output (the
         common case), as one closure. Everything that does not change between calls is worked
-        out here: the kernel's argument list with the captured buffers already in it, where
-        each input and the output go in that list, and how to allocate the output. A call then
-        patches those entries, launches, and wraps the output in a tensor.
+        out here: the kernel's argument list (buffer handles) with the captured buffers already
+        in it, where each input and the output go in that list, and how to make the output. A
+        call then patches those entries, launches, and returns the output.
 
         None when the general path is needed: several steps, UG_DEBUG timing, in-place assigns
         (the output is an input's buffer), several outputs, or a device without
-        `pointer_launcher`."""
+        `handle_launcher`."""
         compiled, single = self.compiled, self.single
         if compiled is None or single is None or len(compiled.steps) != 1 or compiled.runner is not compiled.steps[0].run:
             return None
@@ -59,10 +64,12 @@ class _Trace:
         out_slot, shape, device_name = single
         if k is None or k.aliases or len(k.fresh) != 1 or k.fresh[0][0] != out_slot:
             return None
-        launchers = k.device.pointer_launcher(k.program)
-        if launchers is None:
+        # the launch needs no aliasing check: the one buffer the kernel writes is fresh, so it is
+        # no other argument; inputs and captured buffers may repeat (a tensor passed twice), which
+        # is harmless, they are only read
+        launch = k.device.handle_launcher(k.program)
+        if launch is None:
             return None
-        arg_of, launch = launchers
         pos_of = {slot: pos for pos, slot in enumerate(k.args)}
         if len(pos_of) != len(k.args):  # a slot passed twice: not something the scheduler makes
             return None
@@ -74,30 +81,22 @@ class _Trace:
         for pos, slot in enumerate(k.args):
             buf = self.fixed[slot]
             if buf is not None:  # captured (kept alive by self.fixed)
-                template.append(arg_of(buf))
+                template.append(buf.handle)
             elif pos in bound or pos == out_pos:
                 template.append(None)  # patched on every call
             else:
                 return None
-        # whether the kernel's arguments are all different buffers (else the device runs its
-        # entry without noalias): the output is fresh, so only an input can repeat, another input
-        # or a captured buffer. The usual cases are decided here or by one compare per call.
-        captured = any(entry is not None for entry in template)
-        in_positions = sorted({pos for _, pos in in_pos})
-        pair = (in_positions[0], in_positions[1]) if not captured and len(in_positions) == 2 else None
-        distinct: bool | None = True if not captured and len(in_positions) <= 1 else None  # None: the device checks
         _, out_device, size, dtype = k.fresh[0]
-        make_out = Buffer.allocator(out_device, size, dtype)
-        wrap = Tensor._of_buffer
+        make_out = Tensor._maker(out_device, size, dtype, shape, device_name)
 
         def replay(call_args: tuple[Any, ...]) -> Tensor:
             args = template.copy()  # a copy, not the template: replays may run on several threads
             for i, pos in in_pos:
-                args[pos] = arg_of(call_args[i]._node.buffer)
+                args[pos] = call_args[i]._node.buffer.handle
             out = make_out()  # a new buffer each call: earlier results stay valid
-            args[out_pos] = arg_of(out)
-            launch(args, args[pair[0]] != args[pair[1]] if pair is not None else distinct)
-            return wrap(out, shape, device_name)
+            args[out_pos] = out._node.buffer.handle
+            launch(args)
+            return out
         return replay
 
 
@@ -127,13 +126,21 @@ def _unflatten(flat: list[Tensor], structure: Any) -> Any:
 
 def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     traces: dict[Any, _Trace] = {}
+    # the key and fast replay of the last call that took the fast path with tensors only as
+    # arguments: most calls repeat the previous call's signature, and comparing two keys costs
+    # less than hashing one. Such a key holds only shapes, dtypes and device names, whose ==
+    # is plain (an argument's value could compare any way, elementwise even); a key with a
+    # non-tensor argument differs from it at that argument's "py" already. One tuple, replaced
+    # whole: a thread never sees one call's key with another's replay.
+    last: tuple[tuple[Any, ...] | None, Callable[[tuple[Any, ...]], Tensor] | None] = (None, None)
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        nonlocal last
         # the replay path: one pass over the arguments for the key (flat: a tensor adds its
         # shape, dtype and device, anything else "py" and its value, so it decodes one way),
-        # a dict lookup, then the compiled steps
-        key: list[Any] = []
+        # a compare with the last key or a dict lookup, then the compiled steps
+        key: tuple[Any, ...] = ()
         for a in args:
             if type(a) is Tensor:
                 node = a._node
@@ -143,16 +150,19 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
             else:
                 key += ("py", _static_key(a))
         if kwargs:
-            key.append("kw")
-            key += sorted((k, _static_key(v)) for k, v in kwargs.items())
-        tkey = tuple(key)
-        trace = traces.get(tkey)
+            key += ("kw", *sorted((k, _static_key(v)) for k, v in kwargs.items()))
+        last_key, last_fast = last
+        if key == last_key:
+            return last_fast(args)  # type: ignore[misc]
+        trace = traces.get(key)
         if trace is not None and trace.fast is not None:
+            if trace.all_tensors and not kwargs:
+                last = (key, trace.fast)
             return trace.fast(args)
         tensors = [a for a in args if type(a) is Tensor]
         if trace is None:
             trace, result = _trace(fn, args, kwargs, tensors)
-            traces[tkey] = trace
+            traces[key] = trace
             return result
         return _replay(trace, tensors)
 
@@ -161,11 +171,20 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def _static_key(value: Any) -> Any:
+    """A non-tensor argument, as part of the key: with its type, so that values that compare
+    equal but trace differently (1, 1.0 and True give different dtypes) get traces of their own;
+    floats by repr (0.0 and -0.0 differ; a nan equals itself); tuples and lists item by item;
+    anything else unhashable by repr."""
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return (kind, tuple(_static_key(v) for v in value))
+    if isinstance(value, (float, complex, np.floating, np.complexfloating)):
+        return (kind, repr(value))
     try:
         hash(value)
-        return value
     except TypeError:
-        return repr(value)
+        return (kind, repr(value))
+    return (kind, value)
 
 
 def _trace(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], tensors: list[Tensor]) -> tuple[_Trace, Any]:
@@ -199,7 +218,7 @@ def _trace(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
             out_desc.append(("const", len(constants), t.shape))
             constants.append(t)
     arg_index = [i for i, a in enumerate(args) if type(a) is Tensor]
-    return _Trace(compiled, fixed, input_slots, out_desc, constants, structure, arg_index), result
+    return _Trace(compiled, fixed, input_slots, out_desc, constants, structure, arg_index, len(args)), result
 
 
 def run_schedule_bufs(compiled: CompiledSchedule, bufs: list[Buffer | None]) -> None:

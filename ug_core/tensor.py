@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import dtypes, graph
-from .device import Buffer
+from .device import Buffer, Device
 from .graph import Node
 from .ops import Op
 from .plugins import registry
@@ -228,17 +228,29 @@ class Tensor:
         return t
 
     @staticmethod
-    def _of_buffer(buffer: Buffer, shape: tuple[int, ...], device: str) -> "Tensor":
-        """Tensor._of_new_node(graph.buffer_node(buffer, shape, device)) in one call, for the
-        ug.jit single-kernel replay, where it is a fair share of the per-call cost: both objects
-        are built without their __init__ and the node's reader list is made with its one entry."""
-        node = _new_node(Node)
-        node.op, node.srcs, node.arg, node.shape, node.dtype, node.device = Op.BUFFER, (), None, shape, buffer.dtype, device
-        node.buffer = buffer
-        t = _new_tensor(Tensor)
-        t._node = node
-        node._readers = [weakref.ref(t)]
-        return t
+    def _maker(device: Device, size: int, dtype: np.dtype, shape: tuple[int, ...], device_name: str) -> Callable[[], "Tensor"]:
+        """A function that makes a tensor of `shape` on a new buffer of `size` elements of
+        `device` (registered as `device_name`), for
+        ug.jit's single-kernel replay, where it is a fair share of the per-call cost: the buffer
+        comes from `Buffer.allocator`, the node and the tensor are built without their __init__,
+        and the node's reader list is made with its one entry."""
+        make_buffer = Buffer.allocator(device, size, dtype)
+        dtype = np.dtype(dtype)
+
+        def make() -> Tensor:
+            node = _new_node(Node)
+            node.op = _BUFFER
+            node.srcs = ()
+            node.arg = None
+            node.shape = shape
+            node.dtype = dtype
+            node.device = device_name
+            node.buffer = make_buffer()
+            t = _new_tensor(Tensor)
+            t._node = node
+            node._readers = [_weakref(t)]
+            return t
+        return make
 
     @property
     def node(self) -> Node:
@@ -666,5 +678,9 @@ def custom(fn: Callable[..., Any], inputs: Iterable[Tensor], shape: Any, dtype: 
     return Tensor(graph.custom(fn, tuple(t._node for t in inputs), _shape_arg(shape), dt, device))
 
 
-_new_node = Node.__new__  # object.__new__; bound once for Tensor._of_buffer
+# bound once for Tensor._maker: object.__new__, weakref.ref, and Op.BUFFER (reading an enum
+# member off its class goes through the enum's metaclass: several times a global's cost)
+_new_node = Node.__new__
 _new_tensor = Tensor.__new__
+_weakref = weakref.ref
+_BUFFER = Op.BUFFER

@@ -154,6 +154,17 @@ class Jit:
             self.loaded[symbol] = addr
             return addr
 
+    def address(self, symbol: str) -> int:
+        """Address of another symbol of a module that `load` has loaded (a second entry point)."""
+        with self.lock:
+            addr = self.loaded.get(symbol)
+            if not addr:
+                addr = int(self.engine.get_function_address(symbol) or 0)
+                if not addr:
+                    raise LLVMError(f"symbol {symbol} is not loaded")
+                self.loaded[symbol] = addr
+            return addr
+
     def _add_object(self, obj: bytes, symbol: str) -> int:
         try:
             self.engine.add_object_file(llvm.ObjectFileRef.from_data(obj))

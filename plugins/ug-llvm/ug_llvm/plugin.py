@@ -2,7 +2,8 @@
 
 * compile: `ug_core.lower` (cpu target) -> `render.render` (LLVM IR) -> O3 -> object code
   (disk cache) -> MCJIT; the kernel is a C function `void k(i8** args, i64 start, i64 end)`
-  called through ctypes (which releases the GIL).
+  called through ctypes (which releases the GIL, except around the tiniest kernels), and
+  `void k.all(i8** args)` runs the whole range on the calling thread.
 * run: the global range is split over a persistent thread pool when the kernel touches
   enough elements; chunk boundaries are multiples of 64 so each thread runs the same
   vector/scalar split as a single thread would (same bits).
@@ -15,15 +16,14 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import operator
 import os
 import struct
 import threading
+from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 import ug_core as ug
 from ug_core.device import Buffer, Device, DeviceSpec, MatmulSpec, Program
@@ -45,7 +45,11 @@ PARALLEL_MIN_WORK = int(os.environ.get("UG_LLVM_PARALLEL_MIN_WORK", 1 << 18))
 # outer indices per global id in the outer-blocked lowering (column reductions): a multiple of
 # every vector width, small enough that the per-block accumulators stay in L1
 OUTER_BLOCK = int(os.environ.get("UG_LLVM_OUTER_BLOCK", 64))
-POOL_CACHE_BYTES = 1 << 30  # freed blocks kept for reuse, at most this many bytes
+POOL_CACHE_BYTES = 1 << 30  # freed blocks kept for reuse, at most this many bytes (of blocks over SMALL_BLOCK)
+# blocks up to this size are always kept for reuse, like malloc's free lists: the pool of one
+# such size holds at most as many blocks as were once in use at the same time. That spares them
+# the byte count, so their free can be a C-level list append (see handle_allocator)
+SMALL_BLOCK = 1 << 16
 # matmul: "ug" (our packed gemm, ug_llvm.gemm) or "numpy" (numpy's BLAS on strided views)
 MATMUL_IMPL = os.environ.get("UG_LLVM_MATMUL", "ug")
 # below this many rows or columns the packed gemm's register tile is mostly padding: numpy's
@@ -58,10 +62,15 @@ GEMM_DTYPES = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.float32):
 GEMM_PARALLEL_MIN_MNK = 1 << 22
 
 _KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
-# the same signature without argtypes: a call skips ctypes' per-argument converters (about half
-# the cost of calling a tiny kernel). Callers must pass the range bounds as c_int64 objects
-# (an untyped Python int would go as a C int) and the argument array as bytes (a char*).
-_KERNEL_FN_UNTYPED = ctypes.CFUNCTYPE(None)
+# the kernel's `.all` entry (the whole range; one argument: the pointer array) without argtypes:
+# a call skips ctypes' per-argument converters, and the one argument (the array as bytes, which
+# ctypes passes as a char*) is cheaper to convert than three (together about 3/4 of the cost of
+# calling a tiny kernel through _KERNEL_FN)
+_WHOLE_FN = ctypes.CFUNCTYPE(None)
+# the same, called with the GIL held: for a kernel below HOLD_GIL_WORK releasing and retaking
+# the GIL costs more than running it, and other threads wait at most about a microsecond
+_WHOLE_FN_GIL = ctypes.PYFUNCTYPE(None)
+HOLD_GIL_WORK = 1 << 12
 
 
 def backend_version() -> str:
@@ -72,17 +81,31 @@ def backend_version() -> str:
     return f"{__version__}+llvmlite{llvmlite.__version__}.llvm{llvm_version()}"
 
 
-class _Block:
-    """One aligned host allocation."""
+class _Block(int):
+    """One aligned host allocation, which is an int: its address. A kernel's argument for a
+    buffer is that address, so a launch packs the buffers' handles as they are, with no
+    attribute read per argument (ug.jit replays of tiny kernels pay for every one). The block
+    holds its memory: `raw`, and `array`, the aligned `capacity` bytes in it; `ptr` is the
+    address as a plain int. (Attributes in a __dict__: an int subclass can have no __slots__.)"""
 
-    __slots__ = ("raw", "array", "ptr", "capacity")
+    raw: np.ndarray
+    array: np.ndarray
+    ptr: int
+    capacity: int
 
-    def __init__(self, capacity: int):
-        self.raw = np.empty(capacity + ALIGN, dtype=np.uint8)
-        offset = (-self.raw.ctypes.data) % ALIGN
-        self.array = self.raw[offset:offset + capacity]
-        self.ptr = self.array.ctypes.data
-        self.capacity = capacity
+    def __new__(cls, capacity: int) -> "_Block":
+        raw = np.empty(capacity + ALIGN, dtype=np.uint8)
+        offset = (-raw.ctypes.data) % ALIGN
+        ptr = raw.ctypes.data + offset
+        block = super().__new__(cls, ptr)
+        block.raw = raw
+        block.array = raw[offset:offset + capacity]
+        block.ptr = ptr
+        block.capacity = capacity
+        return block
+
+    def __repr__(self) -> str:
+        return f"<_Block {self.capacity} bytes at {self.ptr:#x}>"
 
 
 class _Kernel:
@@ -95,9 +118,10 @@ class _Kernel:
         self.global_size = int(np.prod(program.global_size)) if not program.is_empty else 0
         self.work = self.global_size * _work_per_index(program)
         self.fn: Any = None            # noalias entry (distinct buffers)
+        self.whole_addr = 0            # address of its `.all` entry (see render)
         self.fn_alias: Any = None      # entry without noalias, compiled when buffers repeat
         self.launch: Callable[[list[Buffer]], None] | None = None  # CPUDevice.launcher, made on first use
-        self.launch_ptrs: Callable[..., None] | None = None  # CPUDevice.pointer_launcher, likewise
+        self.launch_handles: Callable[[list[_Block]], None] | None = None  # CPUDevice.handle_launcher, likewise
         self.ir = ""
 
     def entry(self, aliased: bool) -> Any:
@@ -154,10 +178,12 @@ class CPUDevice(Device):
         self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="ug-cpu") if self.threads > 1 else None
         # the pool: freed blocks by capacity. allocate/free run on every ug.jit replay (and free
         # also from __del__ on whatever thread drops a buffer), so the common path takes no lock:
-        # list.pop/list.append are atomic under the GIL. The lock guards only the rare paths that
-        # change `_created` (the bytes of all live blocks, pooled or in use).
-        self._free: dict[int, list[_Block]] = {}
-        self._free_bytes = 0   # roughly the pooled bytes: only bounds the pool (POOL_CACHE_BYTES)
+        # deque.pop/deque.append are atomic under the GIL (a deque rather than a list: a list
+        # that goes between empty and one block reallocates on every pop and append). The lock
+        # guards only the rare paths that change `_created` (the bytes of all live blocks,
+        # pooled or in use).
+        self._free: dict[int, deque[_Block]] = {}
+        self._free_bytes = 0   # roughly the pooled bytes of blocks over SMALL_BLOCK: bounds them (POOL_CACHE_BYTES)
         self._created = 0
         self._lock = threading.Lock()
         self.lower_options = LowerOptions(target="cpu", outer_block=OUTER_BLOCK)
@@ -174,8 +200,12 @@ class CPUDevice(Device):
             except IndexError:  # another thread took the last one since the check
                 pass
             else:
-                self._free_bytes -= capacity
+                if capacity > SMALL_BLOCK:
+                    self._free_bytes -= capacity
                 return block
+        return self._new_block(capacity)
+
+    def _new_block(self, capacity: int) -> _Block:
         with self._lock:
             self._created += capacity
         return _Block(capacity)
@@ -184,13 +214,33 @@ class CPUDevice(Device):
         capacity = handle.capacity
         blocks = self._free.get(capacity)
         if blocks is None:
-            blocks = self._free.setdefault(capacity, [])  # setdefault: one list even when threads race
-        if self._free_bytes + capacity <= POOL_CACHE_BYTES:
+            blocks = self._free.setdefault(capacity, deque())  # setdefault: one deque even when threads race
+        if capacity <= SMALL_BLOCK:
+            blocks.append(handle)
+        elif self._free_bytes + capacity <= POOL_CACHE_BYTES:
             self._free_bytes += capacity
             blocks.append(handle)
         else:  # pool full: let numpy free the block
             with self._lock:
                 self._created -= capacity
+
+    def handle_allocator(self, nbytes: int) -> tuple[Callable[[], _Block], Callable[[_Block], None]]:
+        """`allocate(nbytes)` and `free` for one size (ug.jit replays): for a small block, a
+        pop from that size's free list (falling back to a new block) and the list's append."""
+        capacity = -(-nbytes // ALIGN) * ALIGN or ALIGN
+        if capacity > SMALL_BLOCK:
+            return super().handle_allocator(nbytes)
+        blocks = self._free.get(capacity)
+        if blocks is None:
+            blocks = self._free.setdefault(capacity, deque())
+        pop, new_block = blocks.pop, self._new_block
+
+        def allocate() -> _Block:
+            try:
+                return pop()
+            except IndexError:  # none free (or another thread took the last one)
+                return new_block(capacity)
+        return allocate, blocks.append
 
     def copy_in(self, handle: _Block, src: np.ndarray) -> None:
         handle.array[: src.nbytes] = src.reshape(-1).view(np.uint8)
@@ -241,6 +291,7 @@ class CPUDevice(Device):
                 raise ug.CompileError(f"cannot render {kernel.name}: {e}", str(program)) from None
             compiled.ir = ir
             compiled.fn = self._load(ir, name)
+            compiled.whole_addr = self.jit.address(name + ".all")
         return Program(kernel.name, compiled, compiled.ir, program.global_size, program.local_size)
 
     # -- run
@@ -254,54 +305,73 @@ class CPUDevice(Device):
         return k.launch
 
     def _make_launch(self, k: _Kernel) -> Callable[[list[Buffer]], None]:
-        launch_ptrs = self._make_launch_ptrs(k)
-
-        def launch(buffers: list[Buffer]) -> None:
-            launch_ptrs([b.handle.ptr for b in buffers])
-        return launch
-
-    def _make_launch_ptrs(self, k: _Kernel) -> Callable[..., None]:
         n = k.global_size
         if not n:
-            return lambda ptrs, distinct=None: None
-        nargs = len(k.program.params)
-        # the kernel reads its arguments as an array of pointers: a packed bytes object is
-        # such an array (ctypes passes a pointer to its data) and is far cheaper to build
-        # than a ctypes array
-        if nargs == 0:
-            pack0 = struct.pack("P", 0)
-            return lambda ptrs, distinct=None: k.fn(pack0, 0, n)
-        pack = struct.Struct(f"{nargs}P").pack
+            return lambda buffers: None
+        pack = self._packer(k)
         fn, work = k.fn, k.work
         serial = self._pool is None or n < 2  # fixed for this device; PARALLEL_MIN_WORK is read per call (run_threads)
         run_parallel = self._run_parallel
-        untyped = _KERNEL_FN_UNTYPED(ctypes.cast(fn, ctypes.c_void_p).value)
-        start, end = ctypes.c_int64(0), ctypes.c_int64(n)  # only read: safe to share between threads
+        whole = self._whole(k)
 
-        def launch_ptrs(ptrs: list[int], distinct: bool | None = None) -> None:
-            args = pack(*ptrs)
-            if distinct is None:  # the caller does not know: check (a set costs about as much as the pack)
-                distinct = len(set(ptrs)) == len(ptrs)
-            if not distinct:  # a buffer passed twice: the entry without noalias
+        def launch(buffers: list[Buffer]) -> None:
+            handles = [b.handle for b in buffers]  # blocks are their addresses: the kernel's arguments
+            args = pack(*handles)
+            if len(set(handles)) != len(handles):  # a buffer passed twice: the entry without noalias
                 entry = k.entry(aliased=True)
                 if serial or work < PARALLEL_MIN_WORK:
                     entry(args, 0, n)
                 else:
                     run_parallel(entry, args, n)
             elif serial or work < PARALLEL_MIN_WORK:
-                untyped(args, start, end)  # small work: threads would cost more than they save
+                whole(args)  # small work: threads would cost more than they save
             else:
                 run_parallel(fn, args, n)
-        return launch_ptrs
+        return launch
 
-    def pointer_launcher(self, program: Program) -> tuple[Callable[[Buffer], int], Callable[..., None]]:
-        """`launcher` one level down, for ug.jit's single-kernel replay: (buffer -> its
-        argument, launch(arguments, distinct=None)), so a caller that keeps the argument list
-        between calls only patches the entries that changed (see Device.pointer_launcher)."""
+    @staticmethod
+    def _packer(k: _Kernel) -> Callable[..., bytes]:
+        """handles (addresses) -> the kernel's argument array. A packed bytes object is such an
+        array (ctypes passes a pointer to its data) and is far cheaper to build than a ctypes
+        array. A kernel without arguments gets one null pointer: never an empty array."""
+        nargs = len(k.program.params)
+        if nargs == 0:
+            pack0 = struct.pack("P", 0)
+            return lambda *handles: pack0
+        return struct.Struct(f"{nargs}P").pack
+
+    @staticmethod
+    def _whole(k: _Kernel) -> Callable[[bytes], None]:
+        """The kernel's `.all` entry (the whole range on this thread), holding the GIL when the
+        kernel is tiny."""
+        return (_WHOLE_FN_GIL if k.work < HOLD_GIL_WORK else _WHOLE_FN)(k.whole_addr)
+
+    def handle_launcher(self, program: Program) -> Callable[[list[_Block]], None]:
+        """`launcher` one level down, for ug.jit's single-kernel replay (see
+        Device.handle_launcher): launch(the buffers' handles), where the buffers the kernel
+        writes are passed nowhere else, so the noalias entry is right. Small work runs on this
+        thread through the `.all` entry: the pack and one ctypes call."""
         k: _Kernel = program.handle
-        if k.launch_ptrs is None:
-            k.launch_ptrs = self._make_launch_ptrs(k)
-        return _buffer_ptr, k.launch_ptrs
+        if k.launch_handles is None:
+            k.launch_handles = self._make_launch_handles(k)
+        return k.launch_handles
+
+    def _make_launch_handles(self, k: _Kernel) -> Callable[[list[_Block]], None]:
+        n = k.global_size
+        if not n:
+            return lambda handles: None
+        pack = self._packer(k)
+        if self._pool is None or n < 2 or k.work < PARALLEL_MIN_WORK:
+            whole = self._whole(k)
+
+            def launch(handles: list[_Block]) -> None:
+                whole(pack(*handles))
+            return launch
+        fn, run_parallel = k.fn, self._run_parallel
+
+        def launch_parallel(handles: list[_Block]) -> None:
+            run_parallel(fn, pack(*handles), n)
+        return launch_parallel
 
     def run(self, program: Program, buffers: list[Buffer]) -> None:
         self.launcher(program)(buffers)
@@ -401,15 +471,13 @@ class CPUDevice(Device):
         """Nothing to wait for: `run` returns only after every thread has finished its range."""
 
 
-# buffer -> its data pointer (`buffer.handle.ptr`), as a C-level getter: it runs per argument per replay
-_buffer_ptr: Callable[[Buffer], int] = operator.attrgetter("handle.ptr")
-
-
 def _strided(flat: np.ndarray, view: View) -> np.ndarray:
+    """The view's elements of `flat`, in place. (The ndarray constructor: numpy's as_strided
+    costs about 15 us a call, which dominated small matmuls.)"""
     if view.size == 0:
         return np.zeros(view.shape, dtype=flat.dtype)
     item = flat.itemsize
-    return as_strided(flat[view.offset:], view.shape, tuple(s * item for s in view.strides), writeable=False)
+    return np.ndarray(view.shape, flat.dtype, flat, view.offset * item, tuple(s * item for s in view.strides))
 
 
 def _usable_cores() -> int:

@@ -7,7 +7,8 @@ One kernel becomes one module with
 which loads the buffer pointers from `args` and runs the CPU program for every global
 index in [start, end) (so a thread pool can split the range). The body lives in an internal
 function whose buffer parameters are `noalias` (when the caller guarantees distinct
-buffers), which lets the loop vectorizer work without runtime alias checks.
+buffers), which lets the loop vectorizer work without runtime alias checks. A second entry,
+`@<name>.all(ptr %args)`, runs the whole range (launches on the calling thread use it).
 
 Instructions are rendered one by one (exhaustive dispatch over `Opc` and over the ALU ops);
 accumulators become allocas (promoted by SROA/mem2reg), loops are header-tested
@@ -17,6 +18,7 @@ float32 (numpy's rule) and rounded back after each op.
 
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -139,7 +141,16 @@ class _Renderer:
             "  ret void",
             "}",
             "",
+            # the whole range in one call, for launches on the calling thread: ctypes converts one
+            # argument instead of three (a fair share of the cost of launching a tiny kernel).
+            # noinline at the call: the kernel is compiled once, not copied into this wrapper
+            f"define void @{self.name}.all(ptr %args) #0 {{",
+            f"  call void @{self.name}(ptr %args, i64 0, i64 {math.prod(p.global_size)}) #1",
+            "  ret void",
+            "}",
+            "",
             fn_attrs,
+            "attributes #1 = { noinline }\n",
         ]
         for h in sorted(self.helpers):
             out.append(_HELPERS[h]())
@@ -573,7 +584,8 @@ _HELPERS = {"ipow_i32": lambda: _ipow("i32"), "ipow_i64": lambda: _ipow("i64")}
 
 def render(program: LoopProgram, name: str, *, noalias: bool = True, triple: str = "", data_layout: str = "",
            cpu: str = "", features: str = "") -> str:
-    """The LLVM module (text) for one loop program; the entry point is `@name`."""
+    """The LLVM module (text) for one loop program; the entry point is `@name` (args, start, end),
+    and `@name.all` (args) runs the whole range."""
     head = []
     if triple:
         head.append(f'target triple = "{triple}"')
