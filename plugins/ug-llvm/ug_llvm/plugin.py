@@ -40,6 +40,7 @@ from .render import RenderError, render
 
 ALIGN = 64
 CHUNK_ALIGN = 64
+CHUNKS_PER_THREAD = 4  # ranges per pool thread in a parallel launch (see _run_parallel)
 # below this many (weighted) element visits a kernel runs on the calling thread
 PARALLEL_MIN_WORK = int(os.environ.get("UG_LLVM_PARALLEL_MIN_WORK", 1 << 18))
 # outer indices per global id in the outer-blocked lowering (column reductions): a multiple of
@@ -377,13 +378,21 @@ class CPUDevice(Device):
         self.launcher(program)(buffers)
 
     def _run_parallel(self, fn: Any, args: bytes, n: int) -> None:
+        """fn(args, start, end) over [0, n) on the pool: CHUNKS_PER_THREAD ranges per thread,
+        handed out as the threads ask for them, so a thread slowed down by a busy core (these
+        machines are shared) runs fewer of them instead of holding everyone up."""
         assert self._pool is not None
-        chunks = min(self.threads, n)
-        step = -(-n // chunks)
-        step = -(-step // CHUNK_ALIGN) * CHUNK_ALIGN if n >= CHUNK_ALIGN * chunks else step
-        bounds = [(s, min(n, s + step)) for s in range(0, n, step)]
-        futures = [self._pool.submit(fn, args, s, e) for s, e in bounds[1:]]
-        fn(args, *bounds[0])
+        threads = min(self.threads, n)
+        pieces = min(n, threads * CHUNKS_PER_THREAD)
+        step = -(-n // pieces)
+        step = -(-step // CHUNK_ALIGN) * CHUNK_ALIGN if n >= CHUNK_ALIGN * pieces else step
+        ranges = iter([(s, min(n, s + step)) for s in range(0, n, step)])
+
+        def work() -> None:
+            for start, end in ranges:  # one shared iterator: next() hands each range to one thread
+                fn(args, start, end)
+        futures = [self._pool.submit(work) for _ in range(threads - 1)]
+        work()
         for f in futures:
             f.result()
 
