@@ -64,12 +64,16 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def free(self, handle: Any) -> None: ...
 
-    def handle_allocator(self, nbytes: int) -> tuple[Callable[[], Any], Callable[[Any], None]]:
-        """(allocate, free) for allocations of `nbytes` bytes, for a hot path that makes one size
-        over and over (ug.jit replays): a device can work out the size class once, here, and
-        return cheaper functions than `allocate`/`free` (C-level ones, ideally: `free` runs from
-        a buffer's __del__). The default: `allocate(nbytes)` and `free`."""
-        return functools.partial(self.allocate, nbytes), self.free
+    def handle_allocator(self, nbytes: int) -> tuple[Callable[[], Any], Callable[[], Any], Callable[[Any], None]]:
+        """(take, allocate, free) for allocations of `nbytes` bytes, for a hot path that makes one
+        size over and over (a ug.jit replay's output): a device can work out the size class once,
+        here, and hand out cheaper functions than `allocate`/`free` (C-level ones, ideally: they
+        run on every replay, `free` from the buffer's __del__). take() returns a handle, from a
+        pool of freed ones where the device keeps one, and may raise IndexError when that pool
+        is empty; allocate() then makes a new one. The default: `allocate(nbytes)` for both, and
+        `free`."""
+        allocate = functools.partial(self.allocate, nbytes)
+        return allocate, allocate, self.free
 
     @abc.abstractmethod
     def copy_in(self, handle: Any, src: np.ndarray) -> None:
@@ -97,14 +101,15 @@ class Device(abc.ABC):
         run = self.run
         return lambda buffers: run(program, buffers)
 
-    def handle_launcher(self, program: Program) -> Callable[[list[Any]], None] | None:
-        """Optional, one level below `launcher`: a function that launches `program` on buffers
-        given by their handles (`buffer.handle`), in the kernel's argument order. The caller
-        guarantees that a buffer the kernel writes is passed in no other position (inputs may
-        repeat: they are only read), so the device need not check for aliasing. `ug.jit` keeps
-        the handle list between replays of a single-kernel function and patches only the inputs
-        and the output, so the per-call work is a few list stores and this launch.
-        None (the default): the runtime uses `launcher`."""
+    def handle_launcher(self, program: Program) -> tuple[Callable[..., Any], Callable[[Any], None]] | None:
+        """Optional, one level below `launcher`: (pack, call), where `call(pack(*handles))`
+        launches `program` on buffers given by their handles (`buffer.handle`), in the kernel's
+        argument order (two functions rather than one: each can be a C-level callable, so the
+        launch costs no Python frame). The caller guarantees that a buffer the kernel writes is
+        passed in no other position (inputs may repeat: they are only read), so the device need
+        not check for aliasing. `ug.jit` keeps the handle list between replays of a
+        single-kernel function and patches only the inputs and the output, so the per-call work
+        is a few list stores and the launch. None (the default): the runtime uses `launcher`."""
         return None
 
     @abc.abstractmethod
@@ -151,26 +156,6 @@ class Buffer:
         self.dtype = dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.handle = device.allocate((size if size > 0 else 1) * dtype.itemsize)
 
-    @staticmethod
-    def allocator(device: Device, size: int, dtype: np.dtype) -> Callable[[], "Buffer"]:
-        """A function that makes `Buffer(device, size, dtype)`, for hot paths (ug.jit replays):
-        the size and dtype checks are done here once, and the allocation and the free are the
-        device's `handle_allocator` for this size, so a call is that allocation and five
-        attribute stores."""
-        dtype = np.dtype(dtype)
-        allocate, release = device.handle_allocator((size if size > 0 else 1) * dtype.itemsize)
-        new = _SizedBuffer.__new__
-
-        def make() -> Buffer:
-            buf = new(_SizedBuffer)
-            buf.device = device
-            buf.size = size
-            buf.dtype = dtype
-            buf.release = release
-            buf.handle = allocate()
-            return buf
-        return make
-
     @property
     def device_name(self) -> str:
         return self.device.name
@@ -203,11 +188,13 @@ class Buffer:
 
 
 class _SizedBuffer(Buffer):
-    """A Buffer made by `Buffer.allocator`: it frees its handle with the device's
-    `handle_allocator` free for its size, which is cheaper than `device.free` (this runs
-    once per ug.jit replay output)."""
+    """A Buffer whose handle comes from the device's `handle_allocator` for its size, and goes
+    back through that allocator's `free`, which is cheaper than `device.free`: ug.jit replay
+    outputs (made by `Tensor._maker`, which sets every attribute)."""
 
     __slots__ = ("release",)
+    # calling the class skips Buffer.__init__ (and is cheaper than object.__new__(_SizedBuffer))
+    __init__ = object.__init__
 
     def __del__(self) -> None:
         try:

@@ -67,9 +67,10 @@ class _Trace:
         # the launch needs no aliasing check: the one buffer the kernel writes is fresh, so it is
         # no other argument; inputs and captured buffers may repeat (a tensor passed twice), which
         # is harmless, they are only read
-        launch = k.device.handle_launcher(k.program)
-        if launch is None:
+        launcher = k.device.handle_launcher(k.program)
+        if launcher is None:
             return None
+        pack, call = launcher
         pos_of = {slot: pos for pos, slot in enumerate(k.args)}
         if len(pos_of) != len(k.args):  # a slot passed twice: not something the scheduler makes
             return None
@@ -95,7 +96,7 @@ class _Trace:
                 args[pos] = call_args[i]._node.buffer.handle
             out = make_out()  # a new buffer each call: earlier results stay valid
             args[out_pos] = out._node.buffer.handle
-            launch(args)
+            call(pack(*args))
             return out
         return replay
 

@@ -11,7 +11,7 @@ from typing import Any, Callable, Iterable, Sequence
 import numpy as np
 
 from . import dtypes, graph
-from .device import Buffer, Device
+from .device import Buffer, Device, _SizedBuffer
 from .graph import Node
 from .ops import Op
 from .plugins import registry
@@ -230,14 +230,24 @@ class Tensor:
     @staticmethod
     def _maker(device: Device, size: int, dtype: np.dtype, shape: tuple[int, ...], device_name: str) -> Callable[[], "Tensor"]:
         """A function that makes a tensor of `shape` on a new buffer of `size` elements of
-        `device` (registered as `device_name`), for
-        ug.jit's single-kernel replay, where it is a fair share of the per-call cost: the buffer
-        comes from `Buffer.allocator`, the node and the tensor are built without their __init__,
-        and the node's reader list is made with its one entry."""
-        make_buffer = Buffer.allocator(device, size, dtype)
+        `device` (registered as `device_name`), for ug.jit's single-kernel replay, where it is a
+        fair share of the per-call cost. Everything but the allocation is worked out here, and
+        a call is one Python frame: the buffer's handle comes from the device's
+        `handle_allocator` for this size, and the buffer, the node and the tensor are built
+        without their __init__ (the node's reader list is made with its one entry)."""
         dtype = np.dtype(dtype)
+        take, allocate, release = device.handle_allocator((size if size > 0 else 1) * dtype.itemsize)
 
         def make() -> Tensor:
+            buffer = _SizedBuffer()
+            buffer.device = device
+            buffer.size = size
+            buffer.dtype = dtype
+            buffer.release = release
+            try:
+                buffer.handle = take()
+            except IndexError:  # no freed one to reuse
+                buffer.handle = allocate()
             node = _new_node(Node)
             node.op = _BUFFER
             node.srcs = ()
@@ -245,7 +255,7 @@ class Tensor:
             node.shape = shape
             node.dtype = dtype
             node.device = device_name
-            node.buffer = make_buffer()
+            node.buffer = buffer
             t = _new_tensor(Tensor)
             t._node = node
             node._readers = [_weakref(t)]

@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import hashlib
 import os
 import struct
@@ -122,7 +123,6 @@ class _Kernel:
         self.whole_addr = 0            # address of its `.all` entry (see render)
         self.fn_alias: Any = None      # entry without noalias, compiled when buffers repeat
         self.launch: Callable[[list[Buffer]], None] | None = None  # CPUDevice.launcher, made on first use
-        self.launch_handles: Callable[[list[_Block]], None] | None = None  # CPUDevice.handle_launcher, likewise
         self.ir = ""
 
     def entry(self, aliased: bool) -> Any:
@@ -225,23 +225,16 @@ class CPUDevice(Device):
             with self._lock:
                 self._created -= capacity
 
-    def handle_allocator(self, nbytes: int) -> tuple[Callable[[], _Block], Callable[[_Block], None]]:
-        """`allocate(nbytes)` and `free` for one size (ug.jit replays): for a small block, a
-        pop from that size's free list (falling back to a new block) and the list's append."""
+    def handle_allocator(self, nbytes: int) -> tuple[Callable[[], _Block], Callable[[], _Block], Callable[[_Block], None]]:
+        """(take, allocate, free) for one size (ug.jit replays, see Device.handle_allocator): for
+        a small block, the pop and the append of that size's free list, and a new block."""
         capacity = -(-nbytes // ALIGN) * ALIGN or ALIGN
         if capacity > SMALL_BLOCK:
             return super().handle_allocator(nbytes)
         blocks = self._free.get(capacity)
         if blocks is None:
             blocks = self._free.setdefault(capacity, deque())
-        pop, new_block = blocks.pop, self._new_block
-
-        def allocate() -> _Block:
-            try:
-                return pop()
-            except IndexError:  # none free (or another thread took the last one)
-                return new_block(capacity)
-        return allocate, blocks.append
+        return blocks.pop, functools.partial(self._new_block, capacity), blocks.append
 
     def copy_in(self, handle: _Block, src: np.ndarray) -> None:
         handle.array[: src.nbytes] = src.reshape(-1).view(np.uint8)
@@ -347,32 +340,23 @@ class CPUDevice(Device):
         kernel is tiny."""
         return (_WHOLE_FN_GIL if k.work < HOLD_GIL_WORK else _WHOLE_FN)(k.whole_addr)
 
-    def handle_launcher(self, program: Program) -> Callable[[list[_Block]], None]:
+    def handle_launcher(self, program: Program) -> tuple[Callable[..., bytes], Callable[[bytes], None]]:
         """`launcher` one level down, for ug.jit's single-kernel replay (see
-        Device.handle_launcher): launch(the buffers' handles), where the buffers the kernel
-        writes are passed nowhere else, so the noalias entry is right. Small work runs on this
-        thread through the `.all` entry: the pack and one ctypes call."""
+        Device.handle_launcher): (pack, call) with call(pack(*handles)) running the kernel, where
+        the buffers the kernel writes are passed nowhere else, so the noalias entry is right.
+        Small work runs on this thread through the `.all` entry: the pack and one ctypes call,
+        both C-level."""
         k: _Kernel = program.handle
-        if k.launch_handles is None:
-            k.launch_handles = self._make_launch_handles(k)
-        return k.launch_handles
-
-    def _make_launch_handles(self, k: _Kernel) -> Callable[[list[_Block]], None]:
+        pack = self._packer(k)
         n = k.global_size
         if not n:
-            return lambda handles: None
-        pack = self._packer(k)
+            return pack, _launch_nothing
         if self._pool is None or n < 2 or k.work < PARALLEL_MIN_WORK:
-            whole = self._whole(k)
+            return pack, self._whole(k)
+        return pack, functools.partial(self._run_parallel_all, k.fn, n)
 
-            def launch(handles: list[_Block]) -> None:
-                whole(pack(*handles))
-            return launch
-        fn, run_parallel = k.fn, self._run_parallel
-
-        def launch_parallel(handles: list[_Block]) -> None:
-            run_parallel(fn, pack(*handles), n)
-        return launch_parallel
+    def _run_parallel_all(self, fn: Any, n: int, args: bytes) -> None:
+        self._run_parallel(fn, args, n)
 
     def run(self, program: Program, buffers: list[Buffer]) -> None:
         self.launcher(program)(buffers)
@@ -478,6 +462,10 @@ class CPUDevice(Device):
 
     def synchronize(self) -> None:
         """Nothing to wait for: `run` returns only after every thread has finished its range."""
+
+
+def _launch_nothing(args: bytes) -> None:
+    """The launch of a kernel with an empty range."""
 
 
 def _strided(flat: np.ndarray, view: View) -> np.ndarray:
