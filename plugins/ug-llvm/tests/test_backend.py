@@ -235,3 +235,20 @@ def test_cold_compile_is_fast(dev, monkeypatch):
     start = time.perf_counter()
     j.load(ir, name)
     assert time.perf_counter() - start < 2.0  # generous: the target is ~0.1 s, CI machines are noisy
+
+
+def test_wide_column_reductions_use_wide_blocks(dev):
+    """Outputs wide enough for every thread to get a block of WIDE_OUTER_BLOCK columns are
+    lowered with that block (a page of each row per step); narrower ones keep OUTER_BLOCK."""
+    from ug_llvm import plugin
+
+    wide_cols = plugin.WIDE_OUTER_BLOCK * dev.threads
+    x = np.random.default_rng(0).standard_normal((40, wide_cols)).astype(np.float32)
+    t = ug.tensor(x, device="cpu").sum(0)
+    assert int(np.prod(dev.lower(_kernel(t)).global_size)) == wide_cols // plugin.WIDE_OUTER_BLOCK
+    np.testing.assert_allclose(t.numpy(), x.sum(0), rtol=1e-5, atol=1e-4)
+    narrow = ug.tensor(x[:, :256], device="cpu").sum(0)
+    assert int(np.prod(dev.lower(_kernel(narrow)).global_size)) == 256 // plugin.OUTER_BLOCK
+    sm = ug.tensor(x, device="cpu").softmax(0).numpy()
+    e = np.exp(x - x.max(0))
+    np.testing.assert_allclose(sm, e / e.sum(0), rtol=1e-5, atol=1e-6)
