@@ -361,6 +361,120 @@ def test_jit_output_used_in_further_ops(device, close):
         close(y.sum() + y[0], np.exp(a).sum() + np.exp(a[0]), rtol=1e-5)
 
 
+def test_jit_key_alternating_shapes_and_dtypes(device, close, require_dtype):
+    # the replay compares each call's key with the last one first: a change of shape or dtype
+    # in between (and back) must still find the right trace every time
+    require_dtype(np.int32)
+    f = ug.jit(lambda a, b: a * b + a)
+    for shape, dt in [((4,), np.float32), ((4,), np.float32), ((2, 2), np.float32), ((4,), np.float32),
+                      ((4,), np.int32), ((4,), np.float32), ((5,), np.float32), ((4,), np.int32)]:
+        a, b = (np.arange(int(np.prod(shape))).reshape(shape) + k for k in (1, 2))
+        a, b = a.astype(dt), b.astype(dt)
+        got = f(ug.tensor(a, device=device), ug.tensor(b, device=device))
+        close(got, a * b + a)
+
+
+def test_jit_key_python_arguments_by_type_and_value(device, close, require_dtype):
+    # python arguments that compare equal but trace differently get traces of their own:
+    # 2 and 2.0 and True (the result's dtype), 0.0 and -0.0 (the sign of a zero product)
+    require_dtype(np.int32)
+    f = ug.jit(lambda x, s: x * s)
+    a = np.arange(1, 5, dtype=np.int32)
+    x = ug.tensor(a, device=device)
+    for s in [2, 2, 2.0, 2, True, 2.0]:
+        close(f(x, s), (x * s).numpy())  # the eager result, dtype included
+    y = ug.tensor(np.ones(3, np.float32), device=device)
+    for s in [0.0, -0.0, 0.0, -0.0]:
+        got = f(y, s).numpy()
+        assert np.array_equal(np.signbit(got), np.signbit(np.ones(3, np.float32) * s)), (s, got)
+    h = ug.jit(lambda x, arr: x + ug.tensor(arr, device=device).sum())
+    big = np.zeros(5000, np.float32)
+    for k in range(3):  # numpy arrays: by value, also where their repr elides the middle
+        arr = big.copy()
+        arr[2500] = k
+        close(h(y, arr), np.ones(3, np.float32) + k)
+    g = ug.jit(lambda x, k: x + k)
+    b = rand((3,))
+    z = ug.tensor(b, device=device)
+    for k in [(1, 2), (1.5, 2), [1, 2]]:  # a non-tensor argument in the middle of tensors
+        close(g(z, float(sum(k))), b + float(sum(k)))
+        close(g(z, ug.tensor(np.float32(sum(k)), device=device)), b + np.float32(sum(k)))
+
+
+def test_jit_same_tensor_twice_then_different_tensors(device, close):
+    # a trace made with one tensor in two places reads one buffer for both: calls with two
+    # different tensors must not replay it (and the other way round)
+    f = ug.jit(lambda x, y: x * 2 + y)
+    a, b = rand((5,)), rand((5,))
+    x, y = ug.tensor(a, device=device), ug.tensor(b, device=device)
+    for p, q, pa, qa in [(x, x, a, a), (x, y, a, b), (y, x, b, a), (x, x, a, a), (y, y, b, b), (x, x[:], a, a)]:
+        close(f(p, q), pa * 2 + qa)
+    g = ug.jit(lambda x, y: x * 2 + y)
+    for p, q, pa, qa in [(x, y, a, b), (x, x, a, a), (y, x, b, a), (y, y, b, b)]:
+        close(g(p, q), pa * 2 + qa)
+
+
+def test_jit_results_stay_valid_across_many_replays(device, close):
+    # each replay writes a new buffer (freed buffers are reused): results that are still
+    # referenced keep their values, also when others were dropped in between
+    f = ug.jit(lambda a, b: (a + b) * 0.5)
+    kept = []
+    for i in range(40):
+        a, b = rand((16,)), rand((16,))
+        out = f(ug.tensor(a, device=device), ug.tensor(b, device=device))
+        if i % 3 == 0:
+            kept.append((out, (a + b) * 0.5))
+        del out
+    chained = ug.tensor(np.ones(16, np.float32), device=device)
+    for _ in range(5):  # outputs fed back as inputs
+        chained = f(chained, chained)
+    for out, want in kept:
+        close(out, want)
+    close(chained, np.ones(16, np.float32))
+
+
+def test_jit_output_shared_by_a_view_is_not_overwritten(device, close):
+    # a replay's output and a tensor on the same node: assigning through one of them must not
+    # change what the other reads, and assigning to the output itself still works
+    f = ug.jit(lambda a: a * 2)
+    a, c = rand((6,)), rand((6,))
+    x = ug.tensor(a, device=device)
+    for _ in range(3):
+        y = f(x)
+    v = y[:]                      # the same node as y
+    v.assign(ug.tensor(c, device=device))
+    close(y, a * 2)
+    close(v, c)
+    y2 = f(x)
+    before = y2[:]
+    y2[1:3] = 0.0
+    y2.assign(ug.tensor(c, device=device) + y2)
+    e = a * 2
+    e[1:3] = 0.0
+    close(y2, c + e)
+    close(before, a * 2)
+    w = f(x)[:]                   # the output itself dropped at once: its view still reads it
+    w.assign(ug.tensor(c, device=device))
+    close(w, c)
+
+
+def test_jit_replays_on_several_threads(device, close):
+    from concurrent.futures import ThreadPoolExecutor
+
+    f = ug.jit(lambda a, b: a * b + 1)
+    inputs = [(rand((32,)), rand((32,))) for _ in range(8)]
+    f(ug.tensor(inputs[0][0], device=device), ug.tensor(inputs[0][1], device=device))
+
+    def work(i: int) -> bool:
+        a, b = inputs[i % len(inputs)]
+        x, y = ug.tensor(a, device=device), ug.tensor(b, device=device)
+        outs = [f(x, y) for _ in range(50)]
+        return all(np.allclose(o.numpy(), a * b + 1, rtol=1e-5) for o in outs)
+
+    with ThreadPoolExecutor(4) as pool:
+        assert all(pool.map(work, range(16)))
+
+
 # --------------------------------------------------------------------------- realize / schedule
 def test_realize_several_outputs(device, close):
     a, b = rand((4, 5)), rand((5, 3))

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class Node:
-    __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "buffer", "_readers", "__weakref__")
+    __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "buffer", "_readers", "_creator", "__weakref__")
 
     def __init__(self, op: Op, srcs: tuple["Node", ...], arg: Any, shape: tuple[int, ...], dtype: np.dtype, device: str):
         self.op = op
@@ -35,6 +35,11 @@ class Node:
         # (weak references in a list: cheap to create, and a WeakSet would compare tensors
         # with their elementwise ==)
         self._readers: list[weakref.ref[Any]] = []
+        # the id of a tensor made together with this node that is not in `_readers` (ug.jit
+        # replay outputs, see Tensor._maker: a weak reference costs more than the rest of the
+        # output), until it moves on to another node (Tensor._replace_node); 0: none. Its id is
+        # all the node knows of it, so assign takes it for a live reader of this node meanwhile.
+        self._creator = 0
         for src in srcs:
             src.add_reader(self)
 
@@ -82,6 +87,7 @@ def buffer_node(buffer: "Buffer", shape: tuple[int, ...], device: str) -> Node:
     node.op, node.srcs, node.arg, node.shape, node.dtype, node.device = Op.BUFFER, (), None, shape, buffer.dtype, device
     node.buffer = buffer
     node._readers = []
+    node._creator = 0
     return node
 
 

@@ -127,6 +127,10 @@ def _unflatten(flat: list[Tensor], structure: Any) -> Any:
 
 def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     traces: dict[Any, _Trace] = {}
+    # traces of calls that passed one tensor in several places, by key and how the tensors
+    # repeat (see _repeats): such a trace reads one buffer for all of them, so it is right only
+    # for calls that repeat them the same way (a trace of distinct tensors is right for any call)
+    repeated: dict[Any, _Trace] = {}
     # the key and fast replay of the last call that took the fast path with tensors only as
     # arguments: most calls repeat the previous call's signature, and comparing two keys costs
     # less than hashing one. Such a key holds only shapes, dtypes and device names, whose ==
@@ -162,6 +166,15 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
             return trace.fast(args)
         tensors = [a for a in args if type(a) is Tensor]
         if trace is None:
+            repeats = _repeats(tensors)
+            if repeats:
+                rkey = (key, repeats)
+                trace = repeated.get(rkey)
+                if trace is None:
+                    trace, result = _trace(fn, args, kwargs, tensors)
+                    repeated[rkey] = trace
+                    return result
+                return trace.fast(args) if trace.fast is not None else _replay(trace, tensors)
             trace, result = _trace(fn, args, kwargs, tensors)
             traces[key] = trace
             return result
@@ -171,16 +184,27 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+def _repeats(tensors: list[Tensor]) -> tuple[int, ...]:
+    """For each tensor argument, the position of the first one with the same node; () when
+    they all differ."""
+    first: dict[int, int] = {}
+    where = tuple(first.setdefault(id(t._node), i) for i, t in enumerate(tensors))
+    return where if len(first) < len(tensors) else ()
+
+
 def _static_key(value: Any) -> Any:
     """A non-tensor argument, as part of the key: with its type, so that values that compare
     equal but trace differently (1, 1.0 and True give different dtypes) get traces of their own;
     floats by repr (0.0 and -0.0 differ; a nan equals itself); tuples and lists item by item;
+    numpy arrays by dtype, shape and bytes (their repr elides the middle of a big one);
     anything else unhashable by repr."""
     kind = type(value)
     if kind is tuple or kind is list:
         return (kind, tuple(_static_key(v) for v in value))
     if isinstance(value, (float, complex, np.floating, np.complexfloating)):
         return (kind, repr(value))
+    if isinstance(value, np.ndarray):
+        return (kind, value.dtype.str, value.shape, value.tobytes())
     try:
         hash(value)
     except TypeError:

@@ -381,6 +381,8 @@ def _in_place_assigns(nodes: list[Node], targets: list[Node]) -> set[Node]:
         target, value = node.srcs
         if _reads(value, target):
             continue  # the write kernel would read what it overwrites
+        if target._creator:
+            continue  # a tensor made with the target (a ug.jit output) may still read it
         safe = True
         for reader in target.readers():
             if reader is node:

@@ -234,7 +234,8 @@ class Tensor:
         fair share of the per-call cost. Everything but the allocation is worked out here, and
         a call is one Python frame: the buffer's handle comes from the device's
         `handle_allocator` for this size, and the buffer, the node and the tensor are built
-        without their __init__ (the node's reader list is made with its one entry)."""
+        without their __init__. The tensor is the node's creator rather than a weakly
+        referenced reader (see Node._creator)."""
         dtype = np.dtype(dtype)
         take, allocate, release = device.handle_allocator((size if size > 0 else 1) * dtype.itemsize)
 
@@ -256,9 +257,10 @@ class Tensor:
             node.dtype = dtype
             node.device = device_name
             node.buffer = buffer
+            node._readers = []
             t = _new_tensor(Tensor)
             t._node = node
-            node._readers = [_weakref(t)]
+            node._creator = id(t)
             return t
         return make
 
@@ -267,6 +269,9 @@ class Tensor:
         return self._node
 
     def _replace_node(self, node: Node) -> None:
+        old = self._node
+        if old._creator == id(self):  # made with `old` (see Node._creator): now it no longer reads it
+            old._creator = 0
         self._node = node  # the old node's weak ref to this tensor is skipped: its node moved on
         node.add_reader(self)
 
@@ -688,9 +693,8 @@ def custom(fn: Callable[..., Any], inputs: Iterable[Tensor], shape: Any, dtype: 
     return Tensor(graph.custom(fn, tuple(t._node for t in inputs), _shape_arg(shape), dt, device))
 
 
-# bound once for Tensor._maker: object.__new__, weakref.ref, and Op.BUFFER (reading an enum
-# member off its class goes through the enum's metaclass: several times a global's cost)
+# bound once for Tensor._maker: object.__new__, and Op.BUFFER (reading an enum member off its
+# class goes through the enum's metaclass: several times a global's cost)
 _new_node = Node.__new__
 _new_tensor = Tensor.__new__
-_weakref = weakref.ref
 _BUFFER = Op.BUFFER

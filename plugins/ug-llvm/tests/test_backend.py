@@ -212,6 +212,47 @@ def test_aligned_buffers_and_pool_reuse(dev):
     assert again.handle.ptr == ptr  # reused from the pool
 
 
+def test_handle_allocator_pools_small_blocks(dev):
+    # ug.jit's per-size allocator: take (the size's free list pop), allocate (a new block),
+    # free (the list's append); blocks are their addresses and stay 64-byte aligned
+    take, allocate, free = dev.handle_allocator(256)
+    blocks = [allocate() for _ in range(3)]
+    assert all(isinstance(b, int) and b == b.ptr and b.ptr % 64 == 0 and b.capacity == 256 for b in blocks)
+    used = dev.memory_usage()
+    for b in blocks:
+        free(b)
+    assert dev.memory_usage() == used - 3 * 256
+    assert take() == blocks[-1]  # the last one freed comes back first
+    assert dev.memory_usage() == used - 2 * 256
+    # a big size goes through allocate/free (bounded pool) instead
+    take_big, allocate_big, free_big = dev.handle_allocator(1 << 20)
+    big = take_big()
+    assert big.capacity == 1 << 20
+    free_big(big)
+
+
+@pytest.mark.parametrize("n", [100, 1 << 19], ids=["serial", "parallel"])
+def test_handle_launcher_runs_the_whole_range(dev, n):
+    a = np.arange(n, dtype=np.float32)
+    x = ug.tensor(a, device="cpu").realize()
+    kernel = _kernel(x * 2 + 1)
+    program = dev.compile(kernel)
+    bufs = [x.node.buffer if not arg.output else Buffer(dev, arg.size, arg.dtype) for arg in kernel.args]
+    pack, call = dev.handle_launcher(program)
+    call(pack(*[b.handle for b in bufs]))
+    out = next(b for b, arg in zip(bufs, kernel.args) if arg.output)
+    np.testing.assert_array_equal(out.numpy(), a * 2 + 1)
+
+
+def test_tiny_kernels_prefer_narrow_vectors(dev):
+    # below HOLD_GIL_WORK a kernel is vectorized with 128-bit vectors (see TINY_VECTOR_BITS);
+    # bigger ones keep the target's width. Both get the `.all` entry (the whole range).
+    tiny = dev.render(_kernel(ug.tensor(np.ones(64, np.float32), device="cpu") * 2 + 1))
+    big = dev.render(_kernel(ug.tensor(np.ones(1 << 16, np.float32), device="cpu") * 2 + 1))
+    assert '"prefer-vector-width"="128"' in tiny and "prefer-vector-width" not in big
+    assert re.search(r"define void @ug_\w+\.all\(ptr %args\)", tiny) and ".all(ptr %args)" in big
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.float16])
 def test_matmul_strided_and_batched(dtype):
     rng = np.random.default_rng(0)

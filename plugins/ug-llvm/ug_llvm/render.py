@@ -56,11 +56,12 @@ def const_text(value, ty: str) -> str:
 
 
 class _Renderer:
-    def __init__(self, program: LoopProgram, name: str, noalias: bool, cpu: str, features: str):
+    def __init__(self, program: LoopProgram, name: str, noalias: bool, cpu: str, features: str, vector_bits: int = 0):
         self.p = program
         self.name = name
         self.noalias = noalias
         self.cpu, self.features = cpu, features
+        self.vector_bits = vector_bits
         self.val: dict[int, str] = {}
         self.ty: dict[int, str] = {}
         self.lines: list[str] = []
@@ -114,8 +115,9 @@ class _Renderer:
             f"  %a{i}.p = getelementptr ptr, ptr %args, i64 {i}\n  %a{i} = load ptr, ptr %a{i}.p, align 8"
             for i in range(len(p.params)))
         call_args = ", ".join([f"ptr %a{i}" for i in range(len(p.params))] + ["i64 %start", "i64 %end"])
+        width = f' "prefer-vector-width"="{self.vector_bits}"' if self.vector_bits else ""
         fn_attrs = (f'attributes #0 = {{ nounwind "target-cpu"="{self.cpu}" "target-features"="{self.features}" '
-                    f'"no-trapping-math"="true" }}\n')
+                    f'"no-trapping-math"="true"{width} }}\n')
         out = [
             f"; ug kernel {p.name}: global={p.global_size} target={p.target} noalias={self.noalias}",
             f"define internal void @{self.name}.body({', '.join(params + ['i64 %start', 'i64 %end'])}) #0 {{",
@@ -583,13 +585,14 @@ _HELPERS = {"ipow_i32": lambda: _ipow("i32"), "ipow_i64": lambda: _ipow("i64")}
 
 
 def render(program: LoopProgram, name: str, *, noalias: bool = True, triple: str = "", data_layout: str = "",
-           cpu: str = "", features: str = "") -> str:
+           cpu: str = "", features: str = "", vector_bits: int = 0) -> str:
     """The LLVM module (text) for one loop program; the entry point is `@name` (args, start, end),
-    and `@name.all` (args) runs the whole range."""
+    and `@name.all` (args) runs the whole range. `vector_bits`: the vector width the vectorizers
+    should prefer (0: the target's choice)."""
     head = []
     if triple:
         head.append(f'target triple = "{triple}"')
     if data_layout:
         head.append(f'target datalayout = "{data_layout}"')
-    body = _Renderer(program, name, noalias, cpu, features).render()
+    body = _Renderer(program, name, noalias, cpu, features, vector_bits).render()
     return "\n".join(head) + "\n\n" + body

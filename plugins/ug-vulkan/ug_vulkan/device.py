@@ -3,17 +3,22 @@
 Work is recorded into one command buffer (a compute->compute memory barrier between
 dispatches) and submitted when the host needs a result (copy in/out, synchronize) or the
 batch is full. Descriptor sets come from a pool that is reset after each submission.
+The command buffer, queue, pools and the Python-side caches are shared, so every entry point
+the core calls holds the device's lock (Vulkan requires external synchronization of them;
+two threads recording at once crash the driver).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
 import subprocess
 import tempfile
+import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable, TypeVar
 
 import numpy as np
 
@@ -28,6 +33,7 @@ from .codegen import Caps, RenderError, render
 from .memory import HOST_VISIBLE, MemoryPlan, choose_memory, size_class
 
 VERSION = "1"
+_F = TypeVar("_F", bound=Callable[..., Any])
 MAX_BATCH = 256          # dispatches recorded before a submission is forced
 POOL_SETS = 512          # descriptor sets per pool
 POOL_BINDINGS = 8192     # storage-buffer descriptors per pool
@@ -95,6 +101,16 @@ class Pipeline:
     spirv: bytes
 
 
+def _serialized(method: _F) -> _F:
+    """Run `method` holding the device's lock (reentrant: a free() from a buffer's __del__ may
+    happen inside another entry point on the same thread)."""
+    @functools.wraps(method)
+    def locked(self: "VulkanDevice", *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return method(self, *args, **kwargs)
+    return locked  # type: ignore[return-value]
+
+
 def _disabled() -> set[str]:
     """UG_VULKAN_DISABLE=int64,float64,float16,int8storage,mapped: pretend the device lacks these
     (tests; `mapped` forces device buffers + a staging buffer, as on a discrete GPU)."""
@@ -108,6 +124,7 @@ class VulkanDevice(Device):
     def __init__(self, validate: bool | None = None, disable: set[str] | None = None) -> None:
         """validate: run spirv-val on every module (default: $UG_VULKAN_VALIDATE); disable: features
         to pretend the device lacks (default: $UG_VULKAN_DISABLE), to exercise the fallbacks."""
+        self._lock = threading.RLock()
         vk = self.vk = _load_vulkan()
         if validate is None:
             validate = os.environ.get("UG_VULKAN_VALIDATE", "") not in ("", "0")
@@ -289,6 +306,7 @@ class VulkanDevice(Device):
         self.pool.clear()
         self.pooled_bytes = 0
 
+    @_serialized
     def allocate(self, nbytes: int) -> VkBuffer:
         nbytes = max(4, -(-nbytes // 4) * 4)
         if nbytes > self.max_storage_range:
@@ -308,6 +326,7 @@ class VulkanDevice(Device):
         self.allocated += nbytes
         return b
 
+    @_serialized
     def free(self, handle: VkBuffer) -> None:
         self.allocated -= handle.nbytes
         if self.pooled_bytes + handle.capacity > POOL_CACHE_BYTES:
@@ -336,6 +355,7 @@ class VulkanDevice(Device):
         self.pending += 1
         self.synchronize()
 
+    @_serialized
     def copy_in(self, handle: VkBuffer, src: np.ndarray) -> None:
         self.synchronize()
         data = src.view(np.uint8).reshape(-1)
@@ -346,6 +366,7 @@ class VulkanDevice(Device):
         stage.mapped[: data.size] = data  # type: ignore[index]
         self._copy(stage, handle, -(-data.size // 4) * 4)
 
+    @_serialized
     def copy_out(self, handle: VkBuffer, dst: np.ndarray) -> None:
         self.synchronize()
         out = dst.view(np.uint8).reshape(-1)
@@ -375,6 +396,7 @@ class VulkanDevice(Device):
         except RenderError as e:
             return f"{program}\n\n<not renderable: {e}>"
 
+    @_serialized
     def compile(self, kernel: Kernel) -> Program:
         program = self.lower(kernel)
         return self._compile_program(program, kernel.name)
@@ -473,6 +495,7 @@ class VulkanDevice(Device):
         vk.vkCmdDispatch(self.cmd, *pipe.groups)
         self.pending += 1
 
+    @_serialized
     def synchronize(self) -> None:
         if not self.recording:
             return
@@ -493,11 +516,13 @@ class VulkanDevice(Device):
         self.recording = False
         self.pending = 0
 
+    @_serialized
     def run(self, program: Program, buffers: list[Buffer]) -> None:
         if program.handle is None:
             return
         self._dispatch(program.handle, [b.handle for b in buffers])
 
+    @_serialized
     def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
         if out.size == 0:
             return
