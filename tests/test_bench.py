@@ -19,3 +19,24 @@ def test_bench_cli_quick(capsys):
     assert main(["--device", "ref", "--workloads", "W1,W8a", "--scale", "256", "--repeat", "1", "--no-torch-compile"]) == 0
     out = capsys.readouterr().out
     assert "machine:" in out and "W1" in out and "W8a" in out and "ug:ref" in out
+
+
+def test_bench_command_quiets_openblas_spinning(monkeypatch):
+    # `ug bench` restarts itself with OpenBLAS's idle threads sleeping (their spinning halves
+    # the speed of whatever is timed after numpy); --blas-spin or a set variable keep it as is
+    import subprocess
+    import sys
+
+    from ug_core.bench import BLAS_SPIN_ENV, quiet_blas_command
+
+    monkeypatch.delenv(BLAS_SPIN_ENV, raising=False)
+    assert quiet_blas_command(["--repeat", "1"])[-2:] == ["--repeat", "1"]
+    assert quiet_blas_command(["--blas-spin"]) is None
+    monkeypatch.setenv(BLAS_SPIN_ENV, "28")
+    assert quiet_blas_command([]) is None
+    monkeypatch.delenv(BLAS_SPIN_ENV)
+    done = subprocess.run([sys.executable, "-c", "import sys; from ug_core.cli import main; sys.exit(main())",
+                           "bench", "--device", "ref", "--workloads", "W8a", "--scale", "256", "--repeat", "1",
+                           "--no-torch-compile"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert f"{BLAS_SPIN_ENV}=4" in done.stdout and "ug:ref" in done.stdout

@@ -14,6 +14,7 @@ import math
 import os
 import platform
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -21,6 +22,16 @@ from typing import Any, Callable
 import numpy as np
 
 import ug_core as ug
+
+# numpy's OpenBLAS keeps its threads spinning for 2^OPENBLAS_THREAD_TIMEOUT cycles (default 2^28,
+# about 0.1 s) after each call. On a 2-core machine that halves the speed of whatever threaded
+# code runs next: a 1024^3 matmul, by ug or by torch, took 21-23 ms right after numpy's and
+# 11-13 ms after anything else, while numpy after ug or torch was unaffected. Round-robin timing
+# puts an implementation right after numpy in every round, so `ug bench` runs with OpenBLAS's
+# threads going to sleep as soon as they are idle (the variable is read when OpenBLAS loads:
+# the command restarts itself with it set; --blas-spin keeps the default).
+BLAS_SPIN_ENV = "OPENBLAS_THREAD_TIMEOUT"
+BLAS_SPIN_QUIET = "4"
 
 
 @dataclass
@@ -282,7 +293,27 @@ def machine_line() -> str:
         versions.append(f"torch {torch.__version__}")
     except ImportError:
         versions.append("torch not installed")
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {', '.join(versions)}, ug devices {ug.devices()}"
+    spin = os.environ.get(BLAS_SPIN_ENV, "unset")
+    return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {', '.join(versions)}, "
+            f"{BLAS_SPIN_ENV}={spin}, ug devices {ug.devices()}")
+
+
+def quiet_blas_command(argv: list[str]) -> list[str] | None:
+    """The command line to restart `ug bench` with OpenBLAS's idle threads sleeping (see
+    BLAS_SPIN_ENV), or None when that is already so or not wanted (--blas-spin)."""
+    if "--blas-spin" in argv or BLAS_SPIN_ENV in os.environ:
+        return None
+    return [sys.executable, "-m", "ug_core.bench", *argv]
+
+
+def _relaunched_main(argv: list[str]) -> int:
+    """`ug bench` / `python -m ug_core.bench` from a command line: restarts the process once
+    with BLAS_SPIN_ENV set (it must be set before numpy loads OpenBLAS), then runs main."""
+    command = quiet_blas_command(argv)
+    if command is not None:
+        sys.stdout.flush()
+        os.execve(sys.executable, command, {**os.environ, BLAS_SPIN_ENV: BLAS_SPIN_QUIET})
+    return main(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -292,6 +323,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=int, default=1, help="divide problem sizes by this (quick runs)")
     parser.add_argument("--repeat", type=int, default=7, help="timed samples per implementation (median is reported)")
     parser.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile (it compiles for a long time)")
+    parser.add_argument("--blas-spin", action="store_true",
+                        help=f"keep OpenBLAS's idle threads spinning (by default `ug bench` sets {BLAS_SPIN_ENV}={BLAS_SPIN_QUIET}: "
+                             "their spinning halves the speed of the implementation timed after numpy)")
     args = parser.parse_args(argv)
     devices = args.device or [d for d in ug.devices() if d != "ref"] or ["ref"]
     names = args.workloads.split(",") if args.workloads else None
@@ -304,3 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"MISMATCH against numpy: {bad}")
         return 1
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_relaunched_main(sys.argv[1:]))
