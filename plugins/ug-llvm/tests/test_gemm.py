@@ -246,11 +246,31 @@ def test_units_are_shared_dynamically(gemm):
     rng = np.random.default_rng(11)
     a, b = _rand(rng, (500, 300), gemm.cfg.dtype), _rand(rng, (300, 70), gemm.cfg.dtype)
     p = Problem.from_views(a.shape, (300, 1), 0, b.shape, (70, 1), 0)
-    mc, blocks = gemm.plan(p, 4)
-    assert blocks >= 4 * 2 and mc % gemm.cfg.mr == 0   # several blocks per thread to share out
+    starts = gemm.plan(p, 4)
+    sizes = np.diff(starts)
+    assert len(sizes) >= 4 * 2 and starts[0] == 0 and starts[-1] == 500   # several blocks per thread to share out
+    assert all(s % gemm.cfg.mr == 0 for s in starts[:-1]) and (sizes > 0).all()
+    assert sizes[0] > sizes[-1]   # guided: the last blocks are the small ones
     out = np.full((500, 70), np.nan, gemm.cfg.dtype)
     ran = []
     gemm.run(p, a.ctypes.data, b.ctypes.data, out.ctypes.data, _alloc, lambda h: None,
              lambda fn, threads: (ran.append(threads), fn(0)), 4)
     assert ran == [4, 4]
     _check(out, a, b)
+
+
+@pytest.mark.parametrize("m,threads,batch", [(1024, 2, 1), (2048, 2, 1), (500, 4, 1), (7, 2, 1), (96, 2, 3), (300, 2, 8), (1000, 1, 1)])
+def test_row_block_plans(gemm, m, threads, batch):
+    """Plans cover the rows once, in MR multiples, within the A workspace (mc_max rows); with
+    threads and few batch entries they shrink towards the end, so the last block a thread may
+    wait for is small."""
+    p = Problem.from_views((batch, m, 64), (m * 64, 64, 1), 0, (batch, 64, 64), (4096, 64, 1), 0)
+    starts = list(gemm.plan(p, threads))
+    sizes = np.diff(starts)
+    mr = gemm.cfg.mr
+    assert starts[0] == 0 and starts[-1] == m and (sizes > 0).all() and (sizes <= gemm.cfg.mc_max).all()
+    assert all(s % mr == 0 for s in starts[:-1])
+    if threads > 1 and batch < 4 * threads and m >= 64 * mr:
+        assert sizes[-1] <= 2 * mr < sizes[0] and list(sizes) == sorted(sizes, reverse=True)
+    if threads == 1:
+        assert max(sizes) - min(sizes) < 2 * mr   # even blocks (the last may end in a partial panel)
