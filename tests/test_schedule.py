@@ -279,3 +279,28 @@ def test_long_reduction_over_few_rows_is_split_in_two_stages(device):
     # short reductions and reductions over many rows stay one kernel
     assert n_kernels(ug.schedule(ug.tensor(a[:1000], device=device).sum())) == 1
     assert n_kernels(ug.schedule(ug.tensor(a.reshape(512, 512), device=device).sum(1))) == 1
+
+
+def test_merged_outputs_never_depend_on_each_other_in_a_circle(device, close):
+    # found by test_random_graphs: the elementwise outputs a = |x| and c = |x.sum()| share an
+    # iteration space, and so do the reductions s = x.sum() and softmax(a); merging both pairs
+    # would make each kernel need the other (c needs s, softmax(a) needs a)
+    x0 = np.array([0.5], np.float32)
+    x = ug.tensor(x0, device=device)
+    a, s = x.abs(), x.sum(axis=None, keepdims=True)
+    others = [x.abs(), x.abs(), x.abs()]
+    c, sm = s.abs(), a.softmax(0)
+    ug.realize(a, s, *others, c, sm)
+    close(c, np.abs(x0.sum(keepdims=True)))
+    close(sm, np.ones(1, np.float32))
+    for t in [a, *others]:
+        close(t, np.abs(x0))
+    # a larger one of the same shape: two rows of kernels, each needing the other's
+    y0 = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
+    y = ug.tensor(y0, device=device)
+    e1, r1 = y.exp(), y.sum(axis=1, keepdims=True)
+    e2 = r1 * 2 + y
+    r2 = e1.max(axis=1, keepdims=True)
+    ug.realize(e1, r1, e2, r2)
+    close(e2, y0.sum(1, keepdims=True) * 2 + y0, rtol=1e-5, atol=1e-5)
+    close(r2, np.exp(y0).max(1, keepdims=True))

@@ -446,16 +446,20 @@ def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[N
     # ... then merge independent roots with the same iteration space into one kernel
     deps = _dependencies(singles)
     groups: list[list[Node]] = []
+    group_of: dict[Node, int] = {}
     for node in kernel_nodes:
         k = singles[node].kernel
-        for group in groups:
+        for gi, group in enumerate(groups):
             head = singles[group[0]].kernel
             if (node.op is not Op.ASSIGN and group[0].op is not Op.ASSIGN and group[0].device == node.device
                     and (head.outer, head.axes) == (k.outer, k.axes)
-                    and all(m not in deps[node] and node not in deps[m] for m in group)):
+                    and all(m not in deps[node] and node not in deps[m] for m in group)
+                    and not _merge_makes_cycle(gi, node, groups, group_of, deps)):
                 group.append(node)
+                group_of[node] = gi
                 break
         else:
+            group_of[node] = len(groups)
             groups.append([node])
     items: list[Item] = []
     for group in groups:
@@ -468,6 +472,29 @@ def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[N
             item.alias = {node: node.srcs[0]}
         items.append(item)
     return items
+
+
+def _merge_makes_cycle(gi: int, node: Node, groups: list[list[Node]], group_of: dict[Node, int],
+                       deps: dict[Node, set[Node]]) -> bool:
+    """Whether adding `node` to group `gi` would make the kernels depend on each other in a
+    circle: a member of one kernel needing another kernel whose member needs the first (e.g.
+    x.abs() and y.abs() with y = x.sum() in a kernel that also reads x.abs() for a softmax).
+    Members are independent of each other (checked before), but merging groups adds paths
+    that the node-level dependencies do not show, so this walks the kernels' graph."""
+    def needs(members: list[Node]) -> set[int]:
+        return {group_of[d] for m in members for d in deps[m] if d in group_of}
+
+    todo = list(needs(groups[gi] + [node]) - {gi})
+    seen = set(todo)
+    while todo:
+        h = todo.pop()
+        after = needs(groups[h])
+        if gi in after or any(node in deps[m] for m in groups[h]):
+            return True  # kernel h, which the merged kernel needs, needs the merged kernel
+        for nxt in after - seen:
+            seen.add(nxt)
+            todo.append(nxt)
+    return False
 
 
 def _named(k: Kernel) -> Kernel:
