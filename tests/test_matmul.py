@@ -167,3 +167,70 @@ def test_matmul_identity(device, close):
 def test_larger_matmul(device, close):
     a, b = rand((200, 300)), rand((300, 150))
     close(ug.tensor(a, device=device) @ ug.tensor(b, device=device), a @ b, rtol=1e-4, atol=1e-3)
+
+
+# --- epilogues: the elementwise kernel right after a matmul, which a device may run on each
+# block of the product's rows as it is done (Device.matmul_epilogue); results must not depend
+# on whether it does
+def test_epilogue_bias_activation_shapes(device, close, require_dtype):
+    rng = np.random.default_rng(5)
+    for m, k, n in [(64, 40, 72), (130, 33, 257), (9, 16, 8), (3, 5, 20), (257, 64, 16)]:
+        a, w, bias = (rng.standard_normal(s, dtype=np.float32) for s in ((m, k), (k, n), (n,)))
+        x, wt, bt = (ug.tensor(v, device=device) for v in (a, w, bias))
+        close((x @ wt + bt).relu(), np.maximum(a @ w + bias, 0), rtol=1e-4, atol=1e-4)
+        close((x @ wt) * 0.5 - (x @ wt).exp() * 0 + 1, (a @ w) * 0.5 + 1, rtol=1e-4, atol=1e-4)
+    require_dtype(np.float64)
+    a, w = rng.standard_normal((96, 48)), rng.standard_normal((48, 80))
+    close((ug.tensor(a, device=device) @ ug.tensor(w, device=device)).tanh() * 2, np.tanh(a @ w) * 2, rtol=1e-9, atol=1e-9)
+
+
+def test_epilogue_batched_and_folded(device, close):
+    rng = np.random.default_rng(6)
+    a, b, c = (rng.standard_normal(s, dtype=np.float32) for s in ((3, 40, 24), (3, 24, 36), (3, 40, 36)))
+    A, B, C = (ug.tensor(v, device=device) for v in (a, b, c))
+    close(A @ B * 2 + C, a @ b * 2 + c, rtol=1e-4, atol=1e-4)
+    w, bias = rng.standard_normal((24, 50), dtype=np.float32), rng.standard_normal((50,), dtype=np.float32)
+    W, Bias = ug.tensor(w, device=device), ug.tensor(bias, device=device)
+    close((A @ W + Bias).gelu(), _gelu(a @ w + bias), rtol=1e-4, atol=1e-4)   # x @ weight: one tall product
+    close((A @ W).reshape(3 * 40 * 50) + 1, (a @ w).reshape(-1) + 1, rtol=1e-4, atol=1e-4)
+
+
+def _gelu(z):
+    return (0.5 * z * (1 + np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z ** 3)))).astype(z.dtype)
+
+
+def test_epilogue_that_must_not_run_per_row_block(device, close):
+    # kernels after a matmul that read the product elsewhere than at the element they compute,
+    # or reduce it, or write an operand in place: still right (the device runs them after)
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal((48, 48), dtype=np.float32), rng.standard_normal((48, 48), dtype=np.float32)
+    A, B = ug.tensor(a, device=device), ug.tensor(b, device=device)
+    close((A @ B).T + (A @ B), (a @ b).T + a @ b, rtol=1e-4, atol=1e-4)
+    close((A @ B)[1:] + 1, (a @ b)[1:] + 1, rtol=1e-4, atol=1e-4)      # a view: not the same index space
+    close((A @ B).softmax(axis=-1), _softmax(a @ b), rtol=1e-4, atol=1e-5)
+    x = ug.tensor(a.copy(), device=device).realize()
+    x.assign(x @ B + 1)              # writes the matmul's operand: never while the product is made
+    close(x, a @ b + 1, rtol=1e-4, atol=1e-4)
+    p = A @ B
+    q = (p + 1).relu()
+    ug.realize(p, q)                 # the product is an output too
+    close(p, a @ b, rtol=1e-4, atol=1e-4)
+    close(q, np.maximum(a @ b + 1, 0), rtol=1e-4, atol=1e-4)
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def test_epilogue_float16_and_jit(device, close, require_dtype):
+    rng = np.random.default_rng(8)
+    a, w, bias = (rng.standard_normal(s, dtype=np.float32) for s in ((64, 32), (32, 48), (48,)))
+    f = ug.jit(lambda x, w, b: (x @ w + b).relu())
+    for _ in range(3):
+        close(f(*(ug.tensor(v, device=device) for v in (a, w, bias))), np.maximum(a @ w + bias, 0), rtol=1e-4, atol=1e-4)
+    require_dtype(np.float16)
+    h = [v.astype(np.float16) for v in (a, w, bias)]
+    got = (ug.tensor(h[0], device=device) @ ug.tensor(h[1], device=device) + ug.tensor(h[2], device=device)).relu()
+    want = np.maximum((h[0].astype(np.float32) @ h[1].astype(np.float32)).astype(np.float16) + h[2], 0)
+    close(got, want, rtol=2e-2, atol=2e-2)

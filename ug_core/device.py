@@ -115,6 +115,21 @@ class Device(abc.ABC):
     @abc.abstractmethod
     def matmul(self, out: "Buffer", a: "Buffer", b: "Buffer", spec: MatmulSpec) -> None: ...
 
+    def matmul_epilogue(self, out: "Buffer", a: "Buffer", b: "Buffer", spec: MatmulSpec, program: Program,
+                        buffers: list["Buffer"]) -> bool:
+        """Optional: `matmul(out, a, b, spec)` and then `run(program, buffers)` as one launch, for
+        an elementwise kernel that consumes the product (a bias, an activation): the device may
+        run the kernel on each block of C's rows as soon as the block is final, while it is still
+        in cache, instead of reading C back from memory afterwards.
+
+        The runtime offers this only when the kernel has no reductions, iterates over exactly
+        `out`'s elements (its index space has out's size) and reads `out` only at the element it
+        is computing, through the identity view, so any split of the iteration into ranges of
+        C's elements, in row-major order, is safe; its other inputs are ready and it writes no
+        operand of the matmul. Return False when not done (nothing ran): the runtime then calls
+        `matmul` and `run`. The default: False."""
+        return False
+
     def synchronize(self) -> None:
         """Wait for queued work; devices that run synchronously need not override this."""
 

@@ -2,6 +2,8 @@
 
 A `CompiledSchedule` is a list of steps over numbered buffer slots, so it can be run
 again on other buffers: `ug.jit` replays one with new inputs without scheduling again.
+A matmul followed by the elementwise kernel that consumes its product (a bias, an activation)
+becomes one step, which a device may run as one launch (`Device.matmul_epilogue`).
 """
 
 from __future__ import annotations
@@ -17,10 +19,11 @@ import numpy as np
 
 from .device import Buffer, CompileError, Device, Program
 from .graph import Node
-from .kernel_ir import Kernel
+from .kernel_ir import Kernel, toposort
+from .ops import Op
 from .plugins import registry
 from .schedule import CopyItem, CustomItem, KernelItem, MatmulItem, Schedule
-from .view import prod
+from .view import View, contiguous_strides, prod
 
 
 def debug_level() -> int:
@@ -109,8 +112,17 @@ class CompiledSchedule:
         self._slot_of: dict[int, int] = {}
         self.steps: list[_Step] = []
         self.debug = debug_level()  # read once: replays (ug.jit) must not pay for os.environ
-        for item in schedule.items:
+        items = schedule.items
+        i = 0
+        while i < len(items):
+            item = items[i]
+            after = items[i + 1] if i + 1 < len(items) else None
+            if isinstance(item, MatmulItem) and isinstance(after, KernelItem) and _is_epilogue(item, after):
+                self.steps.append(self._compile_with_epilogue(item, after))
+                i += 2
+                continue
             self.steps.append(self._compile(item))
+            i += 1
         # what `run` does, as one callable: ug.jit replays call this directly, and most traced
         # functions fuse into a single kernel, whose step function then is the whole run
         self.runner: Callable[[list[Buffer | None]], object] = self.run
@@ -193,6 +205,31 @@ class CompiledSchedule:
             return _Step(run_copy, item.describe())
         raise AssertionError(item)
 
+    def _compile_with_epilogue(self, mm: MatmulItem, item: KernelItem) -> _Step:
+        """A matmul and the elementwise kernel right after it that consumes its product, as one
+        step: `Device.matmul_epilogue` where the device takes it, else the two steps."""
+        matmul_step, kernel_step = self._compile(mm), self._compile(item)
+        launch = kernel_step.kernel
+        assert launch is not None
+        device, program, spec = launch.device, launch.program, mm.spec
+        out, a, b = (self.slot(n) for n in mm.buffers)
+        args, aliases, fresh = launch.args, launch.aliases, launch.fresh
+        alloc = self._allocator(mm.out)
+        take = operator.itemgetter(*args) if len(args) > 1 else (lambda bufs: (bufs[args[0]],))
+
+        def run_fused(bufs: list[Buffer | None]) -> None:
+            alloc(bufs)
+            for src, dst in aliases:
+                bufs[dst] = bufs[src]
+            for i, out_device, size, dtype in fresh:
+                if bufs[i] is None:
+                    bufs[i] = Buffer(out_device, size, dtype)
+            if not device.matmul_epilogue(bufs[out], bufs[a], bufs[b], spec, program,  # type: ignore[arg-type]
+                                          list(take(bufs))):
+                matmul_step.run(bufs)
+                kernel_step.run(bufs)
+        return _Step(run_fused, f"{matmul_step.describe} + epilogue {kernel_step.describe}")
+
     def run(self, bufs: list[Buffer | None]) -> list[Buffer | None]:
         if self.debug >= 1:
             return self._run_timed(bufs)
@@ -211,6 +248,30 @@ class CompiledSchedule:
             _log(f"  [{i}] {(time.perf_counter() - start) * 1e3:8.3f} ms  {step.describe}")
         _log(f"  total {(time.perf_counter() - total) * 1e3:.3f} ms")
         return bufs
+
+
+def _is_epilogue(mm: MatmulItem, item: KernelItem) -> bool:
+    """Whether `item` may run as `mm`'s epilogue (see Device.matmul_epilogue): it comes right
+    after the matmul (so its other inputs are ready), on the same device whose class offers
+    the hook, has no reductions, iterates over the product's elements and reads the product
+    only through the identity view, and writes no operand of the matmul in place."""
+    device = registry.get(mm.out.device)
+    if type(device).matmul_epilogue is Device.matmul_epilogue or item.outputs[0].device != mm.out.device:
+        return False
+    kernel = item.kernel
+    if kernel.reductions or kernel.axes or prod(kernel.outer) != prod(mm.out.shape):
+        return False
+    if any(target is mm.a or target is mm.b for target in item.alias.values()):
+        return False
+    product = {j for j, node in enumerate(item.buffers) if node is mm.out}
+    if not product:
+        return False
+    identity = (View(kernel.outer, contiguous_strides(kernel.outer), 0),)
+    for store in kernel.stores:
+        for expr in toposort(store.expr):
+            if expr.op is Op.LOAD and expr.arg[0] in product and tuple(expr.arg[1]) != identity:
+                return False
+    return True
 
 
 def run_schedule(schedule: Schedule) -> None:

@@ -293,3 +293,57 @@ def test_wide_column_reductions_use_wide_blocks(dev):
     sm = ug.tensor(x, device="cpu").softmax(0).numpy()
     e = np.exp(x - x.max(0))
     np.testing.assert_allclose(sm, e / e.sum(0), rtol=1e-5, atol=1e-6)
+
+
+def test_matmul_epilogue_runs_inside_the_gemm(dev, monkeypatch):
+    # a bias + activation after a float32/float64 matmul runs in the packed gemm, per block of
+    # rows; float16 (rounded at the end), matrix-vector shapes (numpy) and kernels that read
+    # the product elsewhere than at their own element run after it, through the plain steps
+    calls = []
+    real = dev.matmul_epilogue
+
+    def spy(*args):
+        done = real(*args)
+        calls.append(done)
+        return done
+    monkeypatch.setattr(dev, "matmul_epilogue", spy)
+    rng = np.random.default_rng(3)
+    for dtype in (np.float32, np.float64):
+        a, w, b = (rng.standard_normal(s).astype(dtype) for s in ((300, 70), (70, 90), (90,)))
+        x, wt, bt = (ug.tensor(v, device="cpu") for v in (a, w, b))
+        got = ((x @ wt + bt).relu() * 2).numpy()
+        np.testing.assert_allclose(got, np.maximum(a @ w + b, 0) * 2, rtol=1e-4, atol=1e-4)
+    assert calls == [True, True]
+    # large enough for the threads and guided row blocks: the same bits as without the epilogue
+    a, w, b = (rng.standard_normal(s, dtype=np.float32) for s in ((1500, 64), (64, 700), (700,)))
+    x, wt, bt = (ug.tensor(v, device="cpu") for v in (a, w, b))
+    fused = (x @ wt + bt).tanh().numpy()
+    plain = ((x @ wt).realize() + bt).tanh().numpy()
+    assert calls[-1] is True and np.array_equal(fused, plain)
+    calls.clear()
+    h = [v.astype(np.float16) for v in (a[:64], w, b)]
+    (ug.tensor(h[0], device="cpu") @ ug.tensor(h[1], device="cpu") + ug.tensor(h[2], device="cpu")).numpy()
+    (ug.tensor(a[:4], device="cpu") @ wt + bt).numpy()
+    assert calls == [False, False]
+    calls.clear()
+    sq = ug.tensor(a[:64, :64], device="cpu")
+    ((sq @ sq).T + 1).numpy()
+    (sq @ sq).softmax(axis=-1).numpy()
+    assert calls == []
+
+
+def test_index_division_in_32_bits_where_it_fits(dev):
+    # a broadcast's `i % n` / `i // n` is rendered in 32 bits when the index stays below 2^31
+    # (an i64 vector division by a constant is scalarized); beyond that it stays 64-bit
+    b = ug.tensor(np.arange(520, dtype=np.float32), device="cpu")
+    x = ug.tensor(np.ones((1000, 520), np.float32), device="cpu")
+    ir = dev.render(_kernel(x + b))
+    assert re.search(r"urem i32 %\w+, 520", ir) and not re.search(r"urem i64", ir)
+    np.testing.assert_array_equal((x + b).numpy(), np.ones((1000, 520), np.float32) + np.arange(520, dtype=np.float32))
+    col = ug.tensor(np.arange(1000, dtype=np.float32).reshape(1000, 1), device="cpu")
+    got = (x * col).numpy()
+    np.testing.assert_array_equal(got, np.ones((1000, 520), np.float32) * np.arange(1000, dtype=np.float32)[:, None])
+    assert re.search(r"udiv i32 %\w+, 520", dev.render(_kernel(x * col)))
+    huge = ug.full((1 << 20, 4100), 1.0, device="cpu") + ug.arange(4100, dtype=np.float32, device="cpu")
+    ir = dev.render(_kernel(huge))     # 4.3e9 elements: indices past 2^31
+    assert "urem i64" in ir and "urem i32" not in ir

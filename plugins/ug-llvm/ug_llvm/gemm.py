@@ -41,7 +41,8 @@ import numpy as np
 
 # the i64 fields of the context array, in order (PackedGemm.run fills them)
 CTX_FIELDS = ("a", "b", "c", "a_pack", "b_pack", "m", "n", "k", "rsa", "csa", "rsb", "csb", "ldc",
-              "offsets", "row_starts", "units_per_batch", "npad", "a_pack_stride", "pack_next", "gemm_next")
+              "offsets", "row_starts", "units_per_batch", "npad", "a_pack_stride", "pack_next", "gemm_next",
+              "epi_fn", "epi_args")
 _F = {name: i for i, name in enumerate(CTX_FIELDS)}
 # the smallest row block (in MR-row panels) of a guided plan (PackedGemm.plan): a block streams
 # the whole packed B through L2 once, so a tiny one is slow per row; it ends the schedule only
@@ -198,7 +199,7 @@ def _ctx_loads(b: _Builder, names: list[str]) -> dict[str, str]:
     out = {}
     for name in names:
         p = b.v(f"getelementptr inbounds i64, ptr %ctx, i64 {_F[name]}")
-        if name in ("a", "b", "c", "a_pack", "b_pack", "offsets", "row_starts"):
+        if name in ("a", "b", "c", "a_pack", "b_pack", "offsets", "row_starts", "epi_fn", "epi_args"):
             out[name] = b.v(f"load ptr, ptr {p}, align 8")
         else:
             out[name] = b.v(f"load i64, ptr {p}, align 8")
@@ -402,7 +403,8 @@ def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
     src, ses = LLVM_TYPE[cfg.source], cfg.source.itemsize
     b = _Builder(md_base=100000)
     c = _ctx_loads(b, ["a", "b_pack", "c", "a_pack", "m", "n", "k", "rsa", "csa", "ldc", "offsets", "row_starts",
-                       "units_per_batch", "npad", "a_pack_stride"])
+                       "units_per_batch", "npad", "a_pack_stride", "epi_fn", "epi_args"])
+    has_epilogue = b.v(f"icmp ne ptr {c['epi_fn']}, null")
     wo = b.v(f"mul nsw i64 %tid, {c['a_pack_stride']}")
     ap = b.v(f"getelementptr inbounds {t}, ptr {c['a_pack']}, i64 {wo}")
     npanels = b.v(f"sdiv i64 {c['npad']}, {nr}")
@@ -484,6 +486,13 @@ def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
                     ctile = b.v(f"getelementptr inbounds {t}, ptr {ccol}, i64 {co}")
                     b.emit(f"call void @{micro}(ptr {apanel}, ptr {bpanel}, i64 {kc}, ptr {ctile}, i64 {c['ldc']}, "
                            f"i64 {rows}, i64 {cols}, i1 {accumulate})")
+        # this block of C's rows is final: the epilogue kernel (a ranged kernel entry, see
+        # PackedGemm.run) over their elements, while they are still in cache
+        with b.branch(has_epilogue):
+            e0 = b.v(f"add nsw i64 {coff}, {crow0}")
+            rows_n = b.v(f"mul nsw i64 {mc}, {c['ldc']}")
+            e1 = b.v(f"add nsw i64 {e0}, {rows_n}")
+            b.emit(f"call void {c['epi_fn']}(ptr {c['epi_args']}, i64 {e0}, i64 {e1})")
     b.emit("ret void")
     head = f"define void @{name}(ptr %ctx, i64 %units, i64 %chunk, i64 %tid) #0 {{\nentry:"
     return head + "\n" + "\n".join(b.lines) + "\n}\n" + "\n".join(b.metadata)
@@ -616,9 +625,13 @@ class PackedGemm:
         return starts
 
     def run(self, p: Problem, a: int, b: int, c: int, alloc: Callable[[int], tuple[Any, int]],
-            release: Callable[[Any], None], on_threads: OnThreads, threads: int) -> None:
+            release: Callable[[Any], None], on_threads: OnThreads, threads: int,
+            epilogue: tuple[int, int] = (0, 0)) -> None:
         """C = A @ B for pointers a, b, c; `alloc(nbytes) -> (handle, pointer)` gives 64-byte
-        aligned workspaces, `release(handle)` takes them back."""
+        aligned workspaces, `release(handle)` takes them back. `epilogue`: (the address of a
+        kernel's ranged entry `void f(i8** args, i64 start, i64 end)`, the address of its
+        argument array), called on the elements [start, end) of C (row-major, over the whole
+        batch) of each block of rows as soon as they are final; (0, 0): none."""
         cfg = self.cfg
         nr = cfg.nr
         npad = -(-p.n // nr) * nr
@@ -630,7 +643,7 @@ class PackedGemm:
         b_ws, b_ptr = alloc(p.batch * p.k * npad * cfg.itemsize)
         try:
             ctx = array.array("q", (a, b, c, a_ptr, b_ptr, p.m, p.n, p.k, p.rsa, p.csa, p.rsb, p.csb, p.n,
-                                    p.offsets.buffer_info()[0], starts.buffer_info()[0], blocks, npad, a_stride, 0, 0))
+                                    p.offsets.buffer_info()[0], starts.buffer_info()[0], blocks, npad, a_stride, 0, 0, *epilogue))
             ctx_ptr = ctx.buffer_info()[0]
             pack_b, gemm = self.pack_b, self.gemm
             b_rows, units = p.batch * p.k, p.batch * blocks

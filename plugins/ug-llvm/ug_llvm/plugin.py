@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import array
 import ctypes
 import functools
 import hashlib
@@ -428,14 +429,36 @@ class CPUDevice(Device):
         else:
             dst[...] = np.matmul(av, bv)
 
-    def _packed_gemm(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, mnk: int) -> None:
+    def matmul_epilogue(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, program: Program,
+                        buffers: list[Buffer]) -> bool:
+        """The packed gemm calls the epilogue kernel's ranged entry on each block of C's rows
+        as soon as the block is final (in the gemm's threads, on rows still in cache). Only where
+        the packed gemm runs and writes `out` itself (not float16, which rounds a float32
+        workspace at the end) and the kernel's range is C's elements in order; otherwise False."""
+        m, n = spec.out_shape[-2:]
+        k = spec.a_view.shape[-1]
+        epilogue: _Kernel = program.handle
+        if not (MATMUL_IMPL == "ug" and out.size and k and a.dtype == b.dtype == out.dtype
+                and GEMM_DTYPES.get(a.dtype) == out.dtype and m >= GEMM_MIN_DIM and n >= GEMM_MIN_DIM
+                and epilogue.fn is not None and tuple(epilogue.program.global_size) == (out.size,)):
+            return False
+        handles = [buf.handle for buf in buffers]
+        entry = epilogue.entry(aliased=len(set(handles)) != len(handles))
+        args = array.array("Q", handles)  # the kernel's i8** argument, alive until the gemm returns
+        fn_addr = ctypes.cast(entry, ctypes.c_void_p).value
+        self._packed_gemm(out, a, b, spec, m * n * k, (fn_addr, args.buffer_info()[0]))
+        return True
+
+    def _packed_gemm(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, mnk: int,
+                     epilogue: tuple[int, int] = (0, 0)) -> None:
         gemm, problem, parallel = self._gemm_plan(spec, a.dtype, mnk)
         threads = self.threads if parallel and self._pool is not None else 1
         compute = gemm.cfg.dtype
         if compute == out.dtype:
             gemm.run(problem, a.handle.ptr, b.handle.ptr, out.handle.ptr, self._workspace, self.free,
-                     self._on_threads, threads)
+                     self._on_threads, threads, epilogue)
             return
+        assert epilogue == (0, 0), "float16 results are rounded at the end: no epilogue"
         # float16: float32 sums into a workspace, rounded once at the end (numpy's result)
         wide = Buffer(self, out.size, compute)
         gemm.run(problem, a.handle.ptr, b.handle.ptr, wide.handle.ptr, self._workspace, self.free,

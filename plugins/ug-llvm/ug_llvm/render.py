@@ -63,6 +63,7 @@ class _Renderer:
         self.cpu, self.features = cpu, features
         self.vector_bits = vector_bits
         self.val: dict[int, str] = {}
+        self.bounds: dict[int, int | None] = {}   # see _index_bound
         self.ty: dict[int, str] = {}
         self.lines: list[str] = []
         self.allocas: list[str] = []
@@ -251,12 +252,60 @@ class _Renderer:
         return table[op](self, ty, args)
 
     def _idiv(self, inst: Inst) -> str:  # non-negative dividend, positive divisor
-        a, b = (self.v(s) for s in inst.srcs)
-        return self.tmp(f"udiv i64 {a}, {b}")
+        return self._index_divide(inst, "udiv")
 
     def _mod(self, inst: Inst) -> str:
+        return self._index_divide(inst, "urem")
+
+    def _index_divide(self, inst: Inst, op: str) -> str:
+        """Index / and % (non-negative operands). In 32 bits when both operands are known to fit
+        (see _index_bound): a vector i64 division by a constant has no instruction and is
+        scalarized, while an i32 one is a multiply and shifts (a bias add's `i % n` cost more than
+        the rest of its kernel)."""
         a, b = (self.v(s) for s in inst.srcs)
-        return self.tmp(f"urem i64 {a}, {b}")
+        if all(_fits_i32(self._index_bound(s)) for s in inst.srcs):
+            a32, b32 = (str(src.arg) if src.opc is Opc.CONST else self.tmp(f"trunc i64 {x} to i32")
+                        for src, x in zip(inst.srcs, (a, b)))
+            return self.tmp(f"zext i32 {self.tmp(f'{op} i32 {a32}, {b32}')} to i64")
+        return self.tmp(f"{op} i64 {a}, {b}")
+
+    def _index_bound(self, inst: Inst) -> int | None:
+        """The largest value an index instruction can take (None: unknown); index values are
+        never negative here. Global ids are below the global size, loop indices below their end."""
+        key = inst.id
+        if key in self.bounds:
+            return self.bounds[key]
+        bound: int | None = None
+        if inst.opc is Opc.CONST and isinstance(inst.arg, int) and inst.arg >= 0:
+            bound = inst.arg  # (a negative constant could make a sum's bound too low: unknown)
+        elif inst.opc is Opc.SPECIAL:
+            kind, dim = inst.arg
+            if kind in (Special.GLOBAL_ID, Special.GROUP_ID) and dim < len(self.p.global_size):
+                bound = self.p.global_size[dim] - 1
+            elif kind is Special.LOCAL_ID:
+                bound = 0
+        elif inst.opc is Opc.RANGE:
+            end = self._index_bound(inst.srcs[1])
+            bound = None if end is None else end - 1
+        elif inst.opc is Opc.MOD:
+            divisor = self._index_bound(inst.srcs[1])
+            bound = None if divisor is None else divisor - 1
+        elif inst.opc is Opc.IDIV:
+            bound = self._index_bound(inst.srcs[0])
+        elif inst.opc is Opc.ALU and inst.dtype == np.int64 and inst.arg in (Op.ADD, Op.MUL, Op.MIN, Op.MAX):
+            parts = [self._index_bound(x) for x in inst.srcs]
+            known = [x for x in parts if x is not None]
+            if inst.arg is Op.MIN and known:
+                bound = min(known)
+            elif len(known) == len(parts):
+                if inst.arg is Op.ADD:
+                    bound = parts[0] + parts[1]
+                elif inst.arg is Op.MUL:
+                    bound = parts[0] * parts[1]
+                elif inst.arg is Op.MAX:
+                    bound = max(parts)
+        self.bounds[key] = bound
+        return bound
 
     def _cast(self, inst: Inst) -> str:
         return self.convert(self.v(inst.srcs[0]), REG[inst.srcs[0].dtype], REG[inst.dtype])
@@ -582,6 +631,10 @@ negative:
 
 
 _HELPERS = {"ipow_i32": lambda: _ipow("i32"), "ipow_i64": lambda: _ipow("i64")}
+
+
+def _fits_i32(bound: int | None) -> bool:
+    return bound is not None and 0 <= bound < 2**31
 
 
 def render(program: LoopProgram, name: str, *, noalias: bool = True, triple: str = "", data_layout: str = "",
