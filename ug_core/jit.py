@@ -8,7 +8,7 @@ the compiled steps.
 
 Each call returns a new output tensor, so earlier results stay valid. A function that
 compiled to one kernel keeps its last output, and when the caller has dropped it and nothing
-reads it any more (see `_ref_counts`), the next call writes into it and returns it again: that
+reads it any more (see `_measure_unreferenced`), the next call writes into it and returns it again: that
 spares building a buffer, node and tensor per call (about 1.5 us of a tiny replay). So a
 jitted function holds one output buffer between calls, as a cache.
 """
@@ -97,10 +97,12 @@ class _Trace:
         _, out_device, size, dtype = k.fresh[0]
         make_out = Tensor._maker(out_device, size, dtype, shape, device_name)
         # the last output(s), as (tensor, node, buffer), to be taken again once nothing else
-        # refers to them (see _ref_counts); one per replay running at the same time, at most
+        # refers to them (see _measure_unreferenced); one per replay running at the same time, at most
         spare: list[tuple[Tensor, Any, Any]] = []
         take_spare, keep_spare = spare.pop, spare.append
-        unreferenced = _UNREFERENCED
+        reuse = _UNREFERENCED is not None
+        rc_out, rc_node, rc_buffer = _UNREFERENCED or (-1, -1, -1)
+        refs = sys.getrefcount
 
         def replay(call_args: tuple[Any, ...]) -> Tensor:
             args = template.copy()  # a copy, not the template: replays may run on several threads
@@ -112,37 +114,31 @@ class _Trace:
                 out = make_out()
                 node, buffer = out._node, out._node.buffer
             else:
-                if _ref_counts(out, node, buffer) != unreferenced:
+                # (the same expression as in _measure_unreferenced, which measured the counts)
+                if not (out._node is node and node.buffer is buffer and refs(out) == rc_out
+                        and refs(node) == rc_node and refs(buffer) == rc_buffer):
                     out = make_out()  # still in use: a new buffer, the earlier result stays valid
                     node, buffer = out._node, out._node.buffer
             args[out_pos] = buffer.handle
             call(pack(*args))
-            if unreferenced is not None:
+            if reuse:
                 keep_spare((out, node, buffer))
             return out
         return replay
 
 
-def _ref_counts(out: Any, node: Any, buffer: Any) -> tuple[int, int, int] | None:
-    """The reference counts of a replay's last output, its node and its buffer, as its replay
-    sees them, or None when `out` no longer holds that node and buffer (an assign moved it on).
+def _measure_unreferenced() -> tuple[int, int, int] | None:
+    """The reference counts of a replay's last output, its node and its buffer, as the replay
+    reads them after taking them from its spare list, when nothing else refers to them; None
+    (no reuse) where counts cannot tell: builds without the GIL defer reference counting, and
+    a count that does not rise with an extra reference is no use.
 
     A replay makes a new output each call (buffer, node, tensor: about 1.5 us of the 3-4 us a
     tiny replay takes, mostly building the three objects and the buffer's __del__). When the
     caller has dropped the previous output and built nothing on it (no view, no lazy op, no
     assign), nothing can read its buffer any more, so the replay writes into it again and
     returns the same tensor. Any other reference (a variable, a container, a node reading it,
-    a view sharing the buffer) raises one of the counts above what `_UNREFERENCED` measured
-    on objects known to be unreferenced."""
-    if out._node is not node or node.buffer is not buffer:
-        return None
-    return sys.getrefcount(out), sys.getrefcount(node), sys.getrefcount(buffer)
-
-
-def _measure_unreferenced() -> tuple[int, int, int] | None:
-    """_ref_counts of an unreferenced (tensor, node, buffer) taken from a spare list as a
-    replay takes it, or None (no reuse) where counts cannot tell: builds without the GIL defer
-    reference counting, and a count that does not rise with an extra reference is no use."""
+    a view sharing the buffer) raises one of the counts above these."""
     if not getattr(sys, "_is_gil_enabled", lambda: True)():
         return None
 
@@ -155,6 +151,8 @@ def _measure_unreferenced() -> tuple[int, int, int] | None:
     class B:
         __slots__ = ("handle",)
 
+    refs = sys.getrefcount
+
     def probe(extra: bool) -> tuple[int, int, int] | None:
         spare: list[tuple[Any, Any, Any]] = []
         t, n, b = T(), N(), B()
@@ -163,7 +161,9 @@ def _measure_unreferenced() -> tuple[int, int, int] | None:
         held = [t, n, b] if extra else []
         del t, n, b
         out, node, buffer = spare.pop()
-        counts = _ref_counts(out, node, buffer)
+        if not (out._node is node and node.buffer is buffer):
+            return None
+        counts = (refs(out), refs(node), refs(buffer))
         del held
         return counts
 
