@@ -593,6 +593,8 @@ class PackedGemm:
         prefix = "ug_gemm_" + hashlib.sha256(ir.encode()).hexdigest()[:16]
         ir = ir.replace("@ug_gemm_", f"@{prefix}_")
         self.ir = ir
+        # (m, k, batch, threads) -> (row starts, blocks, A workspace stride): see run
+        self._plans: dict[tuple[int, int, int, int], tuple[array.array, int, int]] = {}
         self.pack_b = _ENTRY(jit.load(ir, f"{prefix}_pack_b"))
         self.gemm = _ENTRY(jit.load(ir, f"{prefix}_gemm"))
 
@@ -635,10 +637,16 @@ class PackedGemm:
         cfg = self.cfg
         nr = cfg.nr
         npad = -(-p.n // nr) * nr
-        starts = self.plan(p, threads)
-        blocks = len(starts) - 1
-        widest = max(starts[i + 1] - starts[i] for i in range(blocks))
-        a_stride = -(-widest // cfg.mr) * cfg.mr * min(cfg.kc, p.k)
+        shape = (p.m, p.k, p.batch, threads)
+        planned = self._plans.get(shape)
+        if planned is None:  # small matmuls (ug.jit replays) are dominated by such Python
+            starts = self.plan(p, threads)
+            widest = max(starts[i + 1] - starts[i] for i in range(len(starts) - 1))
+            planned = (starts, len(starts) - 1, -(-widest // cfg.mr) * cfg.mr * min(cfg.kc, p.k))
+            if len(self._plans) >= 1024:
+                self._plans.clear()
+            self._plans[shape] = planned
+        starts, blocks, a_stride = planned
         a_ws, a_ptr = alloc(threads * a_stride * cfg.itemsize)
         b_ws, b_ptr = alloc(p.batch * p.k * npad * cfg.itemsize)
         try:

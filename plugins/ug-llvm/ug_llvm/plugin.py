@@ -134,8 +134,16 @@ class _Kernel:
         self.fn: Any = None            # noalias entry (distinct buffers)
         self.whole_addr = 0            # address of its `.all` entry (see render)
         self.fn_alias: Any = None      # entry without noalias, compiled when buffers repeat
+        self._addresses: dict[bool, int] = {}  # see entry_address
         self.launch: Callable[[list[Buffer]], None] | None = None  # CPUDevice.launcher, made on first use
         self.ir = ""
+
+    def entry_address(self, aliased: bool) -> int:
+        """The address of entry(aliased), for native callers (the gemm's epilogue)."""
+        found = self._addresses.get(aliased)
+        if found is None:
+            found = self._addresses[aliased] = ctypes.cast(self.entry(aliased), ctypes.c_void_p).value or 0
+        return found
 
     def entry(self, aliased: bool) -> Any:
         if not aliased:
@@ -443,9 +451,8 @@ class CPUDevice(Device):
                 and epilogue.fn is not None and tuple(epilogue.program.global_size) == (out.size,)):
             return False
         handles = [buf.handle for buf in buffers]
-        entry = epilogue.entry(aliased=len(set(handles)) != len(handles))
+        fn_addr = epilogue.entry_address(aliased=len(set(handles)) != len(handles))
         args = array.array("Q", handles)  # the kernel's i8** argument, alive until the gemm returns
-        fn_addr = ctypes.cast(entry, ctypes.c_void_p).value
         self._packed_gemm(out, a, b, spec, m * n * k, (fn_addr, args.buffer_info()[0]))
         return True
 
