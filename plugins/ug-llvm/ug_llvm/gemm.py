@@ -42,7 +42,7 @@ import numpy as np
 # the i64 fields of the context array, in order (PackedGemm.run fills them)
 CTX_FIELDS = ("a", "b", "c", "a_pack", "b_pack", "m", "n", "k", "rsa", "csa", "rsb", "csb", "ldc",
               "offsets", "row_starts", "units_per_batch", "npad", "a_pack_stride", "pack_next", "gemm_next",
-              "epi_fn", "epi_args")
+              "epi_fn", "epi_args", "b_units", "g_units")
 _F = {name: i for i, name in enumerate(CTX_FIELDS)}
 # the smallest row block (in MR-row panels) of a guided plan (PackedGemm.plan): a block streams
 # the whole packed B through L2 once, so a tiny one is slow per row; it ends the schedule only
@@ -498,8 +498,26 @@ def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
     return head + "\n" + "\n".join(b.lines) + "\n}\n" + "\n".join(b.metadata)
 
 
+def _serial(prefix: str) -> str:
+    """`{prefix}_serial(ctx)`: both phases on the calling thread, all units (b_units rows of B,
+    g_units row blocks). One pointer argument: a ctypes call of it costs about a third of a
+    call with four typed arguments (0.6-1.0 against 3.1-3.6 us here), and small matmuls would
+    pay two of those."""
+    return "\n".join([
+        f"define void @{prefix}_serial(ptr %ctx) #0 {{",
+        f"  %bp = getelementptr inbounds i64, ptr %ctx, i64 {_F['b_units']}",
+        "  %bu = load i64, ptr %bp, align 8",
+        f"  %gp = getelementptr inbounds i64, ptr %ctx, i64 {_F['g_units']}",
+        "  %gu = load i64, ptr %gp, align 8",
+        f"  call void @{prefix}_pack_b(ptr %ctx, i64 %bu, i64 %bu, i64 0)",
+        f"  call void @{prefix}_gemm(ptr %ctx, i64 %gu, i64 %gu, i64 0)",
+        "  ret void",
+        "}",
+    ])
+
+
 def render_module(cfg: GemmConfig, prefix: str, triple: str, data_layout: str, cpu: str, features: str) -> str:
-    """The module defining `{prefix}_pack_b` and `{prefix}_gemm`."""
+    """The module defining `{prefix}_pack_b`, `{prefix}_gemm` and `{prefix}_serial`."""
     t = LLVM_TYPE[cfg.dtype]
     suffix = "f32" if t == "float" else "f64"
     micro = f"{prefix}_micro"
@@ -510,6 +528,7 @@ def render_module(cfg: GemmConfig, prefix: str, triple: str, data_layout: str, c
         _micro_kernel(cfg, micro),
         _pack_b(cfg, f"{prefix}_pack_b"),
         _gemm(cfg, f"{prefix}_gemm", micro),
+        _serial(prefix),
         f"declare <{cfg.vector} x {t}> @llvm.fma.v{cfg.vector}{suffix}(<{cfg.vector} x {t}>, <{cfg.vector} x {t}>, <{cfg.vector} x {t}>)",
         "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)",
         '!0 = distinct !{!0, !1}\n!1 = !{!"llvm.loop.unroll.count", i32 4}',
@@ -523,6 +542,7 @@ def render_module(cfg: GemmConfig, prefix: str, triple: str, data_layout: str, c
 # --- running it ----------------------------------------------------------------------------------
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
+_SERIAL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # (an untyped call would pass an int as a 32-bit C int)
 
 # runs fn(tid) once on each of `threads` threads (tid 0 on the calling one) and waits for all
 OnThreads = Callable[[Callable[[int], None], int], None]
@@ -597,6 +617,7 @@ class PackedGemm:
         self._plans: dict[tuple[int, int, int, int], tuple[array.array, int, int]] = {}
         self.pack_b = _ENTRY(jit.load(ir, f"{prefix}_pack_b"))
         self.gemm = _ENTRY(jit.load(ir, f"{prefix}_gemm"))
+        self.serial = _SERIAL(jit.load(ir, f"{prefix}_serial"))
 
     def plan(self, p: Problem, threads: int) -> array.array:
         """The row blocks of one batch entry, as their starts (multiples of MR, then M): the
@@ -650,14 +671,14 @@ class PackedGemm:
         a_ws, a_ptr = alloc(threads * a_stride * cfg.itemsize)
         b_ws, b_ptr = alloc(p.batch * p.k * npad * cfg.itemsize)
         try:
+            b_rows, units = p.batch * p.k, p.batch * blocks
             ctx = array.array("q", (a, b, c, a_ptr, b_ptr, p.m, p.n, p.k, p.rsa, p.csa, p.rsb, p.csb, p.n,
-                                    p.offsets.buffer_info()[0], starts.buffer_info()[0], blocks, npad, a_stride, 0, 0, *epilogue))
+                                    p.offsets.buffer_info()[0], starts.buffer_info()[0], blocks, npad, a_stride, 0, 0,
+                                    *epilogue, b_rows, units))
             ctx_ptr = ctx.buffer_info()[0]
             pack_b, gemm = self.pack_b, self.gemm
-            b_rows, units = p.batch * p.k, p.batch * blocks
             if threads == 1:
-                pack_b(ctx_ptr, b_rows, b_rows, 0)
-                gemm(ctx_ptr, units, units, 0)
+                self.serial(ctx_ptr)
             else:
                 rows_chunk = max(1, b_rows // (8 * threads))
                 on_threads(lambda tid: pack_b(ctx_ptr, b_rows, rows_chunk, tid), threads)
