@@ -347,3 +347,37 @@ def test_index_division_in_32_bits_where_it_fits(dev):
     huge = ug.full((1 << 20, 4100), 1.0, device="cpu") + ug.arange(4100, dtype=np.float32, device="cpu")
     ir = dev.render(_kernel(huge))     # 4.3e9 elements: indices past 2^31
     assert "urem i64" in ir and "urem i32" not in ir
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_small_matmuls_run_as_a_reduction_kernel(dtype, monkeypatch):
+    # up to SMALL_MATMUL_MACS multiply-adds a matmul is an ordinary reduction kernel (no packing):
+    # any strides, batches and broadcasts, the same results as numpy
+    from ug_llvm.small_matmul import SMALL_MATMUL_MACS
+
+    dev = ug.registry.get("cpu")
+    made = []
+    real = dev._small_matmul
+    monkeypatch.setattr(dev, "_small_matmul", lambda *args: made.append(1) or real(*args))
+    rng = np.random.default_rng(4)
+    a, b = rng.standard_normal((3, 7, 5)).astype(dtype), rng.standard_normal((5, 6)).astype(dtype)
+    cases = [
+        (lambda x, y: x @ y, a, b, lambda p, q: p @ q),                            # x @ weight, batched
+        (lambda x, y: x[1].T @ x[2], a, b, lambda p, q: p[1].T @ p[2]),          # a transposed view
+        (lambda x, y: x[:, ::2] @ y[:, 1:4], a, b, lambda p, q: p[:, ::2] @ q[:, 1:4]),  # strided slices
+        (lambda x, y: (x @ y + 1).relu(), a[0], b, lambda p, q: np.maximum(p @ q + 1, 0)),
+        (lambda x, y: x @ y[:, 0], a[0], b, lambda p, q: p @ q[:, 0]),            # matrix-vector
+    ]
+    for build, p, q, want in cases:
+        got = build(ug.tensor(p, device="cpu"), ug.tensor(q, device="cpu")).numpy()
+        np.testing.assert_allclose(got, want(p, q), rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-6)
+    assert len(made) == len(cases)
+    big = rng.standard_normal((32, 32)).astype(dtype)   # 32^3 > SMALL_MATMUL_MACS: the packed gemm
+    assert 32 ** 3 > SMALL_MATMUL_MACS
+    np.testing.assert_allclose((ug.tensor(big, device="cpu") @ ug.tensor(big, device="cpu")).numpy(), big @ big,
+                               rtol=1e-4, atol=1e-4)
+    assert len(made) == len(cases)
+    f = ug.jit(lambda x, y: x @ y)
+    for _ in range(3):
+        np.testing.assert_allclose(f(ug.tensor(a, device="cpu"), ug.tensor(b, device="cpu")).numpy(), a @ b,
+                                   rtol=1e-5, atol=1e-6)

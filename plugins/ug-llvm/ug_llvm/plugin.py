@@ -39,6 +39,7 @@ from ug_core.view import View
 
 from . import __version__
 from .gemm import PackedGemm, Problem
+from .small_matmul import SMALL_MATMUL_MACS, matmul_kernel
 from .render import RenderError, render
 
 ALIGN = 64
@@ -211,6 +212,7 @@ class CPUDevice(Device):
         self.wide_lower_options = LowerOptions(target="cpu", outer_block=WIDE_OUTER_BLOCK)
         self._gemms: dict[np.dtype, PackedGemm] = {}  # compiled on first use, per operand dtype
         self._gemm_plans: dict[int, tuple[MatmulSpec, PackedGemm, Problem, bool]] = {}
+        self._small_matmuls: dict[int, tuple[MatmulSpec, tuple[int, int, int], Callable[[list[Buffer]], None]]] = {}
 
     # -- memory
     def allocate(self, nbytes: int) -> _Block:
@@ -425,10 +427,13 @@ class CPUDevice(Device):
         if not k:  # an empty sum
             self.array(out)[...] = 0
             return
-        if (MATMUL_IMPL == "ug" and a.dtype == b.dtype == out.dtype and a.dtype in GEMM_DTYPES
-                and m >= GEMM_MIN_DIM and n >= GEMM_MIN_DIM):
-            self._packed_gemm(out, a, b, spec, m * n * k)
-            return
+        if MATMUL_IMPL == "ug" and a.dtype == b.dtype == out.dtype and a.dtype in GEMM_DTYPES:
+            if out.size * k <= SMALL_MATMUL_MACS and a.dtype.itemsize >= 4:  # (float16: summed in float32 by the gemm)
+                self._small_matmul(spec, out, a, b)([out, a, b])
+                return
+            if m >= GEMM_MIN_DIM and n >= GEMM_MIN_DIM:
+                self._packed_gemm(out, a, b, spec, m * n * k)
+                return
         av = _strided(self.array(a), spec.a_view)
         bv = _strided(self.array(b), spec.b_view)
         dst = self.array(out).reshape(spec.out_shape)
@@ -448,6 +453,7 @@ class CPUDevice(Device):
         epilogue: _Kernel = program.handle
         if not (MATMUL_IMPL == "ug" and out.size and k and a.dtype == b.dtype == out.dtype
                 and GEMM_DTYPES.get(a.dtype) == out.dtype and m >= GEMM_MIN_DIM and n >= GEMM_MIN_DIM
+                and out.size * k > SMALL_MATMUL_MACS
                 and epilogue.fn is not None and tuple(epilogue.program.global_size) == (out.size,)):
             return False
         handles = [buf.handle for buf in buffers]
@@ -471,6 +477,19 @@ class CPUDevice(Device):
         gemm.run(problem, a.handle.ptr, b.handle.ptr, wide.handle.ptr, self._workspace, self.free,
                  self._on_threads, threads)
         np.copyto(self.array(out), self.array(wide), casting="same_kind")
+
+    def _small_matmul(self, spec: MatmulSpec, out: Buffer, a: Buffer, b: Buffer) -> Callable[[list[Buffer]], None]:
+        """The launch of a small matmul's reduction kernel (see small_matmul), made once per
+        spec and buffer sizes (a ug.jit replay passes the same spec every call)."""
+        sizes = (out.size, a.size, b.size)
+        hit = self._small_matmuls.get(id(spec))
+        if hit is not None and hit[0] is spec and hit[1] == sizes:
+            return hit[2]
+        launch = self.launcher(self.compile(matmul_kernel(spec, *sizes)))
+        if len(self._small_matmuls) >= 4096:  # bounded, as _gemm_plans
+            self._small_matmuls.clear()
+        self._small_matmuls[id(spec)] = (spec, sizes, launch)
+        return launch
 
     def _gemm_plan(self, spec: MatmulSpec, source: np.dtype, mnk: int) -> tuple[PackedGemm, Problem, bool]:
         """The gemm, problem and whether to use the threads, of a matmul, worked out once per spec: a ug.jit
