@@ -467,7 +467,8 @@ def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[N
         if node.op is Op.ASSIGN and node.arg is not None and node not in in_place:
             # a partial write into a fresh buffer: first copy the old value there
             items.append(_build([_Root(node, node.srcs[0], None)], realize, note="(assign-copy)"))
-        item = _build([_kernel_root(n) for n in group], realize)
+        # a root alone is the kernel built for it above (the same roots and realize set)
+        item = singles[node] if len(group) == 1 else _build([_kernel_root(n) for n in group], realize)
         if node in in_place:
             item.alias = {node: node.srcs[0]}
         items.append(item)
