@@ -155,14 +155,23 @@ def _calls_per_sample(run: Callable[[], Any], min_time: float = 0.05) -> int:
     return max(1, int(min_time / max(once, 1e-7))) if once < min_time / 10 else 1
 
 
+# a pause before each timed sample: torch's OpenMP threads (libgomp) spin for a few ms after a
+# call, and on 2 cores that slowed whatever threaded code ran next (ug's 32M sum: 7.3-7.6 ms
+# after ug or numpy, 8.1-9.4 ms right after torch, 7.2 ms after torch and a 5 ms pause)
+SETTLE_S = 0.01
+
+
 def _interleaved_medians(runs: list[Callable[[], Any]], repeat: int) -> list[float]:
     """Median seconds per call of each run. The samples are taken round-robin (one sample of
     each run per round), so a slow spell of a shared machine hits every implementation alike
-    instead of whichever happened to be timed during it."""
+    instead of whichever happened to be timed during it; each sample starts after a short
+    pause (SETTLE_S), so that no run pays for the threads the previous one left spinning."""
     inner = [_calls_per_sample(run) for run in runs]
     samples: list[list[float]] = [[] for _ in runs]
     for _ in range(repeat):
         for run, n, out in zip(runs, inner, samples):
+            if len(runs) > 1:
+                time.sleep(SETTLE_S)
             start = time.perf_counter()
             for _ in range(n):
                 run()
