@@ -527,6 +527,32 @@ def test_jit_output_fed_back_while_dropped(device, close):
     close(y, want)
 
 
+def test_jit_single_matmul_replays(device, close):
+    # a function that is one matmul replays through its own fast path: operands from the
+    # arguments or captured, the same tensor twice, a vector result, earlier results kept
+    rng = np.random.default_rng(12)
+    w0 = rng.standard_normal((6, 5)).astype(np.float32)
+    weight = ug.tensor(w0, device=device).realize()
+    f = ug.jit(lambda x, w: x @ w)
+    g = ug.jit(lambda x: x @ weight)          # captured operand
+    h = ug.jit(lambda x: x @ x)
+    v = ug.jit(lambda x, w: x @ w[:, 0])      # a view operand and a 1-D result
+    kept = []
+    for i in range(4):
+        a = rng.standard_normal((3, 6)).astype(np.float32)
+        sq = rng.standard_normal((6, 6)).astype(np.float32)
+        x, s_ = ug.tensor(a, device=device), ug.tensor(sq, device=device)
+        out = f(x, weight)
+        kept.append((out, a @ w0))
+        close(g(x), a @ w0, rtol=1e-5, atol=1e-5)
+        close(h(s_), sq @ sq, rtol=1e-5, atol=1e-5)
+        got = v(x, weight)
+        assert got.shape == (3,)
+        close(got, a @ w0[:, 0], rtol=1e-5, atol=1e-5)
+    for out, want in kept:
+        close(out, want, rtol=1e-5, atol=1e-5)
+
+
 def test_jit_replays_on_several_threads(device, close):
     from concurrent.futures import ThreadPoolExecutor
 

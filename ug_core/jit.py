@@ -51,7 +51,7 @@ class _Trace:
         if self.structure == "T" and self.outputs[0][0] == "slot" and self.compiled is not None:
             _, i, shape = self.outputs[0]
             self.single = (i, shape, self.compiled.slots[i].device)
-        self.fast = self._single_kernel_replay()
+        self.fast = self._single_kernel_replay() or self._single_matmul_replay()
         self.all_tensors = len(self.arg_index) == self.nargs
 
     def _single_kernel_replay(self) -> Callable[[tuple[Any, ...]], Tensor] | None:
@@ -123,6 +123,39 @@ class _Trace:
             call(pack(*args))
             if reuse:
                 keep_spare((out, node, buffer))
+            return out
+        return replay
+
+    def _single_matmul_replay(self) -> Callable[[tuple[Any, ...]], Tensor] | None:
+        """The replay of a function that compiled to one matmul into a fresh output (a small
+        model layer), as one closure: the operands' buffers from the call's arguments (or the
+        captured ones), a new output, `device.matmul`. None when the general path is needed."""
+        compiled, single = self.compiled, self.single
+        if compiled is None or single is None or len(compiled.steps) != 1 or compiled.runner is not compiled.steps[0].run:
+            return None
+        mm = compiled.steps[0].matmul
+        out_slot, shape, device_name = single
+        if mm is None or mm.out != out_slot or self.fixed[out_slot] is not None:
+            return None
+        arg_of = {slot: self.arg_index[j] for j, slot in self.bind}
+        if out_slot in arg_of:
+            return None
+
+        def operand(slot: int) -> Callable[[tuple[Any, ...]], Any] | None:
+            if slot in arg_of:
+                i = arg_of[slot]
+                return lambda call_args: call_args[i]._node.buffer
+            captured = self.fixed[slot]  # kept alive by self.fixed
+            return None if captured is None else (lambda call_args: captured)
+        get_a, get_b = operand(mm.a), operand(mm.b)
+        if get_a is None or get_b is None:
+            return None
+        make_out = Tensor._maker(mm.device, int(np.prod(mm.spec.out_shape)), mm.spec.dtype, shape, device_name)
+        matmul, spec = mm.device.matmul, mm.spec
+
+        def replay(call_args: tuple[Any, ...]) -> Tensor:
+            out = make_out()
+            matmul(out._node.buffer, get_a(call_args), get_b(call_args), spec)
             return out
         return replay
 

@@ -17,7 +17,7 @@ from typing import Callable
 
 import numpy as np
 
-from .device import Buffer, CompileError, Device, Program
+from .device import Buffer, CompileError, Device, MatmulSpec, Program
 from .graph import Node
 from .kernel_ir import Kernel, toposort
 from .ops import Op
@@ -97,10 +97,22 @@ class KernelLaunch:
 
 
 @dataclass
+class MatmulLaunch:
+    """What a matmul step does, as data (ug.jit's single-matmul fast path)."""
+
+    device: Device
+    spec: MatmulSpec
+    out: int                                          # slots of the product and the operands
+    a: int
+    b: int
+
+
+@dataclass
 class _Step:
     run: Callable[[list[Buffer | None]], None]
     describe: str
     kernel: KernelLaunch | None = None
+    matmul: MatmulLaunch | None = None
 
 
 class CompiledSchedule:
@@ -182,7 +194,7 @@ class CompiledSchedule:
             def run_matmul(bufs: list[Buffer | None]) -> None:
                 alloc(bufs)
                 device.matmul(bufs[idx[0]], bufs[idx[1]], bufs[idx[2]], spec)  # type: ignore[arg-type]
-            return _Step(run_matmul, item.describe())
+            return _Step(run_matmul, item.describe(), matmul=MatmulLaunch(device, spec, *idx))
         if isinstance(item, CustomItem):
             alloc = self._allocator(item.out)
             shapes = [n.shape for n in item.inputs]
