@@ -27,6 +27,7 @@ from .device import Buffer
 from .runtime import CompiledSchedule, run_schedule
 from .schedule import create_schedule
 from .tensor import Tensor
+from .view import prod
 
 
 @dataclass
@@ -54,6 +55,14 @@ class _Trace:
         self.fast = self._single_kernel_replay() or self._single_matmul_replay()
         self.all_tensors = len(self.arg_index) == self.nargs
 
+    def _lone_step(self) -> Any:
+        """The compiled schedule's one step, when it has one and a run is just that step (no
+        UG_DEBUG timing); else None."""
+        compiled = self.compiled
+        if compiled is None or len(compiled.steps) != 1 or compiled.runner is not compiled.steps[0].run:
+            return None
+        return compiled.steps[0]
+
     def _single_kernel_replay(self) -> Callable[[tuple[Any, ...]], Tensor] | None:
         """The replay of a function that compiled to one kernel writing one fresh output (the
         common case), as one closure. Everything that does not change between calls is worked
@@ -64,10 +73,10 @@ class _Trace:
         None when the general path is needed: several steps, UG_DEBUG timing, in-place assigns
         (the output is an input's buffer), several outputs, or a device without
         `handle_launcher`."""
-        compiled, single = self.compiled, self.single
-        if compiled is None or single is None or len(compiled.steps) != 1 or compiled.runner is not compiled.steps[0].run:
+        step, single = self._lone_step(), self.single
+        if step is None or single is None:
             return None
-        k = compiled.steps[0].kernel
+        k = step.kernel
         out_slot, shape, device_name = single
         if k is None or k.aliases or len(k.fresh) != 1 or k.fresh[0][0] != out_slot:
             return None
@@ -130,10 +139,10 @@ class _Trace:
         """The replay of a function that compiled to one matmul into a fresh output (a small
         model layer), as one closure: the operands' buffers from the call's arguments (or the
         captured ones), a new output, `device.matmul`. None when the general path is needed."""
-        compiled, single = self.compiled, self.single
-        if compiled is None or single is None or len(compiled.steps) != 1 or compiled.runner is not compiled.steps[0].run:
+        step, single = self._lone_step(), self.single
+        if step is None or single is None:
             return None
-        mm = compiled.steps[0].matmul
+        mm = step.matmul
         out_slot, shape, device_name = single
         if mm is None or mm.out != out_slot or self.fixed[out_slot] is not None:
             return None
@@ -150,7 +159,7 @@ class _Trace:
         get_a, get_b = operand(mm.a), operand(mm.b)
         if get_a is None or get_b is None:
             return None
-        make_out = Tensor._maker(mm.device, int(np.prod(mm.spec.out_shape)), mm.spec.dtype, shape, device_name)
+        make_out = Tensor._maker(mm.device, prod(mm.spec.out_shape), mm.spec.dtype, shape, device_name)
         matmul, spec = mm.device.matmul, mm.spec
 
         def replay(call_args: tuple[Any, ...]) -> Tensor:

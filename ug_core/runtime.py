@@ -95,6 +95,23 @@ class KernelLaunch:
     aliases: list[tuple[int, int]]                    # (source slot, output slot): assign in place
     fresh: list[tuple[int, Device, int, np.dtype]]    # (slot, device, size, dtype): new output buffers
 
+    def bind_outputs(self, bufs: list[Buffer | None]) -> None:
+        """Give the outputs their buffers: an assign's target, or a new one."""
+        for src, dst in self.aliases:
+            bufs[dst] = bufs[src]
+        for i, out_device, size, dtype in self.fresh:
+            if bufs[i] is None:
+                bufs[i] = Buffer(out_device, size, dtype)
+
+    def gatherer(self) -> Callable[[list[Buffer | None]], list[Buffer]]:
+        """bufs -> the kernel's argument buffers, without a Python-level loop (itemgetter of one
+        index returns the item itself, hence the second form)."""
+        if len(self.args) > 1:
+            take = operator.itemgetter(*self.args)
+            return lambda bufs: list(take(bufs))
+        first = self.args[0]
+        return lambda bufs: [bufs[first]]  # type: ignore[list-item]
+
 
 @dataclass
 class MatmulLaunch:
@@ -173,19 +190,13 @@ class CompiledSchedule:
                     aliases.append((self.slot(item.alias[out]), self.slot(out)))
                 else:
                     fresh.append((self.slot(out), registry.get(out.device), prod(out.shape), out.dtype))
-            # bufs -> the kernel's arguments without a Python-level loop (itemgetter of one
-            # index returns the item itself, hence the second form)
-            take = operator.itemgetter(*idx) if len(idx) > 1 else None
-            first = idx[0]
+            data = KernelLaunch(device, program, idx, aliases, fresh)
+            bind, gather = data.bind_outputs, data.gatherer()
 
             def run_kernel(bufs: list[Buffer | None]) -> None:
-                for src, dst in aliases:
-                    bufs[dst] = bufs[src]
-                for i, out_device, size, dtype in fresh:
-                    if bufs[i] is None:
-                        bufs[i] = Buffer(out_device, size, dtype)
-                launch(list(take(bufs)) if take is not None else [bufs[first]])  # type: ignore[arg-type]
-            return _Step(run_kernel, item.describe(), KernelLaunch(device, program, idx, aliases, fresh))
+                bind(bufs)
+                launch(gather(bufs))
+            return _Step(run_kernel, item.describe(), data)
         if isinstance(item, MatmulItem):
             device = registry.get(item.out.device)
             alloc = self._allocator(item.out)
@@ -221,23 +232,17 @@ class CompiledSchedule:
         """A matmul and the elementwise kernel right after it that consumes its product, as one
         step: `Device.matmul_epilogue` where the device takes it, else the two steps."""
         matmul_step, kernel_step = self._compile(mm), self._compile(item)
-        launch = kernel_step.kernel
-        assert launch is not None
-        device, program, spec = launch.device, launch.program, mm.spec
-        out, a, b = (self.slot(n) for n in mm.buffers)
-        args, aliases, fresh = launch.args, launch.aliases, launch.fresh
+        launch, product = kernel_step.kernel, matmul_step.matmul
+        assert launch is not None and product is not None
+        device, program, spec = launch.device, launch.program, product.spec
+        out, a, b = product.out, product.a, product.b
         alloc = self._allocator(mm.out)
-        take = operator.itemgetter(*args) if len(args) > 1 else (lambda bufs: (bufs[args[0]],))
+        bind, gather = launch.bind_outputs, launch.gatherer()
 
         def run_fused(bufs: list[Buffer | None]) -> None:
             alloc(bufs)
-            for src, dst in aliases:
-                bufs[dst] = bufs[src]
-            for i, out_device, size, dtype in fresh:
-                if bufs[i] is None:
-                    bufs[i] = Buffer(out_device, size, dtype)
-            if not device.matmul_epilogue(bufs[out], bufs[a], bufs[b], spec, program,  # type: ignore[arg-type]
-                                          list(take(bufs))):
+            bind(bufs)
+            if not device.matmul_epilogue(bufs[out], bufs[a], bufs[b], spec, program, gather(bufs)):  # type: ignore[arg-type]
                 matmul_step.run(bufs)
                 kernel_step.run(bufs)
         return _Step(run_fused, f"{matmul_step.describe} + epilogue {kernel_step.describe}")

@@ -419,28 +419,43 @@ class CPUDevice(Device):
             self.threads, globals()["PARALLEL_MIN_WORK"] = saved
 
     # -- matmul
-    def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
+    def _matmul_path(self, spec: MatmulSpec, out: Buffer, a: Buffer, b: Buffer) -> str:
+        """How `matmul` computes this product: "none" (nothing to write), "zeros" (an empty
+        sum), "small" (a reduction kernel, see small_matmul), "gemm" (the packed gemm) or "numpy"."""
         m, n = spec.out_shape[-2:]
         k = spec.a_view.shape[-1]
         if not out.size:
-            return
-        if not k:  # an empty sum
-            self.array(out)[...] = 0
-            return
+            return "none"
+        if not k:
+            return "zeros"
         if MATMUL_IMPL == "ug" and a.dtype == b.dtype == out.dtype and a.dtype in GEMM_DTYPES:
             if out.size * k <= SMALL_MATMUL_MACS and a.dtype.itemsize >= 4:  # (float16: summed in float32 by the gemm)
-                self._small_matmul(spec, out, a, b)([out, a, b])
-                return
+                return "small"
             if m >= GEMM_MIN_DIM and n >= GEMM_MIN_DIM:
-                self._packed_gemm(out, a, b, spec, m * n * k)
-                return
-        av = _strided(self.array(a), spec.a_view)
-        bv = _strided(self.array(b), spec.b_view)
-        dst = self.array(out).reshape(spec.out_shape)
-        if av.dtype == bv.dtype == dst.dtype:
-            np.matmul(av, bv, out=dst)
+                return "gemm"
+        return "numpy"
+
+    def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
+        path = self._matmul_path(spec, out, a, b)
+        if path == "none":
+            return
+        if path == "zeros":
+            self.array(out)[...] = 0
+        elif path == "small":
+            self._small_matmul(spec, out, a, b)([out, a, b])
+        elif path == "gemm":
+            m, n = spec.out_shape[-2:]
+            self._packed_gemm(out, a, b, spec, m * n * spec.a_view.shape[-1])
+        elif path == "numpy":
+            av = _strided(self.array(a), spec.a_view)
+            bv = _strided(self.array(b), spec.b_view)
+            dst = self.array(out).reshape(spec.out_shape)
+            if av.dtype == bv.dtype == dst.dtype:
+                np.matmul(av, bv, out=dst)
+            else:
+                dst[...] = np.matmul(av, bv)
         else:
-            dst[...] = np.matmul(av, bv)
+            raise AssertionError(path)
 
     def matmul_epilogue(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, program: Program,
                         buffers: list[Buffer]) -> bool:
@@ -448,18 +463,15 @@ class CPUDevice(Device):
         as soon as the block is final (in the gemm's threads, on rows still in cache). Only where
         the packed gemm runs and writes `out` itself (not float16, which rounds a float32
         workspace at the end) and the kernel's range is C's elements in order; otherwise False."""
-        m, n = spec.out_shape[-2:]
-        k = spec.a_view.shape[-1]
         epilogue: _Kernel = program.handle
-        if not (MATMUL_IMPL == "ug" and out.size and k and a.dtype == b.dtype == out.dtype
-                and GEMM_DTYPES.get(a.dtype) == out.dtype and m >= GEMM_MIN_DIM and n >= GEMM_MIN_DIM
-                and out.size * k > SMALL_MATMUL_MACS
-                and epilogue.fn is not None and tuple(epilogue.program.global_size) == (out.size,)):
+        if (self._matmul_path(spec, out, a, b) != "gemm" or GEMM_DTYPES[a.dtype] != out.dtype
+                or epilogue.fn is None or tuple(epilogue.program.global_size) != (out.size,)):
             return False
+        m, n = spec.out_shape[-2:]
         handles = [buf.handle for buf in buffers]
         fn_addr = epilogue.entry_address(aliased=len(set(handles)) != len(handles))
         args = array.array("Q", handles)  # the kernel's i8** argument, alive until the gemm returns
-        self._packed_gemm(out, a, b, spec, m * n * k, (fn_addr, args.buffer_info()[0]))
+        self._packed_gemm(out, a, b, spec, m * n * spec.a_view.shape[-1], (fn_addr, args.buffer_info()[0]))
         return True
 
     def _packed_gemm(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, mnk: int,
