@@ -315,7 +315,7 @@ def quiet_blas_command(argv: list[str]) -> list[str] | None:
     return [sys.executable, "-m", "ug_core.bench", *argv]
 
 
-def _relaunched_main(argv: list[str]) -> int:
+def main_from_command_line(argv: list[str]) -> int:
     """`ug bench` / `python -m ug_core.bench` from a command line: restarts the process once
     with BLAS_SPIN_ENV set (it must be set before numpy loads OpenBLAS), then runs main."""
     command = quiet_blas_command(argv)
@@ -350,4 +350,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(_relaunched_main(sys.argv[1:]))
+    sys.exit(main_from_command_line(sys.argv[1:]))

@@ -30,10 +30,10 @@ def main(argv: list[str] | None = None) -> int:
     from_command_line = argv is None
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["bench"]:  # its own argument parser (see ug_core/bench.py)
-        from .bench import _relaunched_main, main as bench_main
+        from .bench import main as bench_main, main_from_command_line
 
         # from a command line it may restart the process (see ug_core.bench.BLAS_SPIN_ENV)
-        return _relaunched_main(argv[1:]) if from_command_line else bench_main(argv[1:])
+        return main_from_command_line(argv[1:]) if from_command_line else bench_main(argv[1:])
     parser = argparse.ArgumentParser(prog="ug", description="ug: lazy tensors fused into compiled kernels")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("devices", help="list devices: plugin, version, usable or why not")

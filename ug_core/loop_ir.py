@@ -162,6 +162,47 @@ _FORMAT = {
 check_exhaustive(_FORMAT, Opc, "loop_ir printer")  # type: ignore[arg-type]
 
 
+def index_bound(inst: Inst, global_size: tuple[int, ...], memo: dict[int, int | None] | None = None) -> int | None:
+    """The largest value an index instruction can take in a program of `global_size` (None:
+    unknown). Index values are never negative: global ids are below the global size, loop
+    indices below their end, `%` below its divisor, `//` at most its dividend. `memo` (by
+    instruction id) spares walking shared operands again."""
+    if memo is not None and inst.id in memo:
+        return memo[inst.id]
+    bound: int | None = None
+    if inst.opc is Opc.CONST and isinstance(inst.arg, int) and inst.arg >= 0:
+        bound = inst.arg  # (a negative constant could make a sum's bound too low: unknown)
+    elif inst.opc is Opc.SPECIAL:
+        kind, dim = inst.arg
+        if kind in (Special.GLOBAL_ID, Special.GROUP_ID) and dim < len(global_size):
+            bound = global_size[dim] - 1
+        elif kind is Special.LOCAL_ID:
+            bound = 0
+    elif inst.opc is Opc.RANGE:
+        end = index_bound(inst.srcs[1], global_size, memo)
+        bound = None if end is None else end - 1
+    elif inst.opc is Opc.MOD:
+        divisor = index_bound(inst.srcs[1], global_size, memo)
+        bound = None if divisor is None else divisor - 1
+    elif inst.opc is Opc.IDIV:
+        bound = index_bound(inst.srcs[0], global_size, memo)
+    elif inst.opc is Opc.ALU and inst.dtype == INDEX and inst.arg in (Op.ADD, Op.MUL, Op.MIN, Op.MAX):
+        parts = [index_bound(x, global_size, memo) for x in inst.srcs]
+        known = [x for x in parts if x is not None]
+        if inst.arg is Op.MIN and known:
+            bound = min(known)
+        elif len(known) == len(parts):
+            if inst.arg is Op.ADD:
+                bound = parts[0] + parts[1]
+            elif inst.arg is Op.MUL:
+                bound = parts[0] * parts[1]
+            elif inst.arg is Op.MAX:
+                bound = max(parts)
+    if memo is not None:
+        memo[inst.id] = bound
+    return bound
+
+
 @dataclass(frozen=True)
 class ParamSpec:
     dtype: np.dtype

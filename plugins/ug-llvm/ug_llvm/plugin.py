@@ -32,7 +32,7 @@ import ug_core as ug
 from ug_core.device import Buffer, Device, DeviceSpec, MatmulSpec, Program
 from ug_core.dtypes import SUPPORTED
 from ug_core.kernel_ir import Kernel
-from ug_core.loop_ir import LoopProgram, Opc
+from ug_core.loop_ir import LoopProgram, Opc, index_bound
 from ug_core.lower import LowerOptions, lower
 from ug_core.ops import Op
 from ug_core.view import View
@@ -162,7 +162,7 @@ def _work_per_index(program: LoopProgram) -> int:
     for inst in program.instructions:
         if inst.opc is Opc.RANGE:
             start, end = inst.srcs
-            bound = _upper_bound(end)
+            bound = index_bound(end, program.global_size)
             if start.opc is Opc.CONST and bound is not None:
                 trips = -(-(bound - start.arg) // inst.arg)
             else:  # a blocked inner loop (start .. min(start + block, e)): the enclosing loop's step
@@ -175,16 +175,6 @@ def _work_per_index(program: LoopProgram) -> int:
         elif inst.opc in (Opc.LOAD, Opc.STORE, Opc.ALU, Opc.CAST):
             work += weight[-1]
     return max(work, 1)
-
-
-def _upper_bound(x: Any) -> int | None:
-    """A constant bound on an index value: a CONST, or a MIN with a CONST operand."""
-    if x.opc is Opc.CONST:
-        return x.arg
-    if x.opc is Opc.ALU and x.arg is Op.MIN:
-        consts = [s.arg for s in x.srcs if s.opc is Opc.CONST]
-        return min(consts) if consts else None
-    return None
 
 
 class CPUDevice(Device):

@@ -23,7 +23,7 @@ from typing import Callable
 
 import numpy as np
 
-from ug_core.loop_ir import Inst, LoopProgram, Opc, Special
+from ug_core.loop_ir import Inst, LoopProgram, Opc, Special, index_bound
 from ug_core.ops import ALU, Op, check_exhaustive
 
 from . import mathlib
@@ -281,42 +281,7 @@ class _Renderer:
         return self.tmp(f"{op} i64 {a}, {b}")
 
     def _index_bound(self, inst: Inst) -> int | None:
-        """The largest value an index instruction can take (None: unknown); index values are
-        never negative here. Global ids are below the global size, loop indices below their end."""
-        key = inst.id
-        if key in self.bounds:
-            return self.bounds[key]
-        bound: int | None = None
-        if inst.opc is Opc.CONST and isinstance(inst.arg, int) and inst.arg >= 0:
-            bound = inst.arg  # (a negative constant could make a sum's bound too low: unknown)
-        elif inst.opc is Opc.SPECIAL:
-            kind, dim = inst.arg
-            if kind in (Special.GLOBAL_ID, Special.GROUP_ID) and dim < len(self.p.global_size):
-                bound = self.p.global_size[dim] - 1
-            elif kind is Special.LOCAL_ID:
-                bound = 0
-        elif inst.opc is Opc.RANGE:
-            end = self._index_bound(inst.srcs[1])
-            bound = None if end is None else end - 1
-        elif inst.opc is Opc.MOD:
-            divisor = self._index_bound(inst.srcs[1])
-            bound = None if divisor is None else divisor - 1
-        elif inst.opc is Opc.IDIV:
-            bound = self._index_bound(inst.srcs[0])
-        elif inst.opc is Opc.ALU and inst.dtype == np.int64 and inst.arg in (Op.ADD, Op.MUL, Op.MIN, Op.MAX):
-            parts = [self._index_bound(x) for x in inst.srcs]
-            known = [x for x in parts if x is not None]
-            if inst.arg is Op.MIN and known:
-                bound = min(known)
-            elif len(known) == len(parts):
-                if inst.arg is Op.ADD:
-                    bound = parts[0] + parts[1]
-                elif inst.arg is Op.MUL:
-                    bound = parts[0] * parts[1]
-                elif inst.arg is Op.MAX:
-                    bound = max(parts)
-        self.bounds[key] = bound
-        return bound
+        return index_bound(inst, self.p.global_size, self.bounds)
 
     def _cast(self, inst: Inst) -> str:
         return self.convert(self.v(inst.srcs[0]), REG[inst.srcs[0].dtype], REG[inst.dtype])
