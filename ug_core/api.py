@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .plugins import registry
-from .runtime import run_schedule
+from .runtime import realize_nodes
 from .schedule import Schedule, create_schedule
 from .tensor import Tensor
 
@@ -34,5 +34,5 @@ def schedule(*tensors: Tensor) -> Schedule:
 
 def realize(*tensors: Tensor) -> Any:
     """Compute several tensors with one schedule (shared work is done once)."""
-    run_schedule(create_schedule(_nodes(tensors)))
+    realize_nodes(_nodes(tensors))
     return tensors[0] if len(tensors) == 1 else tensors

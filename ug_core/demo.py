@@ -67,7 +67,8 @@ def main(device: str | None = None, seq: int = 128, dim: int = 256, heads: int =
         got = out.numpy()
         times.append(time.perf_counter() - start)
     # the same block through ug.jit: scheduled once, then each call replays the compiled kernels
-    # (the lazy path above schedules the whole graph on every call)
+    # (the lazy path above builds the whole graph on every call and looks its compiled steps up
+    # by the graph's structure)
     jitted = ug.jit(lambda x, *weights: block(x, dict(zip(p, weights)), heads))
     jit_times = []
     for _ in range(4):

@@ -14,9 +14,18 @@ import numpy as np
 SUPPORTED: tuple[np.dtype, ...] = tuple(
     np.dtype(name) for name in ("float32", "float64", "float16", "int32", "int64", "bool")
 )
+_SUPPORTED_SET = frozenset(SUPPORTED)  # membership by hash: `in` on the tuple compares one by one
 FLOATS = frozenset(d for d in SUPPORTED if d.kind == "f")
 INTS = frozenset(d for d in SUPPORTED if d.kind in "iu")
 BOOL = np.dtype(bool)
+# dtype.name runs numpy Python code (several us); kernel keys and schedule descriptions name
+# the dtype of every expression node
+_NAMES = {d: d.name for d in SUPPORTED}
+
+
+def name(dt: np.dtype) -> str:
+    """dt.name, without its cost for the supported dtypes."""
+    return _NAMES.get(dt) or dt.name
 
 
 def to_dtype(dtype: Any) -> np.dtype:
@@ -31,21 +40,39 @@ def to_dtype(dtype: Any) -> np.dtype:
     return dt
 
 
-def _checked(dt: np.dtype, what: str) -> np.dtype:
-    if dt not in SUPPORTED:
-        raise TypeError(f"{what} would produce unsupported dtype {dt.name}")
+def _checked(dt: np.dtype, what: Callable[[], str]) -> np.dtype:
+    if dt not in _SUPPORTED_SET:
+        raise TypeError(f"{what()} would produce unsupported dtype {dt.name}")
     return dt
+
+
+# Every op asks for its result dtype, and asking numpy costs 10-30 us (an errstate, two empty
+# arrays, a ufunc call; a dtype's .name alone is several us of numpy Python code), which was
+# most of the time it took to build an op. The answers depend only on the ufunc and the dtypes,
+# and there are few of those, so they are kept.
+_UFUNC_RESULTS: dict[tuple[Any, ...], np.dtype] = {}
+_PROMOTIONS: dict[tuple[np.dtype, np.dtype], np.dtype] = {}
 
 
 def ufunc_result(ufunc: Callable[..., Any], *dtypes: np.dtype) -> np.dtype:
     """The dtype numpy gives for `ufunc` applied to arrays of these dtypes."""
-    with np.errstate(all="ignore"):
-        out = ufunc(*(np.empty(0, dtype=d) for d in dtypes))
-    return _checked(np.asarray(out).dtype, f"{getattr(ufunc, '__name__', ufunc)}{tuple(d.name for d in dtypes)}")
+    key = (ufunc, *dtypes)
+    dt = _UFUNC_RESULTS.get(key)
+    if dt is None:
+        with np.errstate(all="ignore"):
+            out = ufunc(*(np.empty(0, dtype=d) for d in dtypes))
+        dt = _checked(np.asarray(out).dtype,
+                      lambda: f"{getattr(ufunc, '__name__', ufunc)}{tuple(d.name for d in dtypes)}")
+        _UFUNC_RESULTS[key] = dt
+    return dt
 
 
 def promote(a: np.dtype, b: np.dtype) -> np.dtype:
-    return _checked(np.promote_types(a, b), f"promoting {a.name} with {b.name}")
+    dt = _PROMOTIONS.get((a, b))
+    if dt is None:
+        dt = _checked(np.promote_types(a, b), lambda: f"promoting {a.name} with {b.name}")
+        _PROMOTIONS[a, b] = dt
+    return dt
 
 
 def scalar_dtype(value: Any, tensor_dtype: np.dtype) -> np.dtype:

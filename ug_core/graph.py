@@ -40,13 +40,19 @@ class Node:
         # output), until it moves on to another node (Tensor._replace_node); 0: none. Its id is
         # all the node knows of it, so assign takes it for a live reader of this node meanwhile.
         self._creator = 0
-        for src in srcs:
-            src.add_reader(self)
+        if srcs:
+            ref = weakref.ref(self)  # one reference object serves every source's list
+            for src in srcs:
+                src._add_reader_ref(ref)
 
     def add_reader(self, reader: Any) -> None:
+        self._add_reader_ref(weakref.ref(reader))
+
+    def _add_reader_ref(self, ref: weakref.ref[Any]) -> None:
         readers = self._readers
-        readers.append(weakref.ref(reader))
-        if len(readers) >= 64 and (len(readers) & (len(readers) - 1)) == 0:  # prune dead refs now and then
+        readers.append(ref)
+        n = len(readers)
+        if n >= 64 and (n & (n - 1)) == 0:  # prune dead refs now and then
             readers[:] = [r for r in readers if r() is not None]
 
     def readers(self) -> list[Any]:
@@ -105,9 +111,11 @@ def view(src: Node, v: View) -> Node:
 def alu(op: Op, srcs: tuple[Node, ...], dtype: np.dtype) -> Node:
     """Elementwise op. Shape rule: all operands already have one shape (the frontend broadcasts)."""
     assert op in ALU and ALU[op].arity == len(srcs), op
-    shape = srcs[0].shape
-    assert all(s.shape == shape for s in srcs), [s.shape for s in srcs]
-    return Node(op, srcs, None, shape, dtype, srcs[0].device)
+    first = srcs[0]
+    shape = first.shape
+    for src in srcs:
+        assert src.shape == shape, [s.shape for s in srcs]
+    return Node(op, srcs, None, shape, dtype, first.device)
 
 
 def cast(src: Node, dtype: np.dtype) -> Node:

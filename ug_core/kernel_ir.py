@@ -23,6 +23,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from . import dag
+from .dtypes import name as dtype_name
 from .ops import ALU, REDUCE, Op
 from .view import View, ViewChain
 
@@ -138,10 +139,10 @@ class Kernel:
         head = f"kernel {self.name}" if with_name else "kernel"
         lines = [f"{head} outer={self.outer} axes={self.axes}"]
         for i, a in enumerate(self.args):
-            lines.append(f"  b{i}: {'out' if a.output else 'in '} {a.dtype.name}[{a.size}]")
+            lines.append(f"  b{i}: {'out' if a.output else 'in '} {dtype_name(a.dtype)}[{a.size}]")
         names: dict[int, str] = {}
         for i, r in enumerate(self.reductions):
-            lines.append(f"  r{i} = {REDUCE[r.op].name} over {r.shape} as {r.dtype.name}:")
+            lines.append(f"  r{i} = {REDUCE[r.op].name} over {r.shape} as {dtype_name(r.dtype)}:")
             lines.extend(_expr_lines(r.expr, names))
         for s in self.stores:
             lines.append(f"  store b{s.buf} over {s.shape} at {s.view}:")
@@ -171,7 +172,7 @@ def _expr_lines(root: Expr, names: dict[int, str]) -> list[str]:
             desc = f"cast {local[id(node.srcs[0])]}"
         else:
             desc = f"{ALU[node.op].symbol} " + ", ".join(local[id(s)] for s in node.srcs)
-        lines.append(f"    {name} = {desc} : {node.dtype.name}")
+        lines.append(f"    {name} = {desc} : {dtype_name(node.dtype)}")
     lines.append(f"    yield {local[id(root)]}")
     names.update({k: v for k, v in local.items()})
     return lines

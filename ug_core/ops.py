@@ -16,6 +16,10 @@ import numpy as np
 
 
 class Op(enum.Enum):
+    # members are singletons compared by identity; Enum's own __hash__ (of the name) is Python
+    # code, and the scheduler and the kernel builders hash ops in every dict lookup
+    __hash__ = object.__hash__
+
     # elementwise, one operand
     NEG = enum.auto()
     RECIP = enum.auto()

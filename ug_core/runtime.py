@@ -11,9 +11,10 @@ from __future__ import annotations
 import operator
 import os
 import sys
+import threading
 import time
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Hashable
 
 import numpy as np
 
@@ -22,7 +23,8 @@ from .graph import Node
 from .kernel_ir import Kernel, toposort
 from .ops import Op
 from .plugins import registry
-from .schedule import CopyItem, CustomItem, KernelItem, MatmulItem, Schedule
+from .schedule import CopyItem, CustomItem, KernelItem, MatmulItem, Schedule, create_schedule, unrealized, walk
+from .structure import graph_key
 from .view import View, contiguous_strides, prod
 
 
@@ -39,10 +41,17 @@ def _log(text: str) -> None:
 
 class CompileCache:
     """Compiled programs by (device, backend version, normalized kernel). In memory; backends
-    may add a disk cache under their `compile`."""
+    may add a disk cache under their `compile`.
+
+    It also keeps the compiled steps of recently realized graphs by their structure
+    (`schedules`, see realize_nodes), so that realizing a graph like one realized before skips
+    the scheduler and the lookups of its programs; such a reuse counts as a hit for each
+    program it reuses."""
 
     def __init__(self) -> None:
         self.programs: dict[tuple[str, str, str], Program] = {}
+        self.schedules: dict[Hashable, _Replay] = {}
+        self._schedules_lock = threading.Lock()  # for adding and evicting (lookups need none)
         self.hits = 0
         self.misses = 0
 
@@ -79,8 +88,20 @@ class CompileCache:
 
     def clear(self) -> None:
         self.programs.clear()
+        self.schedules.clear()
         self.hits = self.misses = 0
 
+    def keep_schedule(self, key: Hashable, replay: "_Replay") -> None:
+        with self._schedules_lock:
+            if len(self.schedules) >= MAX_CACHED_SCHEDULES:  # the oldest goes
+                del self.schedules[next(iter(self.schedules))]
+            self.schedules[key] = replay
+
+
+# graphs whose compiled steps are kept (a program that builds ever new graphs, e.g. with a
+# new constant each time, would otherwise grow the cache without end); an entry is a few
+# closures, no buffers
+MAX_CACHED_SCHEDULES = 512
 
 compile_cache = CompileCache()
 
@@ -298,8 +319,65 @@ def run_schedule(schedule: Schedule) -> None:
     if debug_level() >= 1:
         _log(str(schedule))
     compiled = CompiledSchedule(schedule)
-    bufs: list[Buffer | None] = [n.buffer for n in compiled.slots]
-    compiled.run(bufs)
-    for node, buf in zip(compiled.slots, bufs):
+    _run_on(compiled.run, compiled.slots)
+
+
+@dataclass
+class _Replay:
+    """The compiled steps of a realized graph, to run on another graph of the same structure
+    (CompileCache.schedules). It holds no node and no buffer of the graph it was made for."""
+
+    steps: list[Callable[[list[Buffer | None]], None]]
+    slots: list[int]      # per buffer slot of the steps: the position of its node in the walk
+    programs: int         # compiled programs the steps use (each reuse counts that many hits)
+
+    def run(self, bufs: list[Buffer | None]) -> None:
+        for step in self.steps:
+            step(bufs)
+
+
+def realize_nodes(targets: list[Node]) -> None:
+    """Compute the targets' values and give them (and every node the schedule realizes on the
+    way) their buffers: ug.realize and Tensor.realize.
+
+    A graph with the structure of one realized before (structure.graph_key: the same ops,
+    shapes, dtypes and constants, reading other buffers) runs that one's compiled steps on its
+    own buffers, without scheduling again: for a small graph, scheduling and looking up its
+    programs cost far more than running them. UG_DEBUG >= 1 always schedules, to show it."""
+    targets = unrealized(targets)
+    if not targets:
+        return
+    nodes = walk(targets)
+    key = graph_key(nodes, targets) if debug_level() < 1 else None
+    cache = compile_cache
+    try:
+        replay = cache.schedules.get(key) if key is not None else None  # type: ignore[arg-type]
+    except TypeError:  # an unhashable argument (a custom op's callable)
+        key = replay = None
+    if replay is not None:
+        cache.hits += replay.programs
+        _run_on(replay.run, [nodes[i] for i in replay.slots])
+        return
+    schedule = create_schedule(targets)
+    if not schedule.items:
+        return
+    if debug_level() >= 1:
+        _log(str(schedule))
+    looked_up = cache.hits + cache.misses
+    compiled = CompiledSchedule(schedule)
+    _run_on(compiled.run, compiled.slots)
+    position = {id(n): i for i, n in enumerate(nodes)}
+    slots = [position.get(id(n)) for n in compiled.slots]
+    if key is not None and None not in slots:
+        steps = [step.run for step in compiled.steps]
+        cache.keep_schedule(key, _Replay(steps, slots, cache.hits + cache.misses - looked_up))  # type: ignore[arg-type]
+
+
+def _run_on(run: Callable[[list[Buffer | None]], object], slots: list[Node]) -> None:
+    """Run compiled steps on the buffers of these slot nodes, then give each node that had
+    none the buffer the steps produced for it."""
+    bufs: list[Buffer | None] = [n.buffer for n in slots]
+    run(bufs)
+    for node, buf in zip(slots, bufs):
         if not node.realized and buf is not None:
             node.set_buffer(buf)

@@ -22,6 +22,7 @@ import numpy as np
 
 from . import dag
 from .device import MatmulSpec
+from .dtypes import name as dtype_name
 from .graph import Node
 from .kernel_ir import BufferArg, Expr, ExprBuilder, Kernel, Reduction, Store
 from .ops import ALU, REDUCE, Op
@@ -69,7 +70,7 @@ class MatmulItem:
         return [self.out]
 
     def describe(self) -> str:
-        return f"matmul {self.spec.a_view.shape} @ {self.spec.b_view.shape} -> {self.out.shape} {self.out.dtype.name}"
+        return f"matmul {self.spec.a_view.shape} @ {self.spec.b_view.shape} -> {self.out.shape} {dtype_name(self.out.dtype)}"
 
 
 @dataclass
@@ -200,7 +201,7 @@ class _KernelBuilder:
         if op is Op.VIEW:
             return self.expr(node.srcs[0], chain_push(chain, node.arg))
         if op is Op.CAST:
-            self._note(node, f"cast:{node.dtype.name}")
+            self._note(node, f"cast:{dtype_name(node.dtype)}")
             return self.eb.cast(self.expr(node.srcs[0], chain), node.dtype)
         if op in ALU:
             self._note(node, ALU[op].symbol)
@@ -330,9 +331,28 @@ def _build(roots: list[_Root], realize: set[Node], note: str = "") -> KernelItem
 # --- the whole schedule ------------------------------------------------------------------
 
 
-def _walk(targets: Iterable[Node]) -> list[Node]:
-    """Nodes reachable from targets (not looking past realized ones), sources before users."""
-    return dag.toposort(targets, lambda n: () if n.realized else n.srcs)
+def walk(targets: Iterable[Node]) -> list[Node]:
+    """Nodes reachable from targets (not looking past realized ones), sources before users:
+    dag.toposort's order, written out for nodes (every realize walks its graph, twice on the
+    first time, and the generic walk's callback and pairs were most of its cost)."""
+    order: list[Node] = []
+    seen: set[int] = set()
+    for root in targets:
+        if id(root) in seen:
+            continue
+        seen.add(id(root))
+        stack = [(root, iter(root.srcs if root.buffer is None else ()))]
+        while stack:
+            node, srcs = stack[-1]
+            for src in srcs:
+                if id(src) not in seen:
+                    seen.add(id(src))
+                    stack.append((src, iter(src.srcs if src.buffer is None else ())))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order
 
 
 def _strip_view(node: Node) -> tuple[Node, View]:
@@ -412,9 +432,14 @@ def _reads(node: Node, target: Node) -> bool:
     return False
 
 
+def unrealized(targets: Iterable[Node]) -> list[Node]:
+    """The targets a schedule computes: each node once, in order, leaving out realized ones."""
+    return list(dict.fromkeys(t for t in targets if not t.realized))
+
+
 def create_schedule(targets: list[Node]) -> Schedule:
-    targets = list(dict.fromkeys(t for t in targets if not t.realized))
-    nodes = _walk(targets)
+    targets = unrealized(targets)
+    nodes = walk(targets)
     realize = _must_realize(nodes, targets)
     position = {id(n): i for i, n in enumerate(nodes)}
     in_place = _in_place_assigns(nodes, targets)

@@ -43,6 +43,9 @@ def _check_supported(dtype: np.dtype, device: str) -> np.dtype:
     return dtype
 
 
+_COMPARISONS = frozenset({Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE})
+
+
 def _make(node: Node) -> "Tensor":
     _check_supported(node.dtype, node.device)
     return Tensor(node)
@@ -60,6 +63,15 @@ def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
             raise ValueError(f"shapes {' and '.join(str(s) for s in shapes)} cannot be broadcast together")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
+
+
+def _broadcast_pair(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """_broadcast_shape(a, b), answering the common cases (equal shapes, a scalar) at once."""
+    if a == b or not b:
+        return a
+    if not a:
+        return b
+    return _broadcast_shape(a, b)
 
 
 def _normalize_axis(axis: int, ndim: int) -> int:
@@ -355,10 +367,11 @@ class Tensor:
     def _other(self, other: Any) -> tuple[Node, Node, np.dtype]:
         """(self node, other node, common dtype) for a binary op; scalars are weak."""
         if isinstance(other, Tensor):
-            if other.device != self.device:
-                raise ValueError(f"tensors are on different devices: {self.device!r} and {other.device!r}; "
+            a, b = self._node, other._node
+            if a.device != b.device:
+                raise ValueError(f"tensors are on different devices: {a.device!r} and {b.device!r}; "
                                  f"move one with .to(device)")
-            return self._node, other._node, dtypes.promote(self.dtype, other.dtype)
+            return a, b, dtypes.promote(a.dtype, b.dtype)
         if dtypes.is_scalar(other):
             # weak scalar: it takes the tensor's dtype when its kind fits, else the smallest
             # dtype of its kind (a float scalar with an int tensor computes in float32)
@@ -372,11 +385,12 @@ class Tensor:
         a, b, common = self._other(other)
         if reverse:
             a, b = b, a
-        shape = _broadcast_shape(a.shape, b.shape)
+        shape = _broadcast_pair(a.shape, b.shape)
         if ufunc is not None:  # numpy decides the compute dtype (e.g. int / int -> float64)
             common = dtypes.ufunc_result(ufunc, common, common)
-        out_dtype = np.dtype(bool) if op in (Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE) else common
-        a, b = (_broadcast(graph.cast(n, common), shape) for n in (a, b))
+        out_dtype = dtypes.BOOL if op in _COMPARISONS else common
+        a = _broadcast(graph.cast(a, common), shape)
+        b = _broadcast(graph.cast(b, common), shape)
         return _make(graph.alu(op, (a, b), out_dtype))
 
     def __add__(self, o: Any) -> "Tensor": return self._binary(Op.ADD, o, ufunc=np.add)
@@ -606,6 +620,8 @@ def graph_scalar(value: Scalar, dtype: np.dtype, device: str) -> Tensor:
 def _broadcast(node: Node, shape: tuple[int, ...]) -> Node:
     if node.shape == shape:
         return node
+    if not node.shape:  # a scalar (a constant, mostly): every index reads its one element
+        return graph.view(node, View(shape, (0,) * len(shape)))
     pad = (1,) * (len(shape) - len(node.shape))
     v = View.contiguous(pad + node.shape).expand(shape)
     return graph.view(node, v)

@@ -1,0 +1,44 @@
+"""The structure of a lazy graph, as a key: what the scheduler's decisions depend on.
+
+Realizing `x * 2 + y` a second time on new tensors of the same shapes builds a graph that
+differs from the first only in which buffers it reads. The scheduler would decide the same
+kernels and the compile cache would return the same programs, at a cost far above running
+them (a few hundred us of Python for a small graph). `graph_key` names such a graph by its
+structure, so the runtime can keep the compiled steps of the first one and run them on the
+second one's buffers (see runtime.realize_nodes).
+
+What the scheduler reads of a node, and so what the key holds: for a node still to compute,
+its op, argument, shape, dtype, device and which nodes it reads (by position in the walk);
+for a realized node, only that it is a buffer of some shape, dtype and device. Positions
+come from the walk `schedule.walk` makes, which visits two graphs of one structure in the
+same order, so position i of one is position i of the other.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Hashable
+
+from .graph import Node
+from .ops import Op
+
+
+def graph_key(nodes: list[Node], targets: list[Node]) -> tuple[Hashable, ...] | None:
+    """The structure of the graph `nodes` (schedule.walk(targets)) computing `targets`, or None
+    when the schedule depends on more than the structure: an assign writes in place only when
+    no live tensor still reads its target, which the graph does not show."""
+    position: dict[int, int] = {}
+    parts: list[Hashable] = []
+    for i, node in enumerate(nodes):
+        position[id(node)] = i
+        if node.buffer is not None:
+            parts.append((node.shape, node.dtype, node.device))
+            continue
+        op = node.op
+        if op is Op.ASSIGN:
+            return None
+        arg: Any = node.arg
+        if op is Op.CONST and type(arg) is float:
+            arg = arg.hex()  # -0.0 is not 0.0, and a nan equals itself
+        parts.append((op, arg, node.shape, node.dtype, node.device, tuple([position[id(s)] for s in node.srcs])))
+    parts.append(tuple([position[id(t)] for t in targets]))
+    return tuple(parts)
