@@ -158,3 +158,26 @@ def test_debug_output_shows_the_schedule_every_time(device, cache, monkeypatch, 
     monkeypatch.setenv("UG_DEBUG", "1")
     (x + 1).realize()
     assert "schedule: 1 kernel" in capsys.readouterr().err
+
+
+def test_a_device_registered_again_runs_the_kept_graphs(cache):
+    from ug_core.ref import RefDevice
+
+    ran_on = []
+
+    class Recording(RefDevice):
+        def run(self, program, buffers):
+            ran_on.append(self)
+            super().run(program, buffers)
+
+    spec = ug.DeviceSpec(name="again", factory=Recording, plugin="test", version="1")
+    ug.registry.register(spec)
+    try:
+        a = rand(4)
+        np.testing.assert_allclose((ug.tensor(a, device="again") + 1).numpy(), a + 1)
+        first = ug.registry.get("again")
+        ug.registry.register(spec)  # the name now means a new device object
+        np.testing.assert_allclose((ug.tensor(a, device="again") + 1).numpy(), a + 1)
+        assert ran_on[-1] is ug.registry.get("again") and ran_on[-1] is not first
+    finally:
+        ug.registry.unregister_device("again")

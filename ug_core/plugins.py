@@ -37,6 +37,9 @@ class Registry:
         self.broken_plugins: dict[str, str] = {}   # entry point name -> import error
         self._loaded = False
         self._lock = threading.RLock()
+        # counts registrations and removals: whatever holds on to device objects by name (the
+        # runtime's kept schedules) compares it to know that a name may now mean another device
+        self.generation = 0
 
     # --- loading -------------------------------------------------------------------------
 
@@ -75,6 +78,7 @@ class Registry:
             self.specs[spec.name] = spec
             self.devices.pop(spec.name, None)
             self.failures.pop(spec.name, None)
+            self.generation += 1
 
     def register_plugin(self, plugin: Any, name: str | None = None) -> None:
         """Register a plugin object in-process (tests, notebooks): its devices appear at once."""
@@ -89,6 +93,7 @@ class Registry:
             self.specs.pop(name, None)
             self.devices.pop(name, None)
             self.failures.pop(name, None)
+            self.generation += 1
 
     # --- devices -------------------------------------------------------------------------
 

@@ -348,10 +348,12 @@ def realize_nodes(targets: list[Node]) -> None:
     if not targets:
         return
     nodes = walk(targets)
-    key = graph_key(nodes, targets) if debug_level() < 1 else None
+    structure = graph_key(nodes, targets) if debug_level() < 1 else None
+    # (kept steps hold device objects: a device registered again under its name is another one)
+    key = None if structure is None else (registry.generation, structure)
     cache = compile_cache
     try:
-        replay = cache.schedules.get(key) if key is not None else None  # type: ignore[arg-type]
+        replay = cache.schedules.get(key) if key is not None else None
     except TypeError:  # an unhashable argument (a custom op's callable)
         key = replay = None
     if replay is not None:
