@@ -65,10 +65,10 @@ class _Trace:
 
     def _single_kernel_replay(self) -> Callable[[tuple[Any, ...]], Tensor] | None:
         """The replay of a function that compiled to one kernel writing one fresh output (the
-        common case), as one closure. Everything that does not change between calls is worked
-        out here: the kernel's argument list (buffer handles) with the captured buffers already
-        in it, where each input and the output go in that list, and how to make the output. A
-        call then patches those entries, launches, and returns the output.
+        common case), as one function written for this trace (_SINGLE_KERNEL_REPLAY).
+        Everything that does not change between calls is worked out here: where each kernel
+        argument comes from (a captured buffer, an input, the output) and how to make the
+        output. A call then reads the inputs' handles, launches, and returns the output.
 
         None when the general path is needed: several steps, UG_DEBUG timing, in-place assigns
         (the output is an input's buffer), several outputs, or a device without
@@ -90,50 +90,34 @@ class _Trace:
         pos_of = {slot: pos for pos, slot in enumerate(k.args)}
         if len(pos_of) != len(k.args):  # a slot passed twice: not something the scheduler makes
             return None
-        # (position in the call's arguments, position in the kernel's arguments)
-        in_pos = [(self.arg_index[j], pos_of[slot]) for j, slot in self.bind if slot in pos_of]
-        bound = {pos for _, pos in in_pos}
-        out_pos = pos_of[out_slot]
-        template: list[Any] = []
+        arg_of = {slot: self.arg_index[j] for j, slot in self.bind}
+        # each kernel argument as a Python expression: a captured buffer's handle (kept alive
+        # by self.fixed), an input's from the call's arguments, or the output's
+        env: dict[str, Any] = {}
+        handles: list[str] = []
         for pos, slot in enumerate(k.args):
             buf = self.fixed[slot]
-            if buf is not None:  # captured (kept alive by self.fixed)
-                template.append(buf.handle)
-            elif pos in bound or pos == out_pos:
-                template.append(None)  # patched on every call
+            if slot == out_slot:
+                handles.append("buffer.handle")
+            elif buf is not None:
+                env[f"captured{pos}"] = buf.handle
+                handles.append(f"captured{pos}")
+            elif slot in arg_of:
+                handles.append(f"call_args[{arg_of[slot]}]._node.buffer.handle")
             else:
                 return None
         _, out_device, size, dtype = k.fresh[0]
-        make_out = Tensor._maker(out_device, size, dtype, shape, device_name)
+        env.update(pack=pack, call=call, make_out=Tensor._maker(out_device, size, dtype, shape, device_name))
         # the last output(s), as (tensor, node, buffer), to be taken again once nothing else
         # refers to them (see _measure_unreferenced); one per replay running at the same time, at most
         spare: list[tuple[Tensor, Any, Any]] = []
-        take_spare, keep_spare = spare.pop, spare.append
-        reuse = _UNREFERENCED is not None
         rc_out, rc_node, rc_buffer = _UNREFERENCED or (-1, -1, -1)
-        refs = sys.getrefcount
-
-        def replay(call_args: tuple[Any, ...]) -> Tensor:
-            args = template.copy()  # a copy, not the template: replays may run on several threads
-            for i, pos in in_pos:
-                args[pos] = call_args[i]._node.buffer.handle
-            try:
-                out, node, buffer = take_spare()
-            except IndexError:
-                out = make_out()
-                node, buffer = out._node, out._node.buffer
-            else:
-                # (the same expression as in _measure_unreferenced, which measured the counts)
-                if not (out._node is node and node.buffer is buffer and refs(out) == rc_out
-                        and refs(node) == rc_node and refs(buffer) == rc_buffer):
-                    out = make_out()  # still in use: a new buffer, the earlier result stays valid
-                    node, buffer = out._node, out._node.buffer
-            args[out_pos] = buffer.handle
-            call(pack(*args))
-            if reuse:
-                keep_spare((out, node, buffer))
-            return out
-        return replay
+        env.update(take_spare=spare.pop, keep_spare=spare.append, refs=sys.getrefcount,
+                   rc_out=rc_out, rc_node=rc_node, rc_buffer=rc_buffer)
+        source = _SINGLE_KERNEL_REPLAY.format(handles=", ".join(handles),
+                                              keep="keep_spare((out, node, buffer))" if _UNREFERENCED else "pass")
+        exec(compile(source, "<ug.jit single-kernel replay>", "exec"), env)
+        return env["replay"]  # type: ignore[no-any-return]
 
     def _single_matmul_replay(self) -> Callable[[tuple[Any, ...]], Tensor] | None:
         """The replay of a function that compiled to one matmul into a fresh output (a small
@@ -167,6 +151,30 @@ class _Trace:
             matmul(out._node.buffer, get_a(call_args), get_b(call_args), spec)
             return out
         return replay
+
+
+# The single-kernel replay, written out per trace (_Trace._single_kernel_replay): the kernel's
+# arguments are one expression each, in order, so a call builds no list and runs no loop. Python
+# code around a tiny kernel is most of its time, and the generic version of this function (a
+# template list copied and patched per call) took twice as long as this. The `take_spare` lines
+# must stay as they are: _measure_unreferenced measured the reference counts of exactly this
+# pattern.
+_SINGLE_KERNEL_REPLAY = """
+def replay(call_args):
+    try:
+        out, node, buffer = take_spare()
+    except IndexError:
+        out = make_out()
+        node, buffer = out._node, out._node.buffer
+    else:
+        if not (out._node is node and node.buffer is buffer and refs(out) == rc_out
+                and refs(node) == rc_node and refs(buffer) == rc_buffer):
+            out = make_out()  # still in use: a new buffer, the earlier result stays valid
+            node, buffer = out._node, out._node.buffer
+    call(pack({handles}))
+    {keep}
+    return out
+"""
 
 
 def _measure_unreferenced() -> tuple[int, int, int] | None:
