@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class Node:
-    __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "buffer", "_readers", "_creator", "__weakref__")
+    __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "sig", "buffer", "_readers", "_creator", "__weakref__")
 
     def __init__(self, op: Op, srcs: tuple["Node", ...], arg: Any, shape: tuple[int, ...], dtype: np.dtype, device: str):
         self.op = op
@@ -29,6 +29,9 @@ class Node:
         self.shape = shape
         self.dtype = dtype
         self.device = device
+        # (shape, dtype, device) as one tuple: what ug.jit keys a tensor argument by, read on
+        # every call (one attribute instead of three and a new tuple)
+        self.sig = (shape, dtype, device)
         self.buffer: Buffer | None = None
         # who reads this node's value (nodes and tensors); assign uses it to decide
         # whether writing into this node's buffer in place would be seen by an earlier read
@@ -91,6 +94,7 @@ def buffer_node(buffer: "Buffer", shape: tuple[int, ...], device: str) -> Node:
     # __init__ and its loop over (no) sources
     node = Node.__new__(Node)
     node.op, node.srcs, node.arg, node.shape, node.dtype, node.device = Op.BUFFER, (), None, shape, buffer.dtype, device
+    node.sig = (shape, buffer.dtype, device)
     node.buffer = buffer
     node._readers = []
     node._creator = 0

@@ -276,7 +276,7 @@ def jit(fn: Callable[..., Any]) -> Callable[..., Any]:
                 node = a._node
                 if node.buffer is None:
                     a.realize()
-                key += (node.shape, node.dtype, node.device)
+                key += node.sig  # (shape, dtype, device)
             else:
                 key += ("py", _static_key(a))
         if kwargs:

@@ -250,6 +250,7 @@ class Tensor:
         referenced reader (see Node._creator)."""
         dtype = np.dtype(dtype)
         take, allocate, release = device.handle_allocator((size if size > 0 else 1) * dtype.itemsize)
+        sig = (shape, dtype, device_name)
 
         def make() -> Tensor:
             buffer = _SizedBuffer()
@@ -268,6 +269,7 @@ class Tensor:
             node.shape = shape
             node.dtype = dtype
             node.device = device_name
+            node.sig = sig
             node.buffer = buffer
             node._readers = []
             t = _new_tensor(Tensor)
