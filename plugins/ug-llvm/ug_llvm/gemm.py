@@ -399,7 +399,7 @@ def _pack_b(cfg: GemmConfig, name: str) -> str:
 
 def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
     """The row blocks (unit u = batch * units_per_batch + block), with A workspace `tid`."""
-    t, mr, nr, kcmax, es = LLVM_TYPE[cfg.dtype], cfg.mr, cfg.nr, cfg.kc, cfg.itemsize
+    t, mr, nr, kcmax, es, vw = LLVM_TYPE[cfg.dtype], cfg.mr, cfg.nr, cfg.kc, cfg.itemsize, cfg.vector
     src, ses = LLVM_TYPE[cfg.source], cfg.source.itemsize
     b = _Builder(md_base=100000)
     c = _ctx_loads(b, ["a", "b_pack", "c", "a_pack", "m", "n", "k", "rsa", "csa", "ldc", "offsets", "row_starts",
@@ -443,6 +443,17 @@ def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
                 pbase = b.v(f"mul nsw i64 {ip}, {mr * 1}")
                 pofs = b.v(f"mul nsw i64 {pbase}, {kc}")
                 pdst = b.v(f"getelementptr inbounds {t}, ptr {ap}, i64 {pofs}")
+                prow0 = b.v(f"add nsw i64 {i0}, {pbase}")
+                # a whole panel of rows along unit-stride columns: VW columns at a time, as vectors
+                # (_pack_a_columns); what is left, element by element (and zeros past M)
+                pend = b.v(f"add nsw i64 {pbase}, {mr}")
+                whole = b.v(f"icmp sle i64 {pend}, {mc}")
+                along = b.v(f"icmp eq i64 {c['csa']}, 1")
+                vectors = b.v(f"and i1 {whole}, {along}")
+                kv0 = b.v(f"and i64 {kc}, -{vw}")
+                kv = b.v(f"select i1 {vectors}, i64 {kv0}, i64 0")
+                with b.loop("0", kv, str(vw)) as k:
+                    _pack_a_columns(b, cfg, abase, prow0, c["rsa"], pcs, k, pdst)
                 with b.loop("0", str(mr)) as r:
                     lrow = b.v(f"add nsw i64 {pbase}, {r}")
                     inside = b.v(f"icmp slt i64 {lrow}, {mc}")
@@ -452,7 +463,7 @@ def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
                         so = b.v(f"mul nsw i64 {grow}, {c['rsa']}")
                         so2 = b.v(f"add nsw i64 {so}, {pcs}")
                         srow = b.v(f"getelementptr {src}, ptr {abase}, i64 {so2}")
-                        with b.loop("0", kc) as k:
+                        with b.loop(kv, kc) as k:
                             sk = b.v(f"mul nsw i64 {k}, {c['csa']}")
                             sp = b.v(f"getelementptr {src}, ptr {srow}, i64 {sk}")
                             x = _widen(b, b.v(f"load {src}, ptr {sp}, align {ses}"), src, t)
@@ -496,6 +507,40 @@ def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
     b.emit("ret void")
     head = f"define void @{name}(ptr %ctx, i64 %units, i64 %chunk, i64 %tid) #0 {{\nentry:"
     return head + "\n" + "\n".join(b.lines) + "\n}\n" + "\n".join(b.metadata)
+
+
+def _pack_a_columns(b: _Builder, cfg: GemmConfig, abase: str, row0: str, rsa: str, col0: str, k: str, dst: str) -> None:
+    """Columns k .. k+VW of a panel's MR rows of A (row-major along those columns) into the
+    packed panel at `dst`: one vector load per row, then one shuffle that interleaves them
+    column after column (packed[kk * MR + r] = A[row0 + r, col0 + k + kk]), one store of
+    MR * VW elements. The element-by-element copy it replaces was 5-6 % of a 1024^3 product on
+    one thread and a quarter of a 64^3 one: a scalar load and a scalar store 24 bytes apart per
+    element."""
+    t, src, mr, vw, es, ses = LLVM_TYPE[cfg.dtype], LLVM_TYPE[cfg.source], cfg.mr, cfg.vector, cfg.itemsize, cfg.source.itemsize
+    vt = f"<{vw} x {t}>"
+    rows = []
+    for r in range(mr):
+        grow = b.v(f"add nsw i64 {row0}, {r}")
+        so = b.v(f"mul nsw i64 {grow}, {rsa}")
+        so2 = b.v(f"add nsw i64 {so}, {col0}")
+        so3 = b.v(f"add nsw i64 {so2}, {k}")
+        sp = b.v(f"getelementptr {src}, ptr {abase}, i64 {so3}")
+        rows.append(_widen(b, b.v(f"load <{vw} x {src}>, ptr {sp}, align {ses}"), f"<{vw} x {src}>", vt))
+    # concatenate the rows (padded with poison to a power of two) pairwise into one long vector,
+    # where row r is elements [r * VW, (r + 1) * VW)
+    width = vw
+    while len(rows) & (len(rows) - 1):
+        rows.append("poison")
+    while len(rows) > 1:
+        mask = ", ".join(f"i32 {i}" for i in range(2 * width))
+        rows = [b.v(f"shufflevector <{width} x {t}> {x}, <{width} x {t}> {y}, <{2 * width} x i32> <{mask}>")
+                for x, y in zip(rows[::2], rows[1::2])]
+        width *= 2
+    order = ", ".join(f"i32 {r * vw + kk}" for kk in range(vw) for r in range(mr))
+    packed = b.v(f"shufflevector <{width} x {t}> {rows[0]}, <{width} x {t}> poison, <{mr * vw} x i32> <{order}>")
+    offset = b.v(f"mul nsw i64 {k}, {mr}")
+    dp = b.v(f"getelementptr inbounds {t}, ptr {dst}, i64 {offset}")
+    b.emit(f"store <{mr * vw} x {t}> {packed}, ptr {dp}, align {es}")
 
 
 def _serial(prefix: str) -> str:
