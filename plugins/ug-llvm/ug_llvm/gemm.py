@@ -34,7 +34,7 @@ import ctypes
 import hashlib
 import math
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -648,6 +648,38 @@ def _rows_evenly_spaced(shape: list[int], strides: list[int]) -> bool:
     return True
 
 
+_EPI_FN, _EPI_ARGS, _PACK_NEXT, _GEMM_NEXT = _F["epi_fn"], _F["epi_args"], _F["pack_next"], _F["gemm_next"]
+assert CTX_FIELDS[:5] == ("a", "b", "c", "a_pack", "b_pack")  # (run sets them by position)
+# a problem whose workspace is at most this many bytes keeps its context and a workspace of
+# its own between calls (_Setup.spare): taking a workspace from the device's pool and building
+# the context were a third of the Python around a 64^3 product. (Such workspaces are the
+# gemm's, like its code: not device buffers, at most 2 * 256 of them, 64 MiB in all.)
+SPARE_WORKSPACE = 1 << 17
+MAX_SETUPS = 256
+
+
+def _own_workspace(nbytes: int) -> tuple[np.ndarray, int]:
+    """A 64-byte aligned workspace owned by the gemm (freed with the array)."""
+    block = np.empty(nbytes + 64, np.uint8)
+    address = block.ctypes.data
+    return block, address + (-address) % 64
+
+
+@dataclass(frozen=True)
+class _Setup:
+    problem: Problem      # kept alive: setups are found by its id
+    starts: array.array   # row block starts (the ctx points at them)
+    ctx: array.array      # the context without the pointers (a, b, c, workspaces, epilogue)
+    workspace: int        # bytes: the A panels of each thread, then the packed B at b_pack_at
+    b_pack_at: int
+    b_rows: int           # pack_b's units
+    rows_chunk: int       # pack_b's units per claim on threads
+    units: int            # gemm's units (row blocks over the batch)
+    # (workspace, context, its address) of earlier calls, for the next ones: one per call
+    # running at the same time, two at most, and only for workspaces <= SPARE_WORKSPACE
+    spare: list[tuple[Any, array.array, int]] = field(default_factory=list)
+
+
 class PackedGemm:
     """The compiled gemm for one dtype on this host, and how to run it over a thread pool."""
 
@@ -658,8 +690,8 @@ class PackedGemm:
         prefix = "ug_gemm_" + hashlib.sha256(ir.encode()).hexdigest()[:16]
         ir = ir.replace("@ug_gemm_", f"@{prefix}_")
         self.ir = ir
-        # (m, k, batch, threads) -> (row starts, blocks, A workspace stride): see run
-        self._plans: dict[tuple[int, int, int, int], tuple[array.array, int, int]] = {}
+        # (id(problem), threads) -> what run needs of them (see _setup)
+        self._setups: dict[tuple[int, int], _Setup] = {}
         self.pack_b = _ENTRY(jit.load(ir, f"{prefix}_pack_b"))
         self.gemm = _ENTRY(jit.load(ir, f"{prefix}_gemm"))
         self.serial = _SERIAL(jit.load(ir, f"{prefix}_serial"))
@@ -700,34 +732,51 @@ class PackedGemm:
         kernel's ranged entry `void f(i8** args, i64 start, i64 end)`, the address of its
         argument array), called on the elements [start, end) of C (row-major, over the whole
         batch) of each block of rows as soon as they are final; (0, 0): none."""
-        cfg = self.cfg
-        nr = cfg.nr
-        npad = -(-p.n // nr) * nr
-        shape = (p.m, p.k, p.batch, threads)
-        planned = self._plans.get(shape)
-        if planned is None:  # small matmuls (ug.jit replays) are dominated by such Python
-            starts = self.plan(p, threads)
-            widest = max(starts[i + 1] - starts[i] for i in range(len(starts) - 1))
-            planned = (starts, len(starts) - 1, -(-widest // cfg.mr) * cfg.mr * min(cfg.kc, p.k))
-            if len(self._plans) >= 1024:
-                self._plans.clear()
-            self._plans[shape] = planned
-        starts, blocks, a_stride = planned
-        a_ws, a_ptr = alloc(threads * a_stride * cfg.itemsize)
-        b_ws, b_ptr = alloc(p.batch * p.k * npad * cfg.itemsize)
-        try:
-            b_rows, units = p.batch * p.k, p.batch * blocks
-            ctx = array.array("q", (a, b, c, a_ptr, b_ptr, p.m, p.n, p.k, p.rsa, p.csa, p.rsb, p.csb, p.n,
-                                    p.offsets.buffer_info()[0], starts.buffer_info()[0], blocks, npad, a_stride, 0, 0,
-                                    *epilogue, b_rows, units))
+        setup = self._setups.get((id(p), threads))
+        if setup is None or setup.problem is not p:
+            setup = self._setup(p, threads)
+        try:  # a context with its workspace from an earlier call (small problems only, see _Setup)
+            ws, ctx, ctx_ptr = setup.spare.pop()
+        except IndexError:
+            ws, ws_ptr = _own_workspace(setup.workspace) if setup.workspace <= SPARE_WORKSPACE else alloc(setup.workspace)
+            ctx = setup.ctx[:]  # a copy per call: the counters in it are the threads' shared state
+            ctx[3], ctx[4] = ws_ptr, ws_ptr + setup.b_pack_at
             ctx_ptr = ctx.buffer_info()[0]
-            pack_b, gemm = self.pack_b, self.gemm
+        ctx[0], ctx[1], ctx[2] = a, b, c
+        ctx[_EPI_FN], ctx[_EPI_ARGS] = epilogue
+        ctx[_PACK_NEXT] = ctx[_GEMM_NEXT] = 0
+        try:
             if threads == 1:
                 self.serial(ctx_ptr)
             else:
-                rows_chunk = max(1, b_rows // (8 * threads))
+                pack_b, gemm, b_rows, rows_chunk, units = self.pack_b, self.gemm, setup.b_rows, setup.rows_chunk, setup.units
                 on_threads(lambda tid: pack_b(ctx_ptr, b_rows, rows_chunk, tid), threads)
                 on_threads(lambda tid: gemm(ctx_ptr, units, 1, tid), threads)
         finally:
-            release(a_ws)
-            release(b_ws)
+            if setup.workspace > SPARE_WORKSPACE:
+                release(ws)
+            elif len(setup.spare) < 2:
+                setup.spare.append((ws, ctx, ctx_ptr))
+
+    def _setup(self, p: Problem, threads: int) -> "_Setup":
+        """What `run` needs of a problem on some threads that does not change between calls (a
+        ug.jit replay runs the same problem every call, and for a small matmul this Python
+        was a good part of the call): the row blocks, the workspace (A panels per thread, then
+        the packed B) and the context with every field but the pointers filled in."""
+        cfg = self.cfg
+        npad = -(-p.n // cfg.nr) * cfg.nr
+        starts = self.plan(p, threads)
+        blocks = len(starts) - 1
+        widest = max(starts[i + 1] - starts[i] for i in range(blocks))
+        a_stride = -(-widest // cfg.mr) * cfg.mr * min(cfg.kc, p.k)
+        b_pack_at = -(-threads * a_stride * cfg.itemsize // 64) * 64
+        b_rows, units = p.batch * p.k, p.batch * blocks
+        ctx = array.array("q", (0, 0, 0, 0, 0, p.m, p.n, p.k, p.rsa, p.csa, p.rsb, p.csb, p.n,
+                                p.offsets.buffer_info()[0], starts.buffer_info()[0], blocks, npad, a_stride, 0, 0,
+                                0, 0, b_rows, units))
+        setup = _Setup(p, starts, ctx, b_pack_at + p.batch * p.k * npad * cfg.itemsize, b_pack_at,
+                       b_rows, max(1, b_rows // (8 * threads)), units)
+        if len(self._setups) >= MAX_SETUPS:  # bounded: problems of dropped schedules go eventually
+            self._setups.clear()
+        self._setups[id(p), threads] = setup
+        return setup
