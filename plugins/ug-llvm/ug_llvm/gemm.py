@@ -42,7 +42,7 @@ import numpy as np
 # the i64 fields of the context array, in order (PackedGemm.run fills them)
 CTX_FIELDS = ("a", "b", "c", "a_pack", "b_pack", "m", "n", "k", "rsa", "csa", "rsb", "csb", "ldc",
               "offsets", "row_starts", "units_per_batch", "npad", "a_pack_stride", "pack_next", "gemm_next",
-              "epi_fn", "epi_args", "b_units", "g_units")
+              "epi_fn", "epi_args", "b_units", "g_units", "b_group")
 _F = {name: i for i, name in enumerate(CTX_FIELDS)}
 # the smallest row block (in MR-row panels) of a guided plan (PackedGemm.plan): a block streams
 # the whole packed B through L2 once, so a tiny one is slow per row; it ends the schedule only
@@ -333,68 +333,162 @@ def _widen(b: _Builder, value: str, src: str, dst: str) -> str:
 
 
 def _pack_b(cfg: GemmConfig, name: str) -> str:
-    """Pack the rows of B (unit u = batch * K + k) into b_pack: row k of B goes, NR
-    elements at a time, into every panel of its KC block. Whole rows per unit, so the reads
-    run along B's rows (B is usually row-major) and the writes fill whole panel lines."""
-    t, nr, es, kcmax = LLVM_TYPE[cfg.dtype], cfg.nr, cfg.itemsize, cfg.kc
-    src, ses = LLVM_TYPE[cfg.source], cfg.source.itemsize
+    """Pack the rows of B into b_pack: row k of B goes, NR elements at a time, into every
+    panel of its KC block. A unit is `b_group` rows (unit u = batch * groups + g): one row,
+    read along B's rows (B is usually row-major) with the writes filling whole panel lines; or,
+    where B's columns are contiguous instead (x @ w.T), VW rows, read VW elements down each
+    column and transposed in registers (_pack_b_columns)."""
+    t, nr, kcmax, vw = LLVM_TYPE[cfg.dtype], cfg.nr, cfg.kc, cfg.vector
     b = _Builder(md_base=1000)
-    c = _ctx_loads(b, ["b", "b_pack", "n", "k", "rsb", "csb", "offsets", "npad"])
+    c = _ctx_loads(b, ["b", "b_pack", "n", "k", "rsb", "csb", "offsets", "npad", "b_group"])
     full_panels = b.v(f"sdiv i64 {c['n']}, {nr}")
     npanels = b.v(f"sdiv i64 {c['npad']}, {nr}")
     knpad = b.v(f"mul nsw i64 {c['k']}, {c['npad']}")
-    unit_stride = b.v(f"icmp eq i64 {c['csb']}, 1")
-    vec_panels = b.v(f"select i1 {unit_stride}, i64 {full_panels}, i64 0")
+    gk = b.v(f"add nsw i64 {c['k']}, {c['b_group']}")
+    gk1 = b.v(f"sub nsw i64 {gk}, 1")
+    groups = b.v(f"sdiv i64 {gk1}, {c['b_group']}")
     counter = b.v(f"getelementptr inbounds i64, ptr %ctx, i64 {_F['pack_next']}")
     with b.claimed(counter, "%units", "%chunk") as (u0, u1), b.loop(u0, u1) as u:
-        batch = b.v(f"sdiv i64 {u}, {c['k']}")
-        k = b.v(f"srem i64 {u}, {c['k']}")
+        batch = b.v(f"sdiv i64 {u}, {groups}")
+        g = b.v(f"srem i64 {u}, {groups}")
+        k0 = b.v(f"mul nsw i64 {g}, {c['b_group']}")
+        k1a = b.v(f"add nsw i64 {k0}, {c['b_group']}")
+        past = b.v(f"icmp sgt i64 {k1a}, {c['k']}")
+        k1 = b.v(f"select i1 {past}, i64 {c['k']}, i64 {k1a}")
         oi = b.v(f"mul nsw i64 {batch}, 3")
         oi1 = b.v(f"add nsw i64 {oi}, 1")
         op = b.v(f"getelementptr inbounds i64, ptr {c['offsets']}, i64 {oi1}")
         boff = b.v(f"load i64, ptr {op}, align 8")
-        so = b.v(f"mul nsw i64 {k}, {c['rsb']}")
-        so2 = b.v(f"add nsw i64 {boff}, {so}")
-        srow = b.v(f"getelementptr {src}, ptr {c['b']}, i64 {so2}")
-        # where row k lands: block pc (kc rows), row k - pc of each kc x NR panel
-        blk = b.v(f"sdiv i64 {k}, {kcmax}")
-        pc = b.v(f"mul nsw i64 {blk}, {kcmax}")
-        rest = b.v(f"sub nsw i64 {c['k']}, {pc}")
-        small = b.v(f"icmp slt i64 {rest}, {kcmax}")
-        kc = b.v(f"select i1 {small}, i64 {rest}, i64 {kcmax}")
-        kin = b.v(f"sub nsw i64 {k}, {pc}")
+        bbase = b.v(f"getelementptr {LLVM_TYPE[cfg.source]}, ptr {c['b']}, i64 {boff}")
         dbase = b.v(f"mul nsw i64 {batch}, {knpad}")
-        o1 = b.v(f"mul nsw i64 {pc}, {c['npad']}")
-        o3 = b.v(f"mul nsw i64 {kin}, {nr}")
-        o13 = b.v(f"add nsw i64 {o1}, {o3}")
-        o = b.v(f"add nsw i64 {dbase}, {o13}")
-        drow = b.v(f"getelementptr inbounds {t}, ptr {c['b_pack']}, i64 {o}")
-        pstride = b.v(f"mul nsw i64 {kc}, {nr}")
-        with b.loop("0", vec_panels) as jr:  # full panels of a unit-stride row: vector copies
-            col0 = b.v(f"mul nsw i64 {jr}, {nr}")
-            sp = b.v(f"getelementptr {src}, ptr {srow}, i64 {col0}")
-            x = _widen(b, b.v(f"load <{nr} x {src}>, ptr {sp}, align {ses}"), f"<{nr} x {src}>", f"<{nr} x {t}>")
-            po = b.v(f"mul nsw i64 {jr}, {pstride}")
-            dp = b.v(f"getelementptr inbounds {t}, ptr {drow}, i64 {po}")
-            b.emit(f"store <{nr} x {t}> {x}, ptr {dp}, align {math.gcd(64, nr * es)}")
-        with b.loop(vec_panels, npanels) as jr:  # the rest: element by element, zeros past N
-            col0 = b.v(f"mul nsw i64 {jr}, {nr}")
-            po = b.v(f"mul nsw i64 {jr}, {pstride}")
-            dpanel = b.v(f"getelementptr inbounds {t}, ptr {drow}, i64 {po}")
-            with b.loop("0", str(nr)) as j:
-                col = b.v(f"add nsw i64 {col0}, {j}")
-                dp = b.v(f"getelementptr inbounds {t}, ptr {dpanel}, i64 {j}")
-                inside = b.v(f"icmp slt i64 {col}, {c['n']}")
-                with b.branch(inside) as zero:
-                    sj = b.v(f"mul nsw i64 {col}, {c['csb']}")
-                    sp = b.v(f"getelementptr {src}, ptr {srow}, i64 {sj}")
-                    y = _widen(b, b.v(f"load {src}, ptr {sp}, align {ses}"), src, t)
-                    b.emit(f"store {t} {y}, ptr {dp}, align {es}")
-                    with zero.otherwise():
-                        b.emit(f"store {t} 0.0, ptr {dp}, align {es}")
+        dbatch = b.v(f"getelementptr inbounds {t}, ptr {c['b_pack']}, i64 {dbase}")
+        # a whole group of VW rows down contiguous columns (b_group is VW only then, and a
+        # KC block holds whole groups): the full panels as VW x VW transposes, then each row's rest
+        rows = b.v(f"sub nsw i64 {k1}, {k0}")
+        whole = b.v(f"icmp eq i64 {rows}, {vw}")
+        grouped = b.v(f"icmp eq i64 {c['b_group']}, {vw}")
+        columns = b.v(f"and i1 {whole}, {grouped}")
+        with b.branch(columns) as rowwise:
+            kpanel = _pack_b_place(b, cfg, c, k0)
+            with b.loop("0", full_panels) as jr:
+                _pack_b_columns(b, cfg, bbase, c["csb"], k0, jr, b.v(f"getelementptr inbounds {t}, ptr {dbatch}, i64 {kpanel}"),
+                                c["k"])
+            with b.loop(k0, k1) as k:
+                _pack_b_row(b, cfg, c, bbase, dbatch, k, full_panels, npanels)
+            with rowwise.otherwise():
+                with b.loop(k0, k1) as k:
+                    _pack_b_row(b, cfg, c, bbase, dbatch, k, "0", npanels)
     b.emit("ret void")
     head = f"define void @{name}(ptr %ctx, i64 %units, i64 %chunk, i64 %tid) #0 {{\nentry:"
     return head + "\n" + "\n".join(b.lines) + "\n}\n" + "\n".join(b.metadata)
+
+
+def _pack_b_place(b: _Builder, cfg: GemmConfig, c: dict[str, str], k: str) -> str:
+    """Where row k of B starts in its batch entry's packed B: block pc = the KC rows holding k,
+    each block npad wide (its panels of kc x NR one after the other), row k - pc of each panel."""
+    kcmax, nr = cfg.kc, cfg.nr
+    blk = b.v(f"sdiv i64 {k}, {kcmax}")
+    pc = b.v(f"mul nsw i64 {blk}, {kcmax}")
+    kin = b.v(f"sub nsw i64 {k}, {pc}")
+    o1 = b.v(f"mul nsw i64 {pc}, {c['npad']}")
+    o3 = b.v(f"mul nsw i64 {kin}, {nr}")
+    return b.v(f"add nsw i64 {o1}, {o3}")
+
+
+def _pack_b_stride(b: _Builder, cfg: GemmConfig, c: dict[str, str], k: str) -> str:
+    """The distance between two panels of the KC block holding row k: kc * NR (kc: that
+    block's rows, the last one may be short)."""
+    kcmax = cfg.kc
+    blk = b.v(f"sdiv i64 {k}, {kcmax}")
+    pc = b.v(f"mul nsw i64 {blk}, {kcmax}")
+    rest = b.v(f"sub nsw i64 {c['k']}, {pc}")
+    small = b.v(f"icmp slt i64 {rest}, {kcmax}")
+    kc = b.v(f"select i1 {small}, i64 {rest}, i64 {kcmax}")
+    return b.v(f"mul nsw i64 {kc}, {cfg.nr}")
+
+
+def _pack_b_row(b: _Builder, cfg: GemmConfig, c: dict[str, str], bbase: str, dbatch: str, k: str,
+                first: str, npanels: str) -> None:
+    """Row k of B into panels [first, npanels): those before `vec_panels` (full panels of a
+    unit-stride row) as vector copies, the rest element by element, zeros past N."""
+    t, nr, es = LLVM_TYPE[cfg.dtype], cfg.nr, cfg.itemsize
+    src, ses = LLVM_TYPE[cfg.source], cfg.source.itemsize
+    so = b.v(f"mul nsw i64 {k}, {c['rsb']}")
+    srow = b.v(f"getelementptr {src}, ptr {bbase}, i64 {so}")
+    drow = b.v(f"getelementptr inbounds {t}, ptr {dbatch}, i64 {_pack_b_place(b, cfg, c, k)}")
+    pstride = _pack_b_stride(b, cfg, c, k)
+    unit_stride = b.v(f"icmp eq i64 {c['csb']}, 1")
+    full_panels = b.v(f"sdiv i64 {c['n']}, {nr}")
+    vec_end = b.v(f"select i1 {unit_stride}, i64 {full_panels}, i64 {first}")
+    with b.loop(first, vec_end) as jr:  # full panels of a unit-stride row: vector copies
+        col0 = b.v(f"mul nsw i64 {jr}, {nr}")
+        sp = b.v(f"getelementptr {src}, ptr {srow}, i64 {col0}")
+        x = _widen(b, b.v(f"load <{nr} x {src}>, ptr {sp}, align {ses}"), f"<{nr} x {src}>", f"<{nr} x {t}>")
+        po = b.v(f"mul nsw i64 {jr}, {pstride}")
+        dp = b.v(f"getelementptr inbounds {t}, ptr {drow}, i64 {po}")
+        b.emit(f"store <{nr} x {t}> {x}, ptr {dp}, align {math.gcd(64, nr * es)}")
+    with b.loop(vec_end, npanels) as jr:  # the rest: element by element, zeros past N
+        col0 = b.v(f"mul nsw i64 {jr}, {nr}")
+        po = b.v(f"mul nsw i64 {jr}, {pstride}")
+        dpanel = b.v(f"getelementptr inbounds {t}, ptr {drow}, i64 {po}")
+        with b.loop("0", str(nr)) as j:
+            col = b.v(f"add nsw i64 {col0}, {j}")
+            dp = b.v(f"getelementptr inbounds {t}, ptr {dpanel}, i64 {j}")
+            inside = b.v(f"icmp slt i64 {col}, {c['n']}")
+            with b.branch(inside) as zero:
+                sj = b.v(f"mul nsw i64 {col}, {c['csb']}")
+                sp = b.v(f"getelementptr {src}, ptr {srow}, i64 {sj}")
+                y = _widen(b, b.v(f"load {src}, ptr {sp}, align {ses}"), src, t)
+                b.emit(f"store {t} {y}, ptr {dp}, align {es}")
+                with zero.otherwise():
+                    b.emit(f"store {t} 0.0, ptr {dp}, align {es}")
+
+
+def _pack_b_columns(b: _Builder, cfg: GemmConfig, bbase: str, csb: str, k0: str, jr: str, dst: str, k: str) -> None:
+    """Rows k0 .. k0+VW of full panel jr, from columns that are contiguous in memory: per VW
+    columns, one vector load down each column, a VW x VW transpose in registers, one vector
+    store per row. `dst`: row k0 of the first panel of k0's block (panels kc * NR apart)."""
+    t, src, vw, nr, es, ses = LLVM_TYPE[cfg.dtype], LLVM_TYPE[cfg.source], cfg.vector, cfg.nr, cfg.itemsize, cfg.source.itemsize
+    vt = f"<{vw} x {t}>"
+    kcmax = cfg.kc
+    blk = b.v(f"sdiv i64 {k0}, {kcmax}")
+    pc = b.v(f"mul nsw i64 {blk}, {kcmax}")
+    rest = b.v(f"sub nsw i64 {k}, {pc}")
+    small = b.v(f"icmp slt i64 {rest}, {kcmax}")
+    kc = b.v(f"select i1 {small}, i64 {rest}, i64 {kcmax}")
+    pstride = b.v(f"mul nsw i64 {kc}, {nr}")
+    po = b.v(f"mul nsw i64 {jr}, {pstride}")
+    dpanel = b.v(f"getelementptr inbounds {t}, ptr {dst}, i64 {po}")
+    col0 = b.v(f"mul nsw i64 {jr}, {nr}")
+    for q in range(cfg.nv):
+        cols = []
+        for jj in range(vw):
+            col = b.v(f"add nsw i64 {col0}, {q * vw + jj}")
+            so = b.v(f"mul nsw i64 {col}, {csb}")
+            so2 = b.v(f"add nsw i64 {so}, {k0}")
+            sp = b.v(f"getelementptr {src}, ptr {bbase}, i64 {so2}")
+            cols.append(_widen(b, b.v(f"load <{vw} x {src}>, ptr {sp}, align {ses}"), f"<{vw} x {src}>", vt))
+        for kk, row in enumerate(_transpose(b, cols, vt, vw)):
+            dp = b.v(f"getelementptr inbounds {t}, ptr {dpanel}, i64 {kk * nr + q * vw}")
+            b.emit(f"store {vt} {row}, ptr {dp}, align {es}")
+
+
+def _transpose(b: _Builder, rows: list[str], vt: str, n: int) -> list[str]:
+    """The n x n matrix whose rows are the vectors `rows`, transposed (Eklundh's exchange: for
+    h = n/2, n/4, ..., 1, rows i and i + h swap their off-diagonal h x h blocks): n * log2(n)
+    two-input shuffles."""
+    rows = list(rows)
+    h = n // 2
+    while h:
+        lo = ", ".join(f"i32 {col if col & h == 0 else n + col - h}" for col in range(n))
+        hi = ", ".join(f"i32 {col + h if col & h == 0 else n + col}" for col in range(n))
+        for i in range(n):
+            if i & h == 0:
+                x, y = rows[i], rows[i + h]
+                rows[i] = b.v(f"shufflevector {vt} {x}, {vt} {y}, <{n} x i32> <{lo}>")
+                rows[i + h] = b.v(f"shufflevector {vt} {x}, {vt} {y}, <{n} x i32> <{hi}>")
+        h //= 2
+    return rows
 
 
 def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
@@ -672,7 +766,7 @@ class _Setup:
     ctx: array.array      # the context without the pointers (a, b, c, workspaces, epilogue)
     workspace: int        # bytes: the A panels of each thread, then the packed B at b_pack_at
     b_pack_at: int
-    b_rows: int           # pack_b's units
+    b_rows: int           # pack_b's units (groups of rows of B)
     rows_chunk: int       # pack_b's units per claim on threads
     units: int            # gemm's units (row blocks over the batch)
     # (workspace, context, its address) of earlier calls, for the next ones: one per call
@@ -692,9 +786,10 @@ class PackedGemm:
         self.ir = ir
         # (id(problem), threads) -> what run needs of them (see _setup)
         self._setups: dict[tuple[int, int], _Setup] = {}
+        # one module, loaded (compiled, or read from the disk cache) once for its three entries
         self.pack_b = _ENTRY(jit.load(ir, f"{prefix}_pack_b"))
-        self.gemm = _ENTRY(jit.load(ir, f"{prefix}_gemm"))
-        self.serial = _SERIAL(jit.load(ir, f"{prefix}_serial"))
+        self.gemm = _ENTRY(jit.address(f"{prefix}_gemm"))
+        self.serial = _SERIAL(jit.address(f"{prefix}_serial"))
 
     def plan(self, p: Problem, threads: int) -> array.array:
         """The row blocks of one batch entry, as their starts (multiples of MR, then M): the
@@ -770,10 +865,12 @@ class PackedGemm:
         widest = max(starts[i + 1] - starts[i] for i in range(blocks))
         a_stride = -(-widest // cfg.mr) * cfg.mr * min(cfg.kc, p.k)
         b_pack_at = -(-threads * a_stride * cfg.itemsize // 64) * 64
-        b_rows, units = p.batch * p.k, p.batch * blocks
+        # pack_b's unit: one row of B, or VW rows where B's columns are contiguous (see _pack_b)
+        group = cfg.vector if p.rsb == 1 and p.csb != 1 and cfg.kc % cfg.vector == 0 else 1
+        b_rows, units = p.batch * -(-p.k // group), p.batch * blocks
         ctx = array.array("q", (0, 0, 0, 0, 0, p.m, p.n, p.k, p.rsa, p.csa, p.rsb, p.csb, p.n,
                                 p.offsets.buffer_info()[0], starts.buffer_info()[0], blocks, npad, a_stride, 0, 0,
-                                0, 0, b_rows, units))
+                                0, 0, b_rows, units, group))
         setup = _Setup(p, starts, ctx, b_pack_at + p.batch * p.k * npad * cfg.itemsize, b_pack_at,
                        b_rows, max(1, b_rows // (8 * threads)), units)
         if len(self._setups) >= MAX_SETUPS:  # bounded: problems of dropped schedules go eventually
