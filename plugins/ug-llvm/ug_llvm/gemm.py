@@ -545,9 +545,15 @@ def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
                 along = b.v(f"icmp eq i64 {c['csa']}, 1")
                 vectors = b.v(f"and i1 {whole}, {along}")
                 kv0 = b.v(f"and i64 {kc}, -{vw}")
-                kv = b.v(f"select i1 {vectors}, i64 {kv0}, i64 0")
-                with b.loop("0", kv, str(vw)) as k:
+                kv1 = b.v(f"select i1 {vectors}, i64 {kv0}, i64 0")
+                with b.loop("0", kv1, str(vw)) as k:
                     _pack_a_columns(b, cfg, abase, prow0, c["rsa"], pcs, k, pdst)
+                # a whole panel of rows that are contiguous (A transposed): MR elements per column
+                down = b.v(f"icmp eq i64 {c['rsa']}, 1")
+                rows_down = b.v(f"and i1 {whole}, {down}")
+                kv = b.v(f"select i1 {rows_down}, i64 {kc}, i64 {kv1}")
+                with b.loop("0", b.v(f"select i1 {rows_down}, i64 {kc}, i64 0")) as k:
+                    _pack_a_column(b, cfg, abase, prow0, c["csa"], pcs, k, pdst)
                 with b.loop("0", str(mr)) as r:
                     lrow = b.v(f"add nsw i64 {pbase}, {r}")
                     inside = b.v(f"icmp slt i64 {lrow}, {mc}")
@@ -635,6 +641,21 @@ def _pack_a_columns(b: _Builder, cfg: GemmConfig, abase: str, row0: str, rsa: st
     offset = b.v(f"mul nsw i64 {k}, {mr}")
     dp = b.v(f"getelementptr inbounds {t}, ptr {dst}, i64 {offset}")
     b.emit(f"store <{mr * vw} x {t}> {packed}, ptr {dp}, align {es}")
+
+
+def _pack_a_column(b: _Builder, cfg: GemmConfig, abase: str, row0: str, csa: str, block: str, k: str, dst: str) -> None:
+    """Column k of a panel's MR rows of A (from `block`, the KC block's first column times csa)
+    where those rows are contiguous (A stored transposed): one MR-element load and store
+    (element by element, it was MR loads csa apart)."""
+    t, src, mr, es, ses = LLVM_TYPE[cfg.dtype], LLVM_TYPE[cfg.source], cfg.mr, cfg.itemsize, cfg.source.itemsize
+    so = b.v(f"mul nsw i64 {k}, {csa}")
+    so1 = b.v(f"add nsw i64 {so}, {block}")
+    so2 = b.v(f"add nsw i64 {so1}, {row0}")
+    sp = b.v(f"getelementptr {src}, ptr {abase}, i64 {so2}")
+    x = _widen(b, b.v(f"load <{mr} x {src}>, ptr {sp}, align {ses}"), f"<{mr} x {src}>", f"<{mr} x {t}>")
+    offset = b.v(f"mul nsw i64 {k}, {mr}")
+    dp = b.v(f"getelementptr inbounds {t}, ptr {dst}, i64 {offset}")
+    b.emit(f"store <{mr} x {t}> {x}, ptr {dp}, align {es}")
 
 
 def _serial(prefix: str) -> str:
