@@ -255,8 +255,40 @@ def test_units_are_shared_dynamically(gemm):
     ran = []
     gemm.run(p, a.ctypes.data, b.ctypes.data, out.ctypes.data, _alloc, lambda h: None,
              lambda fn, threads: (ran.append(threads), fn(0)), 4)
-    assert ran == [4, 4]
+    assert ran == [4]   # one hand-off to the threads per product (packing and gemm)
     _check(out, a, b)
+
+
+@pytest.mark.parametrize("shape", [(500, 300, 70), (64, 1100, 200), (37, 20, 5)])
+def test_a_late_thread_finds_the_work_done(gemm, shape):
+    """Thread 0 returns only once every unit is done, whoever took it; a thread that starts
+    after that (a pool thread slow to wake) finds nothing to do and touches no workspace, so
+    the caller need not wait for it."""
+    m, k, n = shape
+    rng = np.random.default_rng(12)
+    a, b = _rand(rng, (m, k), gemm.cfg.dtype), _rand(rng, (k, n), gemm.cfg.dtype)
+    bt = np.ascontiguousarray(b.T).T
+    for bb in (b, bt):
+        p = Problem.from_views(a.shape, (k, 1), 0, bb.shape, tuple(s // bb.itemsize for s in bb.strides), 0)
+        out = np.full((m, n), np.nan, gemm.cfg.dtype)
+        workspaces = []
+
+        def alloc(nbytes):
+            raw, ptr = _alloc(nbytes)
+            workspaces.append(raw)
+            return raw, ptr
+
+        def late_threads(fn, threads):
+            fn(0)
+            done = out.copy()
+            for raw in workspaces:
+                raw[...] = 0xFF   # NaNs everywhere: a late thread reading them would spoil out
+            for t in range(1, threads):
+                fn(t)
+            np.testing.assert_array_equal(out, done)
+
+        gemm.run(p, a.ctypes.data, bb.ctypes.data, out.ctypes.data, alloc, lambda h: None, late_threads, 3)
+        _check(out, a, b)
 
 
 @pytest.mark.parametrize("m,threads,batch", [(1024, 2, 1), (2048, 2, 1), (500, 4, 1), (7, 2, 1), (96, 2, 3), (300, 2, 8), (1000, 1, 1)])

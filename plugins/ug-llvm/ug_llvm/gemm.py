@@ -42,7 +42,7 @@ import numpy as np
 # the i64 fields of the context array, in order (PackedGemm.run fills them)
 CTX_FIELDS = ("a", "b", "c", "a_pack", "b_pack", "m", "n", "k", "rsa", "csa", "rsb", "csb", "ldc",
               "offsets", "row_starts", "units_per_batch", "npad", "a_pack_stride", "pack_next", "gemm_next",
-              "epi_fn", "epi_args", "b_units", "g_units", "b_group")
+              "epi_fn", "epi_args", "b_units", "g_units", "b_group", "pack_done", "gemm_done", "b_chunk")
 _F = {name: i for i, name in enumerate(CTX_FIELDS)}
 # the smallest row block (in MR-row panels) of a guided plan (PackedGemm.plan): a block streams
 # the whole packed B through L2 once, so a tiny one is slow per row; it ends the schedule only
@@ -143,10 +143,12 @@ class _Builder:
         self.label(f"{name}.exit")
 
     @contextmanager
-    def claimed(self, counter: str, total: str, chunk: str) -> Iterator[tuple[str, str]]:
-        """while ((s = atomic_fetch_add(counter, chunk)) < total) { body(s, min(s + chunk, total)) }:
-        the threads running this share the units through the counter, so a thread that is slowed
-        down (a busy core on a shared machine) simply takes fewer."""
+    def claimed(self, counter: str, total: str, chunk: str, done: str) -> Iterator[tuple[str, str]]:
+        """while ((s = atomic_fetch_add(counter, chunk)) < total) { body(s, e = min(s + chunk, total));
+        atomic_fetch_add(done, e - s) }: the threads running this share the units through the
+        counter, so a thread that is slowed down (a busy core on a shared machine) simply takes
+        fewer; `done` counts the finished units (released: what the body wrote is visible to
+        whoever reads the count, see _wait)."""
         name = self.fresh("C")
         self.emit(f"br label %{name}.head")
         self.label(f"{name}.head")
@@ -159,6 +161,8 @@ class _Builder:
         short = self.v(f"icmp slt i64 {end0}, {total}")
         end = self.v(f"select i1 {short}, i64 {end0}, i64 {total}")
         yield start, end
+        finished = self.v(f"sub nsw i64 {end}, {start}")
+        self.emit(f"%{name}.d = atomicrmw add ptr {done}, i64 {finished} release, align 8")
         self.emit(f"br label %{name}.head")
         self.label(f"{name}.exit")
 
@@ -348,7 +352,8 @@ def _pack_b(cfg: GemmConfig, name: str) -> str:
     gk1 = b.v(f"sub nsw i64 {gk}, 1")
     groups = b.v(f"sdiv i64 {gk1}, {c['b_group']}")
     counter = b.v(f"getelementptr inbounds i64, ptr %ctx, i64 {_F['pack_next']}")
-    with b.claimed(counter, "%units", "%chunk") as (u0, u1), b.loop(u0, u1) as u:
+    done = b.v(f"getelementptr inbounds i64, ptr %ctx, i64 {_F['pack_done']}")
+    with b.claimed(counter, "%units", "%chunk", done) as (u0, u1), b.loop(u0, u1) as u:
         batch = b.v(f"sdiv i64 {u}, {groups}")
         g = b.v(f"srem i64 {u}, {groups}")
         k0 = b.v(f"mul nsw i64 {g}, {c['b_group']}")
@@ -504,7 +509,8 @@ def _gemm(cfg: GemmConfig, name: str, micro: str) -> str:
     npanels = b.v(f"sdiv i64 {c['npad']}, {nr}")
     knpad = b.v(f"mul nsw i64 {c['k']}, {c['npad']}")
     counter = b.v(f"getelementptr inbounds i64, ptr %ctx, i64 {_F['gemm_next']}")
-    with b.claimed(counter, "%units", "%chunk") as (u0, u1), b.loop(u0, u1) as u:
+    done = b.v(f"getelementptr inbounds i64, ptr %ctx, i64 {_F['gemm_done']}")
+    with b.claimed(counter, "%units", "%chunk", done) as (u0, u1), b.loop(u0, u1) as u:
         batch = b.v(f"sdiv i64 {u}, {c['units_per_batch']}")
         blk = b.v(f"srem i64 {u}, {c['units_per_batch']}")
         # rows [row_starts[blk], row_starts[blk + 1]) of this batch entry (PackedGemm.plan)
@@ -676,8 +682,74 @@ def _serial(prefix: str) -> str:
     ])
 
 
+def _parallel(prefix: str, triple: str) -> str:
+    """`{prefix}_parallel(ctx, tid)`: what each of the threads runs, both phases in one go (one
+    hand-off to the pool per product instead of one per phase: a hand-off cost 50-150 us here,
+    more than a 128^3 product takes on one thread). Packing B is shared out in `b_chunk` rows;
+    the gemm's row blocks start once every packing unit is done (pack_done), not once every
+    thread has arrived: a thread that starts late finds the work taken and leaves. Thread 0 (the
+    caller) returns only when every row block is done (gemm_done), so the caller need not wait
+    for the other threads, only for the work they took."""
+    return "\n".join([
+        f"define void @{prefix}_parallel(ptr %ctx, i64 %tid) #0 {{",
+        f"  %bp = getelementptr inbounds i64, ptr %ctx, i64 {_F['b_units']}",
+        "  %bu = load i64, ptr %bp, align 8",
+        f"  %cp = getelementptr inbounds i64, ptr %ctx, i64 {_F['b_chunk']}",
+        "  %bc = load i64, ptr %cp, align 8",
+        f"  %gp = getelementptr inbounds i64, ptr %ctx, i64 {_F['g_units']}",
+        "  %gu = load i64, ptr %gp, align 8",
+        f"  call void @{prefix}_pack_b(ptr %ctx, i64 %bu, i64 %bc, i64 %tid)",
+        f"  %pd = getelementptr inbounds i64, ptr %ctx, i64 {_F['pack_done']}",
+        "  call void @ug_gemm_wait(ptr %pd, i64 %bu)",
+        f"  call void @{prefix}_gemm(ptr %ctx, i64 %gu, i64 1, i64 %tid)",
+        "  %first = icmp eq i64 %tid, 0",
+        "  br i1 %first, label %wait, label %out",
+        "wait:",
+        f"  %gd = getelementptr inbounds i64, ptr %ctx, i64 {_F['gemm_done']}",
+        "  call void @ug_gemm_wait(ptr %gd, i64 %gu)",
+        "  br label %out",
+        "out:",
+        "  ret void",
+        "}",
+        _wait(triple),
+    ])
+
+
+def _wait(triple: str) -> str:
+    """`ug_gemm_wait(ptr counter, i64 total)`: until *counter >= total (acquire: what the threads
+    that counted wrote is visible after it). Spins a while (the units left are usually short),
+    then yields the core at each look (a thread that holds one may have been descheduled)."""
+    pause = "  call void @llvm.x86.sse2.pause()" if triple.startswith(("x86_64", "i686", "i386")) else ""
+    return "\n".join([
+        "define internal void @ug_gemm_wait(ptr %counter, i64 %total) #0 {",
+        "entry:",
+        "  br label %look",
+        "look:",
+        "  %spins = phi i64 [ 0, %entry ], [ %spins.next, %spin ], [ %spins.next, %yield ]",
+        "  %now = load atomic i64, ptr %counter acquire, align 8",
+        "  %ready = icmp sge i64 %now, %total",
+        "  br i1 %ready, label %out, label %again",
+        "again:",
+        "  %spins.next = add nuw i64 %spins, 1",
+        "  %long = icmp ugt i64 %spins.next, 4096",
+        "  br i1 %long, label %yield, label %spin",
+        "spin:",
+        pause,
+        "  br label %look",
+        "yield:",
+        "  %r = call i32 @sched_yield()",
+        "  br label %look",
+        "out:",
+        "  ret void",
+        "}",
+        "declare i32 @sched_yield()",
+        "declare void @llvm.x86.sse2.pause()" if pause else "",
+    ])
+
+
 def render_module(cfg: GemmConfig, prefix: str, triple: str, data_layout: str, cpu: str, features: str) -> str:
-    """The module defining `{prefix}_pack_b`, `{prefix}_gemm` and `{prefix}_serial`."""
+    """The module defining `{prefix}_pack_b`, `{prefix}_gemm`, `{prefix}_serial` and
+    `{prefix}_parallel`."""
     t = LLVM_TYPE[cfg.dtype]
     suffix = "f32" if t == "float" else "f64"
     micro = f"{prefix}_micro"
@@ -689,6 +761,7 @@ def render_module(cfg: GemmConfig, prefix: str, triple: str, data_layout: str, c
         _pack_b(cfg, f"{prefix}_pack_b"),
         _gemm(cfg, f"{prefix}_gemm", micro),
         _serial(prefix),
+        _parallel(prefix, triple),
         f"declare <{cfg.vector} x {t}> @llvm.fma.v{cfg.vector}{suffix}(<{cfg.vector} x {t}>, <{cfg.vector} x {t}>, <{cfg.vector} x {t}>)",
         "declare void @llvm.prefetch.p0(ptr, i32, i32, i32)",
         '!0 = distinct !{!0, !1}\n!1 = !{!"llvm.loop.unroll.count", i32 4}',
@@ -703,8 +776,10 @@ def render_module(cfg: GemmConfig, prefix: str, triple: str, data_layout: str, c
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
 _SERIAL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # (an untyped call would pass an int as a 32-bit C int)
+_PARALLEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
 
-# runs fn(tid) once on each of `threads` threads (tid 0 on the calling one) and waits for all
+# runs fn(tid) once on each of `threads` threads, tid 0 on the calling one; need not wait for the
+# others (the gemm's fn(0) returns when all the work is done, see _parallel)
 OnThreads = Callable[[Callable[[int], None], int], None]
 
 
@@ -764,6 +839,7 @@ def _rows_evenly_spaced(shape: list[int], strides: list[int]) -> bool:
 
 
 _EPI_FN, _EPI_ARGS, _PACK_NEXT, _GEMM_NEXT = _F["epi_fn"], _F["epi_args"], _F["pack_next"], _F["gemm_next"]
+_PACK_DONE, _GEMM_DONE = _F["pack_done"], _F["gemm_done"]
 assert CTX_FIELDS[:5] == ("a", "b", "c", "a_pack", "b_pack")  # (run sets them by position)
 # a problem whose workspace is at most this many bytes keeps its context and a workspace of
 # its own between calls (_Setup.spare): taking a workspace from the device's pool and building
@@ -787,9 +863,6 @@ class _Setup:
     ctx: array.array      # the context without the pointers (a, b, c, workspaces, epilogue)
     workspace: int        # bytes: the A panels of each thread, then the packed B at b_pack_at
     b_pack_at: int
-    b_rows: int           # pack_b's units (groups of rows of B)
-    rows_chunk: int       # pack_b's units per claim on threads
-    units: int            # gemm's units (row blocks over the batch)
     # (workspace, context, its address) of earlier calls, for the next ones: one per call
     # running at the same time, two at most, and only for workspaces <= SPARE_WORKSPACE
     spare: list[tuple[Any, array.array, int]] = field(default_factory=list)
@@ -811,6 +884,7 @@ class PackedGemm:
         self.pack_b = _ENTRY(jit.load(ir, f"{prefix}_pack_b"))
         self.gemm = _ENTRY(jit.address(f"{prefix}_gemm"))
         self.serial = _SERIAL(jit.address(f"{prefix}_serial"))
+        self.parallel = _PARALLEL(jit.address(f"{prefix}_parallel"))
 
     def plan(self, p: Problem, threads: int) -> array.array:
         """The row blocks of one batch entry, as their starts (multiples of MR, then M): the
@@ -851,6 +925,9 @@ class PackedGemm:
         setup = self._setups.get((id(p), threads))
         if setup is None or setup.problem is not p:
             setup = self._setup(p, threads)
+        if threads > 1:
+            self._run_parallel(setup, a, b, c, alloc, release, on_threads, threads, epilogue)
+            return
         try:  # a context with its workspace from an earlier call (small problems only, see _Setup)
             ws, ctx, ctx_ptr = setup.spare.pop()
         except IndexError:
@@ -860,19 +937,35 @@ class PackedGemm:
             ctx_ptr = ctx.buffer_info()[0]
         ctx[0], ctx[1], ctx[2] = a, b, c
         ctx[_EPI_FN], ctx[_EPI_ARGS] = epilogue
-        ctx[_PACK_NEXT] = ctx[_GEMM_NEXT] = 0
+        ctx[_PACK_NEXT] = ctx[_GEMM_NEXT] = ctx[_PACK_DONE] = ctx[_GEMM_DONE] = 0
         try:
-            if threads == 1:
-                self.serial(ctx_ptr)
-            else:
-                pack_b, gemm, b_rows, rows_chunk, units = self.pack_b, self.gemm, setup.b_rows, setup.rows_chunk, setup.units
-                on_threads(lambda tid: pack_b(ctx_ptr, b_rows, rows_chunk, tid), threads)
-                on_threads(lambda tid: gemm(ctx_ptr, units, 1, tid), threads)
+            self.serial(ctx_ptr)
         finally:
             if setup.workspace > SPARE_WORKSPACE:
                 release(ws)
             elif len(setup.spare) < 2:
                 setup.spare.append((ws, ctx, ctx_ptr))
+
+    def _run_parallel(self, setup: "_Setup", a: int, b: int, c: int, alloc: Callable[[int], tuple[Any, int]],
+                      release: Callable[[Any], None], on_threads: OnThreads, threads: int,
+                      epilogue: tuple[int, int]) -> None:
+        """The product on `threads` threads, each running the parallel entry on a context of
+        its own for this call. The caller's thread returns once all the work is done; another
+        thread may start after that (on_threads need not wait for it), finds nothing left and
+        leaves: it touches only the context (kept alive by its closure), never the workspace,
+        which is therefore given back at once."""
+        ws, ws_ptr = alloc(setup.workspace)
+        try:
+            ctx = setup.ctx[:]
+            ctx[0], ctx[1], ctx[2], ctx[3], ctx[4] = a, b, c, ws_ptr, ws_ptr + setup.b_pack_at
+            ctx[_EPI_FN], ctx[_EPI_ARGS] = epilogue
+            ctx_ptr, parallel = ctx.buffer_info()[0], self.parallel
+
+            def work(tid: int, ctx: array.array = ctx) -> None:  # (ctx: alive while a thread may read it)
+                parallel(ctx_ptr, tid)
+            on_threads(work, threads)
+        finally:
+            release(ws)
 
     def _setup(self, p: Problem, threads: int) -> "_Setup":
         """What `run` needs of a problem on some threads that does not change between calls (a
@@ -891,9 +984,8 @@ class PackedGemm:
         b_rows, units = p.batch * -(-p.k // group), p.batch * blocks
         ctx = array.array("q", (0, 0, 0, 0, 0, p.m, p.n, p.k, p.rsa, p.csa, p.rsb, p.csb, p.n,
                                 p.offsets.buffer_info()[0], starts.buffer_info()[0], blocks, npad, a_stride, 0, 0,
-                                0, 0, b_rows, units, group))
-        setup = _Setup(p, starts, ctx, b_pack_at + p.batch * p.k * npad * cfg.itemsize, b_pack_at,
-                       b_rows, max(1, b_rows // (8 * threads)), units)
+                                0, 0, b_rows, units, group, 0, 0, max(1, b_rows // (8 * threads))))
+        setup = _Setup(p, starts, ctx, b_pack_at + p.batch * p.k * npad * cfg.itemsize, b_pack_at)
         if len(self._setups) >= MAX_SETUPS:  # bounded: problems of dropped schedules go eventually
             self._setups.clear()
         self._setups[id(p), threads] = setup

@@ -68,8 +68,10 @@ GEMM_MIN_DIM = 8
 # operand dtype -> the dtype the packed gemm multiplies and sums in
 GEMM_DTYPES = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.float32): np.dtype(np.float32),
                np.dtype(np.float64): np.dtype(np.float64)}
-# below this many multiply-adds a matmul runs on the calling thread
-GEMM_PARALLEL_MIN_MNK = 1 << 22
+# below this many multiply-adds a matmul runs on the calling thread: measured on 2 threads
+# against 1 in one process, 2 threads lost at 160^3 (186 against 121 us) and 224^3 (293 / 282)
+# and won from 256^3 (291 / 314; 384^3: 730 / 991)
+GEMM_PARALLEL_MIN_MNK = 1 << 24
 
 _KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 # the kernel's `.all` entry (the whole range; one argument: the pointer array) without argtypes:
@@ -518,15 +520,17 @@ class CPUDevice(Device):
         return block, block.ptr
 
     def _on_threads(self, fn: Callable[[int], None], threads: int) -> None:
-        """fn(tid) on `threads` threads at once (tid 0 on this one), for functions that share
-        their work out themselves (the packed gemm's counters)."""
+        """fn(tid) on `threads` threads (tid 0 on this one), for the packed gemm, whose fn(0)
+        returns only when all the work is done, whichever threads did it: so this does not wait
+        for the pool's threads. One that starts late (waking a pool thread cost 50-150 us here)
+        finds nothing left to do; waiting for it would have put its wake-up on every product."""
         if threads <= 1 or self._pool is None:
             fn(0)
             return
-        futures = [self._pool.submit(fn, t) for t in range(1, threads)]
+        submit = self._pool.submit
+        for t in range(1, threads):
+            submit(fn, t)
         fn(0)
-        for f in futures:
-            f.result()
 
     def synchronize(self) -> None:
         """Nothing to wait for: `run` returns only after every thread has finished its range."""
