@@ -23,7 +23,6 @@ import os
 import struct
 import threading
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import numpy as np
@@ -39,6 +38,7 @@ from ug_core.view import View
 
 from . import __version__
 from .gemm import PackedGemm, Problem
+from .pool import SpinPool
 from .small_matmul import SMALL_MATMUL_MACS, matmul_kernel
 from .render import RenderError, render
 
@@ -192,7 +192,7 @@ class CPUDevice(Device):
         self.version = backend_version()
         self.jit = get_jit()
         self.threads = _usable_cores()
-        self._pool = ThreadPoolExecutor(max_workers=self.threads, thread_name_prefix="ug-cpu") if self.threads > 1 else None
+        self._pool = SpinPool(self.jit, self.threads - 1) if self.threads > 1 else None
         # the pool: freed blocks by capacity. allocate/free run on every ug.jit replay (and free
         # also from __del__ on whatever thread drops a buffer), so the common path takes no lock:
         # deque.pop/deque.append are atomic under the GIL (a deque rather than a list: a list
@@ -393,15 +393,26 @@ class CPUDevice(Device):
         pieces = min(n, threads * CHUNKS_PER_THREAD)
         step = -(-n // pieces)
         step = -(-step // CHUNK_ALIGN) * CHUNK_ALIGN if n >= CHUNK_ALIGN * pieces else step
-        ranges = iter([(s, min(n, s + step)) for s in range(0, n, step)])
+        bounds = [(s, min(n, s + step)) for s in range(0, n, step)]
+        ranges = iter(bounds)
+        left = [len(bounds)]   # ranges not finished yet
+        count = threading.Lock()
+        finished = threading.Event()
 
-        def work() -> None:
+        def work(worker: int = 0) -> None:
             for start, end in ranges:  # one shared iterator: next() hands each range to one thread
-                fn(args, start, end)
-        futures = [self._pool.submit(work) for _ in range(threads - 1)]
+                try:
+                    fn(args, start, end)
+                finally:  # (counted even if it failed: nobody waits forever)
+                    with count:
+                        left[0] -= 1
+                        if not left[0]:
+                            finished.set()
+        self._pool.post(work)
         work()
-        for f in futures:
-            f.result()
+        # only the ranges that workers took can still be running; a worker that starts late
+        # finds the iterator empty (`args` stays alive with `work`)
+        finished.wait()
 
     def run_threads(self, program: Program, buffers: list[Buffer], threads: int) -> None:
         """Run with exactly `threads` chunks (tests: threads must give the same bits as one)."""
@@ -523,16 +534,18 @@ class CPUDevice(Device):
         return block, block.ptr
 
     def _on_threads(self, fn: Callable[[int], None], threads: int) -> None:
-        """fn(tid) on `threads` threads (tid 0 on this one), for the packed gemm, whose fn(0)
-        returns only when all the work is done, whichever threads did it: so this does not wait
-        for the pool's threads. One that starts late (waking a pool thread cost 50-150 us here)
-        finds nothing left to do; waiting for it would have put its wake-up on every product."""
+        """fn(tid) on `threads` threads (tid 0 on this one, the others on the pool's workers 1 ..),
+        for the packed gemm, whose fn(0) returns only when all the work is done, whichever
+        threads did it: so this does not wait for the workers. One that starts late finds
+        nothing left to do; waiting for it would have put its wake-up on every product."""
         if threads <= 1 or self._pool is None:
             fn(0)
             return
-        submit = self._pool.submit
-        for t in range(1, threads):
-            submit(fn, t)
+
+        def job(worker: int) -> None:
+            if worker < threads:
+                fn(worker)
+        self._pool.post(job)
         fn(0)
 
     def synchronize(self) -> None:

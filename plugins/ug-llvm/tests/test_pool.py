@@ -1,0 +1,57 @@
+"""The cpu device's worker threads (ug_llvm.pool.SpinPool): jobs reach spinning and sleeping
+workers, each worker runs a job under its own index, and posting never waits for them."""
+
+import threading
+import time
+
+from ug_llvm.jit import get_jit
+from ug_llvm.pool import SpinPool
+
+
+def _run_once(pool, workers):
+    """Post a job and wait (bounded) until every worker has run it; their indices."""
+    seen, lock, all_in = set(), threading.Lock(), threading.Event()
+
+    def job(index):
+        with lock:
+            seen.add(index)
+            if len(seen) == workers:
+                all_in.set()
+    pool.post(job)
+    assert all_in.wait(10), f"workers {sorted(seen)} ran the job, of {workers}"
+    return seen
+
+
+def test_jobs_reach_spinning_and_sleeping_workers():
+    pool = SpinPool(get_jit(), 3, spins=64)   # a short spin: the workers are soon asleep
+    assert _run_once(pool, 3) == {1, 2, 3}
+    assert _run_once(pool, 3) == {1, 2, 3}   # right after: (maybe) still spinning
+    time.sleep(0.05)                          # asleep now
+    assert pool._asleep == 3
+    assert _run_once(pool, 3) == {1, 2, 3}
+
+
+def test_post_does_not_wait_for_the_workers():
+    pool = SpinPool(get_jit(), 1)
+    release = threading.Event()
+    started = threading.Event()
+
+    def slow(index):
+        started.set()
+        release.wait(10)
+    pool.post(slow)
+    assert started.wait(10)
+    t0 = time.perf_counter()
+    pool.post(lambda index: None)   # the worker is busy with `slow`: post returns at once anyway
+    assert time.perf_counter() - t0 < 0.5
+    release.set()
+    assert _run_once(pool, 1) == {1}   # and the worker is free again afterwards
+
+
+def test_a_failing_job_does_not_stop_a_worker():
+    pool = SpinPool(get_jit(), 1)
+
+    def boom(index):
+        raise RuntimeError("job failed")
+    pool.post(boom)
+    assert _run_once(pool, 1) == {1}

@@ -1,0 +1,102 @@
+"""The cpu device's worker threads, which wait for work spinning for a while before they sleep.
+
+Waking a sleeping thread took 50-150 us on the shared 2-core machine this was measured on, more
+than many kernels take: a parallel launch of a 1M-element kernel or a 256^3 product paid it on
+every call. So a worker that finishes a job first waits for the next one in native code (GIL
+released), spinning on the job counter for up to SPINS pause instructions (a fraction of a ms),
+and only then goes to sleep on a condition. A launch that comes while the workers spin reaches
+them in microseconds: the poster sets the job and bumps the counter; the worker sees the bump,
+takes the GIL as soon as the poster enters native code, and runs the job.
+
+A job is a function of the worker's index (1 .. workers) that shares its work out itself (a
+shared iterator of ranges, the gemm's atomic counters), so whoever posts it also runs it on its
+own thread and never waits for a worker that has not started: a late worker finds the work
+taken. A worker may see a later job than the counter value it woke on, or the same job twice:
+both are harmless for such jobs.
+"""
+
+from __future__ import annotations
+
+import array
+import ctypes
+import threading
+from typing import Any, Callable
+
+# pause instructions a worker spins for before it sleeps: about 0.5-1 ms on Skylake (a pause is
+# ~140 cycles there), less where pause is short
+SPINS = 1 << 14
+
+_WAIT = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
+
+
+def _wait_ir(triple: str, data_layout: str) -> str:
+    """`i64 ug_pool_wait(ptr counter, i64 seen, i64 spins)`: the counter's value once it is not
+    `seen`, or `seen` after `spins` looks."""
+    x86 = triple.startswith(("x86_64", "i686", "i386"))
+    return "\n".join([
+        f'target triple = "{triple}"',
+        f'target datalayout = "{data_layout}"',
+        "define i64 @ug_pool_wait(ptr %counter, i64 %seen, i64 %spins) {",
+        "entry:",
+        "  br label %look",
+        "look:",
+        "  %i = phi i64 [ 0, %entry ], [ %i.next, %spin ]",
+        "  %now = load atomic i64, ptr %counter acquire, align 8",
+        "  %new = icmp ne i64 %now, %seen",
+        "  br i1 %new, label %out, label %more",
+        "more:",
+        "  %i.next = add nuw i64 %i, 1",
+        "  %enough = icmp uge i64 %i.next, %spins",
+        "  br i1 %enough, label %out, label %spin",
+        "spin:",
+        "  call void @llvm.x86.sse2.pause()" if x86 else "",
+        "  br label %look",
+        "out:",
+        "  ret i64 %now",
+        "}",
+        "declare void @llvm.x86.sse2.pause()" if x86 else "",
+    ])
+
+
+class SpinPool:
+    """`workers` daemon threads that run posted jobs (see the module docstring)."""
+
+    def __init__(self, jit: Any, workers: int, spins: int = SPINS):
+        self.workers = workers
+        self._spins = spins
+        self._posted = array.array("q", [0])            # the job counter the workers spin on
+        self._posted_at = self._posted.buffer_info()[0]
+        self._job: Callable[[int], None] | None = None
+        self._asleep = 0
+        self._wake = threading.Condition()
+        self._wait = _WAIT(jit.load(_wait_ir(jit.triple, jit.data_layout), "ug_pool_wait"))
+        for index in range(1, workers + 1):
+            threading.Thread(target=self._work, args=(index,), name=f"ug-cpu-{index}", daemon=True).start()
+
+    def post(self, job: Callable[[int], None]) -> None:
+        """Have the workers run job(index), as soon as they can; does not wait for them."""
+        self._job = job
+        self._posted[0] += 1   # (two threads posting at once may bump it once: still a change)
+        if self._asleep:       # (read after the bump; a worker counts itself asleep before its last look)
+            with self._wake:
+                self._wake.notify_all()
+
+    def _work(self, index: int) -> None:
+        seen = self._posted[0]
+        while True:
+            now = self._wait(self._posted_at, seen, self._spins)
+            if now == seen:  # nothing for a while: sleep until a post
+                with self._wake:
+                    self._asleep += 1
+                    try:
+                        self._wake.wait_for(lambda: self._posted[0] != seen)
+                    finally:
+                        self._asleep -= 1
+                continue
+            seen = now
+            job = self._job
+            if job is not None:
+                try:
+                    job(index)
+                except Exception:  # a job reports its own failures to whoever waits for it
+                    pass
