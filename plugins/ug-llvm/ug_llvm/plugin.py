@@ -72,9 +72,9 @@ GEMM_MIN_DIM = 8
 GEMM_DTYPES = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.float32): np.dtype(np.float32),
                np.dtype(np.float64): np.dtype(np.float64)}
 # below this many multiply-adds a matmul runs on the calling thread: measured on 2 threads
-# against 1 in one process, 2 threads lost at 160^3 (186 against 121 us) and 224^3 (293 / 282)
-# and won from 256^3 (291 / 314; 384^3: 730 / 991)
-GEMM_PARALLEL_MIN_MNK = 1 << 24
+# against 1 in one process, with the spinning workers (pool.SpinPool): about even at 160^3
+# (124 against 116 us), ahead from 192^3 (142 / 191; 224^3: 218 / 332)
+GEMM_PARALLEL_MIN_MNK = 1 << 22
 
 _KERNEL_FN = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 # the kernel's `.all` entry (the whole range; one argument: the pointer array) without argtypes:
