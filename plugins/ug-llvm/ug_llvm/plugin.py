@@ -323,7 +323,7 @@ class CPUDevice(Device):
         if not n:
             return lambda buffers: None
         pack = self._packer(k)
-        fn, work = k.fn, k.work
+        work = k.work
         serial = self._pool is None or n < 2  # fixed for this device; PARALLEL_MIN_WORK is read per call (run_threads)
         run_parallel = self._run_parallel
         whole = self._whole(k)
@@ -332,15 +332,14 @@ class CPUDevice(Device):
             handles = [b.handle for b in buffers]  # blocks are their addresses: the kernel's arguments
             args = pack(*handles)
             if len(set(handles)) != len(handles):  # a buffer passed twice: the entry without noalias
-                entry = k.entry(aliased=True)
                 if serial or work < PARALLEL_MIN_WORK:
-                    entry(args, 0, n)
+                    k.entry(aliased=True)(args, 0, n)
                 else:
-                    run_parallel(entry, args, n)
+                    run_parallel(k.entry_address(aliased=True), args, n)
             elif serial or work < PARALLEL_MIN_WORK:
                 whole(args)  # small work: threads would cost more than they save
             else:
-                run_parallel(fn, args, n)
+                run_parallel(k.entry_address(aliased=False), args, n)
         return launch
 
     @staticmethod
@@ -375,7 +374,7 @@ class CPUDevice(Device):
         # for run_threads; a replay has no use for that)
         if self._pool is None or n < 2 or k.work < PARALLEL_MIN_WORK:
             return pack, self._whole(k)
-        fn, run_parallel = k.fn, self._run_parallel
+        fn, run_parallel = k.entry_address(aliased=False), self._run_parallel
 
         def call_parallel(args: bytes) -> None:
             run_parallel(fn, args, n)
@@ -384,35 +383,17 @@ class CPUDevice(Device):
     def run(self, program: Program, buffers: list[Buffer]) -> None:
         self.launcher(program)(buffers)
 
-    def _run_parallel(self, fn: Any, args: bytes, n: int) -> None:
-        """fn(args, start, end) over [0, n) on the pool: CHUNKS_PER_THREAD ranges per thread,
-        handed out as the threads ask for them, so a thread slowed down by a busy core (these
+    def _run_parallel(self, fn: int, args: bytes, n: int) -> None:
+        """fn(args, start, end) (fn: an entry's address) over [0, n) on the pool:
+        CHUNKS_PER_THREAD ranges per thread, claimed by the threads as they ask for them (in
+        native code, SpinPool.run_ranges), so a thread slowed down by a busy core (these
         machines are shared) runs fewer of them instead of holding everyone up."""
         assert self._pool is not None
         threads = min(self.threads, n)
         pieces = min(n, threads * CHUNKS_PER_THREAD)
         step = -(-n // pieces)
         step = -(-step // CHUNK_ALIGN) * CHUNK_ALIGN if n >= CHUNK_ALIGN * pieces else step
-        bounds = [(s, min(n, s + step)) for s in range(0, n, step)]
-        ranges = iter(bounds)
-        left = [len(bounds)]   # ranges not finished yet
-        count = threading.Lock()
-        finished = threading.Event()
-
-        def work(worker: int = 0) -> None:
-            for start, end in ranges:  # one shared iterator: next() hands each range to one thread
-                try:
-                    fn(args, start, end)
-                finally:  # (counted even if it failed: nobody waits forever)
-                    with count:
-                        left[0] -= 1
-                        if not left[0]:
-                            finished.set()
-        self._pool.post(work)
-        work()
-        # only the ranges that workers took can still be running; a worker that starts late
-        # finds the iterator empty (`args` stays alive with `work`)
-        finished.wait()
+        self._pool.run_ranges(fn, args, n, step)
 
     def run_threads(self, program: Program, buffers: list[Buffer], threads: int) -> None:
         """Run with exactly `threads` chunks (tests: threads must give the same bits as one)."""
