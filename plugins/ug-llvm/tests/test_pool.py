@@ -55,3 +55,36 @@ def test_a_failing_job_does_not_stop_a_worker():
         raise RuntimeError("job failed")
     pool.post(boom)
     assert _run_once(pool, 1) == {1}
+
+
+def test_parallel_launches_from_several_threads_at_once():
+    """Kernels and products big enough for the workers, launched from four Python threads at once:
+    posts replace each other's jobs, and each launch still gets all of its work done."""
+    import numpy as np
+    import ug_core as ug
+
+    rng = np.random.default_rng(13)
+    a = rng.standard_normal(1 << 20).astype(np.float32)
+    m = rng.standard_normal((256, 256)).astype(np.float32)
+    want_exp, want_sum, want_mm = np.exp(a * 0.5) + a, a.sum(dtype=np.float64), m @ m
+    ta, tm = ug.tensor(a, device="cpu"), ug.tensor(m, device="cpu")
+    f = ug.jit(lambda x: (x * 0.5).exp() + x)
+    g = ug.jit(lambda x: x.sum())
+    h = ug.jit(lambda x: x @ x)
+    errors = []
+
+    def worker():
+        try:
+            for _ in range(20):
+                np.testing.assert_allclose(f(ta).numpy(), want_exp, rtol=1e-5, atol=1e-6)
+                np.testing.assert_allclose(g(ta).numpy(), want_sum, rtol=1e-4)
+                np.testing.assert_allclose(h(tm).numpy(), want_mm, rtol=1e-4, atol=1e-3)
+        except Exception as e:  # reported below, on the test's thread
+            errors.append(e)
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a launch never finished"
+    assert not errors, errors[0]
