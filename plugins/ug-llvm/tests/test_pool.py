@@ -88,3 +88,9 @@ def test_parallel_launches_from_several_threads_at_once():
         t.join(120)
     assert not any(t.is_alive() for t in threads), "a launch never finished"
     assert not errors, errors[0]
+
+
+def test_workers_that_never_spin_still_run_jobs():
+    pool = SpinPool(get_jit(), 2, spins=0)   # UG_LLVM_SPINS=0: asleep between jobs
+    for _ in range(3):
+        assert _run_once(pool, 2) == {1, 2}

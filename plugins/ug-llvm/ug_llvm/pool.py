@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import array
 import ctypes
+import os
 import threading
 from typing import Any, Callable
 
 # pause instructions a worker spins for before it sleeps: about 0.5-1 ms on Skylake (a pause is
-# ~140 cycles there), less where pause is short
-SPINS = 1 << 14
+# ~140 cycles there), less where pause is short. UG_LLVM_SPINS=0: workers sleep at once (no
+# core is kept busy between launches; every launch then pays the wake-up)
+SPINS = int(os.environ.get("UG_LLVM_SPINS", 1 << 14))
 
 _WAIT = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 
