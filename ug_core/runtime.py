@@ -312,14 +312,16 @@ def _is_epilogue(mm: MatmulItem, item: KernelItem) -> bool:
     return True
 
 
-def run_schedule(schedule: Schedule) -> None:
-    """Compile and run a schedule, then give every produced node its buffer."""
+def run_schedule(schedule: Schedule) -> CompiledSchedule | None:
+    """Compile and run a schedule, then give every produced node its buffer; the compiled
+    schedule (None when there was nothing to run)."""
     if not schedule.items:
-        return
+        return None
     if debug_level() >= 1:
         _log(str(schedule))
     compiled = CompiledSchedule(schedule)
     _run_on(compiled.run, compiled.slots)
+    return compiled
 
 
 @dataclass
@@ -360,14 +362,10 @@ def realize_nodes(targets: list[Node]) -> None:
         cache.hits += replay.programs
         _run_on(replay.run, [nodes[i] for i in replay.slots])
         return
-    schedule = create_schedule(targets)
-    if not schedule.items:
-        return
-    if debug_level() >= 1:
-        _log(str(schedule))
     looked_up = cache.hits + cache.misses
-    compiled = CompiledSchedule(schedule)
-    _run_on(compiled.run, compiled.slots)
+    compiled = run_schedule(create_schedule(targets))
+    if compiled is None:
+        return
     position = {id(n): i for i, n in enumerate(nodes)}
     slots = [position.get(id(n)) for n in compiled.slots]
     if key is not None and None not in slots:

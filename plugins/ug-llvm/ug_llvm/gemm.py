@@ -39,6 +39,8 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from .pool import wait_until_ir
+
 # the i64 fields of the context array, in order (PackedGemm.run fills them)
 CTX_FIELDS = ("a", "b", "c", "a_pack", "b_pack", "m", "n", "k", "rsa", "csa", "rsb", "csb", "ldc",
               "offsets", "row_starts", "units_per_batch", "npad", "a_pack_stride", "pack_next", "gemm_next",
@@ -149,7 +151,7 @@ class _Builder:
         atomic_fetch_add(done, e - s) }: the threads running this share the units through the
         counter, so a thread that is slowed down (a busy core on a shared machine) simply takes
         fewer; `done` counts the finished units (released: what the body wrote is visible to
-        whoever reads the count, see _wait)."""
+        whoever reads the count, see pool.wait_until_ir)."""
         name = self.fresh("C")
         self.emit(f"br label %{name}.head")
         self.label(f"{name}.head")
@@ -383,10 +385,10 @@ def _pack_b(cfg: GemmConfig, name: str) -> str:
         grouped = b.v(f"icmp eq i64 {c['b_group']}, {vw}")
         columns = b.v(f"and i1 {whole}, {grouped}")
         with b.branch(columns) as rowwise:
-            kpanel = _pack_b_place(b, cfg, c, k0)
+            place, pstride = _pack_b_layout(b, cfg, c, k0)
+            dst = b.v(f"getelementptr inbounds {t}, ptr {dbatch}, i64 {place}")
             with b.loop("0", full_panels) as jr:
-                _pack_b_columns(b, cfg, bbase, c["csb"], k0, jr, b.v(f"getelementptr inbounds {t}, ptr {dbatch}, i64 {kpanel}"),
-                                c["k"])
+                _pack_b_columns(b, cfg, bbase, c["csb"], k0, jr, dst, pstride)
             with b.loop(k0, k1) as k:
                 _pack_b_row(b, cfg, c, bbase, dbatch, k, full_panels, npanels)
             with rowwise.otherwise():
@@ -397,40 +399,34 @@ def _pack_b(cfg: GemmConfig, name: str) -> str:
     return head + "\n" + "\n".join(b.lines) + "\n}\n" + "\n".join(b.metadata)
 
 
-def _pack_b_place(b: _Builder, cfg: GemmConfig, c: dict[str, str], k: str) -> str:
-    """Where row k of B starts in its batch entry's packed B: block pc = the KC rows holding k,
-    each block npad wide (its panels of kc x NR one after the other), row k - pc of each panel."""
+def _pack_b_layout(b: _Builder, cfg: GemmConfig, c: dict[str, str], k: str) -> tuple[str, str]:
+    """Where row k of B goes in its batch entry's packed B, as (the offset of that row in the
+    first panel of its block, the distance between two panels of the block). Block pc holds
+    the KC rows around k (the last block may be short: kc rows) and is npad wide, its panels
+    of kc x NR one after the other; row k is row k - pc of each."""
     kcmax, nr = cfg.kc, cfg.nr
     blk = b.v(f"sdiv i64 {k}, {kcmax}")
     pc = b.v(f"mul nsw i64 {blk}, {kcmax}")
     kin = b.v(f"sub nsw i64 {k}, {pc}")
     o1 = b.v(f"mul nsw i64 {pc}, {c['npad']}")
     o3 = b.v(f"mul nsw i64 {kin}, {nr}")
-    return b.v(f"add nsw i64 {o1}, {o3}")
-
-
-def _pack_b_stride(b: _Builder, cfg: GemmConfig, c: dict[str, str], k: str) -> str:
-    """The distance between two panels of the KC block holding row k: kc * NR (kc: that
-    block's rows, the last one may be short)."""
-    kcmax = cfg.kc
-    blk = b.v(f"sdiv i64 {k}, {kcmax}")
-    pc = b.v(f"mul nsw i64 {blk}, {kcmax}")
+    place = b.v(f"add nsw i64 {o1}, {o3}")
     rest = b.v(f"sub nsw i64 {c['k']}, {pc}")
     small = b.v(f"icmp slt i64 {rest}, {kcmax}")
     kc = b.v(f"select i1 {small}, i64 {rest}, i64 {kcmax}")
-    return b.v(f"mul nsw i64 {kc}, {cfg.nr}")
+    return place, b.v(f"mul nsw i64 {kc}, {nr}")
 
 
 def _pack_b_row(b: _Builder, cfg: GemmConfig, c: dict[str, str], bbase: str, dbatch: str, k: str,
                 first: str, npanels: str) -> None:
-    """Row k of B into panels [first, npanels): those before `vec_panels` (full panels of a
-    unit-stride row) as vector copies, the rest element by element, zeros past N."""
+    """Row k of B into panels [first, npanels): the full panels of a unit-stride row as vector
+    copies, the rest element by element, zeros past N."""
     t, nr, es = LLVM_TYPE[cfg.dtype], cfg.nr, cfg.itemsize
     src, ses = LLVM_TYPE[cfg.source], cfg.source.itemsize
     so = b.v(f"mul nsw i64 {k}, {c['rsb']}")
     srow = b.v(f"getelementptr {src}, ptr {bbase}, i64 {so}")
-    drow = b.v(f"getelementptr inbounds {t}, ptr {dbatch}, i64 {_pack_b_place(b, cfg, c, k)}")
-    pstride = _pack_b_stride(b, cfg, c, k)
+    place, pstride = _pack_b_layout(b, cfg, c, k)
+    drow = b.v(f"getelementptr inbounds {t}, ptr {dbatch}, i64 {place}")
     unit_stride = b.v(f"icmp eq i64 {c['csb']}, 1")
     full_panels = b.v(f"sdiv i64 {c['n']}, {nr}")
     vec_end = b.v(f"select i1 {unit_stride}, i64 {full_panels}, i64 {first}")
@@ -458,19 +454,13 @@ def _pack_b_row(b: _Builder, cfg: GemmConfig, c: dict[str, str], bbase: str, dba
                     b.emit(f"store {t} 0.0, ptr {dp}, align {es}")
 
 
-def _pack_b_columns(b: _Builder, cfg: GemmConfig, bbase: str, csb: str, k0: str, jr: str, dst: str, k: str) -> None:
+def _pack_b_columns(b: _Builder, cfg: GemmConfig, bbase: str, csb: str, k0: str, jr: str, dst: str, pstride: str) -> None:
     """Rows k0 .. k0+VW of full panel jr, from columns that are contiguous in memory: per VW
     columns, one vector load down each column, a VW x VW transpose in registers, one vector
-    store per row. `dst`: row k0 of the first panel of k0's block (panels kc * NR apart)."""
+    store per row. `dst`: row k0 of the first panel of k0's block; panels `pstride` apart
+    (_pack_b_layout)."""
     t, src, vw, nr, es, ses = LLVM_TYPE[cfg.dtype], LLVM_TYPE[cfg.source], cfg.vector, cfg.nr, cfg.itemsize, cfg.source.itemsize
     vt = f"<{vw} x {t}>"
-    kcmax = cfg.kc
-    blk = b.v(f"sdiv i64 {k0}, {kcmax}")
-    pc = b.v(f"mul nsw i64 {blk}, {kcmax}")
-    rest = b.v(f"sub nsw i64 {k}, {pc}")
-    small = b.v(f"icmp slt i64 {rest}, {kcmax}")
-    kc = b.v(f"select i1 {small}, i64 {rest}, i64 {kcmax}")
-    pstride = b.v(f"mul nsw i64 {kc}, {nr}")
     po = b.v(f"mul nsw i64 {jr}, {pstride}")
     dpanel = b.v(f"getelementptr inbounds {t}, ptr {dst}, i64 {po}")
     col0 = b.v(f"mul nsw i64 {jr}, {nr}")
@@ -720,39 +710,7 @@ def _parallel(prefix: str, triple: str) -> str:
         "out:",
         "  ret void",
         "}",
-        _wait(triple),
-    ])
-
-
-def _wait(triple: str) -> str:
-    """`ug_gemm_wait(ptr counter, i64 total)`: until *counter >= total (acquire: what the threads
-    that counted wrote is visible after it). Spins a while (the units left are usually short),
-    then yields the core at each look (a thread that holds one may have been descheduled)."""
-    pause = "  call void @llvm.x86.sse2.pause()" if triple.startswith(("x86_64", "i686", "i386")) else ""
-    return "\n".join([
-        "define internal void @ug_gemm_wait(ptr %counter, i64 %total) #0 {",
-        "entry:",
-        "  br label %look",
-        "look:",
-        "  %spins = phi i64 [ 0, %entry ], [ %spins.next, %spin ], [ %spins.next, %yield ]",
-        "  %now = load atomic i64, ptr %counter acquire, align 8",
-        "  %ready = icmp sge i64 %now, %total",
-        "  br i1 %ready, label %out, label %again",
-        "again:",
-        "  %spins.next = add nuw i64 %spins, 1",
-        "  %long = icmp ugt i64 %spins.next, 4096",
-        "  br i1 %long, label %yield, label %spin",
-        "spin:",
-        pause,
-        "  br label %look",
-        "yield:",
-        "  %r = call i32 @sched_yield()",
-        "  br label %look",
-        "out:",
-        "  ret void",
-        "}",
-        "declare i32 @sched_yield()",
-        "declare void @llvm.x86.sse2.pause()" if pause else "",
+        wait_until_ir("ug_gemm_wait", triple),
     ])
 
 

@@ -35,6 +35,40 @@ _RANGES = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_char_p, ctypes.c_int6
                            ctypes.c_void_p, ctypes.c_int64)
 
 
+def wait_until_ir(name: str, triple: str) -> str:
+    """LLVM IR of `void {name}(ptr counter, i64 total)` (internal, with the declarations it
+    needs): returns once *counter >= total (acquire: what the threads that counted wrote is
+    visible after it). Spins a while (the units left are usually short), then yields the core at
+    each look (a thread that holds one may have been descheduled). The gemm's threads and a
+    parallel launch's caller wait with it."""
+    x86 = triple.startswith(("x86_64", "i686", "i386"))
+    return "\n".join([
+        f"define internal void @{name}(ptr %counter, i64 %total) {{",
+        "entry:",
+        "  br label %look",
+        "look:",
+        "  %spins = phi i64 [ 0, %entry ], [ %spins.next, %spin ], [ %spins.next, %yield ]",
+        "  %now = load atomic i64, ptr %counter acquire, align 8",
+        "  %ready = icmp sge i64 %now, %total",
+        "  br i1 %ready, label %out, label %again",
+        "again:",
+        "  %spins.next = add nuw i64 %spins, 1",
+        "  %long = icmp ugt i64 %spins.next, 4096",
+        "  br i1 %long, label %yield, label %spin",
+        "spin:",
+        "  call void @llvm.x86.sse2.pause()" if x86 else "",
+        "  br label %look",
+        "yield:",
+        "  %r = call i32 @sched_yield()",
+        "  br label %look",
+        "out:",
+        "  ret void",
+        "}",
+        "declare i32 @sched_yield()",
+        "declare void @llvm.x86.sse2.pause()" if x86 else "",
+    ])
+
+
 def _module_ir(triple: str, data_layout: str) -> str:
     """`i64 ug_pool_wait(ptr counter, i64 seen, i64 spins)`: the counter's value once it is not
     `seen`, or `seen` after `spins` looks.
@@ -42,12 +76,11 @@ def _module_ir(triple: str, data_layout: str) -> str:
     `void ug_pool_ranges(ptr fn, ptr args, i64 n, i64 step, ptr counters, i64 wait)`: claim
     ranges [s, s + step) of [0, n) from counters[0] and run fn(args, s, min(s + step, n)) until
     none is left, counting finished indices in counters[1] (release); with `wait`, then wait
-    until all n are finished (acquire), spinning, then yielding the core. The threads of a
+    until all n are finished (wait_until_ir). The threads of a
     parallel launch all run this: one native call each, so a thread takes the GIL once per
     launch, not once per range (on a busy 2-core machine two threads trading the GIL between
     short ranges waited 50+ us at each trade)."""
     x86 = triple.startswith(("x86_64", "i686", "i386"))
-    pause = "  call void @llvm.x86.sse2.pause()" if x86 else ""
     return "\n".join([
         f'target triple = "{triple}"',
         f'target datalayout = "{data_layout}"',
@@ -69,26 +102,14 @@ def _module_ir(triple: str, data_layout: str) -> str:
         "  br label %claim",
         "finish:",
         "  %waits = icmp ne i64 %wait, 0",
-        "  br i1 %waits, label %look, label %out",
-        "look:",
-        "  %spins = phi i64 [ 0, %finish ], [ %spins.next, %spin ], [ %spins.next, %yield ]",
-        "  %now = load atomic i64, ptr %done acquire, align 8",
-        "  %all = icmp sge i64 %now, %n",
-        "  br i1 %all, label %out, label %again",
-        "again:",
-        "  %spins.next = add nuw i64 %spins, 1",
-        "  %long = icmp ugt i64 %spins.next, 4096",
-        "  br i1 %long, label %yield, label %spin",
-        "spin:",
-        pause,
-        "  br label %look",
-        "yield:",
-        "  %y = call i32 @sched_yield()",
-        "  br label %look",
+        "  br i1 %waits, label %wait.all, label %out",
+        "wait.all:",
+        "  call void @ug_pool_wait_done(ptr %done, i64 %n)",
+        "  br label %out",
         "out:",
         "  ret void",
         "}",
-        "declare i32 @sched_yield()",
+        wait_until_ir("ug_pool_wait_done", triple),
         "define i64 @ug_pool_wait(ptr %counter, i64 %seen, i64 %spins) {",
         "entry:",
         "  br label %look",
@@ -107,7 +128,6 @@ def _module_ir(triple: str, data_layout: str) -> str:
         "out:",
         "  ret i64 %now",
         "}",
-        "declare void @llvm.x86.sse2.pause()" if x86 else "",
     ])
 
 
