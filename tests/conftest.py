@@ -41,7 +41,7 @@ def _devices_under_test():
     env = os.environ.get("UG_TEST_DEVICES")
     if env:
         return [d.strip() for d in env.split(",") if d.strip()]
-    return list(ug.devices())
+    return list(ug.devices(initialize=True))  # the devices that really start, not only pass their probe
 
 
 DEVICES = _devices_under_test()

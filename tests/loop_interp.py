@@ -295,6 +295,11 @@ class _Interp:
     def _cast(self, inst, ctx):
         self.set(inst, ctx, _typed(self.get(inst.srcs[0], ctx), inst.dtype))
 
+    def _bitcast(self, inst, ctx):
+        value = self.get(inst.srcs[0], ctx)
+        bits = np.asarray(value, dtype=inst.srcs[0].dtype).reshape(-1).view(inst.dtype)
+        self.set(inst, ctx, bits[0] if _uniform(value) else bits)
+
     def _define_acc(self, inst, ctx):
         self.accs[inst.id] = (ctx, np.full(ctx.n, inst.arg, inst.dtype))
 
@@ -361,7 +366,7 @@ class _Interp:
         Opc.CONST: _const, Opc.PARAM: _param, Opc.SPECIAL: _special,
         Opc.RANGE: _range, Opc.ENDRANGE: _end, Opc.IF: _if, Opc.ENDIF: _end,
         Opc.LOAD: _load, Opc.STORE: _store, Opc.ALU: _alu, Opc.IDIV: _idiv, Opc.MOD: _mod,
-        Opc.CAST: _cast, Opc.DEFINE_ACC: _define_acc, Opc.ACC_UPDATE: _acc_update,
+        Opc.CAST: _cast, Opc.BITCAST: _bitcast, Opc.DEFINE_ACC: _define_acc, Opc.ACC_UPDATE: _acc_update,
         Opc.ACC_READ: _acc_read, Opc.DEFINE_LOCAL: _define_local, Opc.LOCAL_LOAD: _local_load,
         Opc.LOCAL_STORE: _local_store, Opc.BARRIER: _barrier,
     }

@@ -1,5 +1,7 @@
 """`ug bench` runs every workload end to end (tiny sizes) and checks ug against numpy."""
 
+import numpy as np
+
 import ug_core as ug
 from ug_core.bench import WORKLOADS, main, run_bench
 
@@ -40,3 +42,27 @@ def test_bench_command_quiets_openblas_spinning(monkeypatch):
                            "--no-torch-compile"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert f"{BLAS_SPIN_ENV}=4" in done.stdout and "ug:ref" in done.stdout
+
+
+def test_bench_labels_show_the_scaled_sizes():
+    import re
+
+    lines = []
+    run_bench(["ref"], ["W1", "W3", "W5a", "W6a", "W7", "W8a"], scale=16, repeat=1, torch_compile=False, out=lines.append)
+    labels = {line.split("|")[1].strip(): line.split("|")[2].strip() for line in lines if line.startswith("| W")}
+    assert labels["W1"] == "exp(x)*sin(x)+x*x, 1M"          # 16M / 16
+    assert labels["W3"] == "row softmax 256x4096"
+    assert labels["W5a"] == "sum of 2M"
+    assert labels["W6a"] == "matmul 64x1024x1024"
+    assert labels["W7"] == "attention 16h x 64 x 64"
+    assert labels["W8a"] == "tiny add (64 el.)"             # not scaled
+    assert not any(re.search(r"\b16M\b|\b32M\b|4096x4096|1024\^3", label) for label in labels.values())
+
+
+def test_bench_labels_at_full_size():
+    rng = np.random.default_rng(0)
+    by_name = {w.name: w for w in WORKLOADS}
+    w1 = by_name["W1"]
+    assert w1.title([np.broadcast_to(np.float32(0), (16 * 2**20,))]) == "exp(x)*sin(x)+x*x, 16M"
+    assert by_name["W6b"].title([np.empty((2048, 2048), np.float32)] * 2) == "matmul 2048^3"
+    assert by_name["W4"].title(by_name["W4"].make_inputs(rng, 8)) == "layernorm 1024x1024 (+w,b)"

@@ -256,3 +256,55 @@ def test_error_raised_deep_in_lazy_graph(device):
     with pytest.raises(ValueError) as ei:
         y * t((2,), device)
     assert "(3,)" in str(ei.value) and "(2,)" in str(ei.value)
+
+
+def test_iterating_a_0d_tensor_raises(device):
+    x = ug.tensor(np.float32(3.0), device=device)
+    with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
+        iter(x)
+    with pytest.raises(TypeError, match="0-d"):
+        list(x)
+
+
+def test_iterating_yields_rows(device):
+    a = np.arange(6, dtype=np.float32).reshape(3, 2)
+    rows = list(ug.tensor(a, device=device))
+    assert len(rows) == 3 and all(isinstance(r, ug.Tensor) and r.shape == (2,) for r in rows)
+    np.testing.assert_array_equal(np.stack([r.numpy() for r in rows]), a)
+    assert [r.item() for r in ug.tensor(np.arange(4, dtype=np.int32), device=device)] == [0, 1, 2, 3]
+
+
+def test_custom_op_returning_an_array_is_an_error(device):
+    x = ug.tensor(np.arange(4, dtype=np.float32), device=device)
+
+    def doubles_but_returns(out, a):
+        return a * 2   # a common mistake: `out` is left zero
+
+    y = ug.custom(doubles_but_returns, [x], (4,), np.float32)
+    with pytest.raises(TypeError) as e:
+        y.numpy()
+    assert "doubles_but_returns" in str(e.value) and "in place" in str(e.value) and "ndarray" in str(e.value)
+
+
+def _resizes(out, a):
+    out.resize((2,), refcheck=False)
+
+
+def _reshapes(out, a):
+    out.shape = (2, 2)
+    out[...] = 1
+
+
+def _retypes(out, a):
+    out.dtype = np.int32
+
+
+@pytest.mark.parametrize("fn,changed", [(_resizes, "(2,)"), (_reshapes, "(2, 2)"), (_retypes, "int32")],
+                         ids=["resize", "reshape", "dtype"])
+def test_custom_op_that_changes_out_is_an_error(device, fn, changed):
+    x = ug.tensor(np.arange(4, dtype=np.float32), device=device)
+    y = ug.custom(fn, [x], (4,), np.float32)
+    with pytest.raises(ValueError) as e:
+        y.numpy()
+    message = str(e.value)
+    assert fn.__name__ in message and "(4,)" in message and changed in message and "in place" in message

@@ -37,16 +37,18 @@ def layernorm(x, w, b, eps=1e-5):
     return xc / ((xc * xc).mean(-1, keepdims=True) + eps).sqrt() * w + b
 
 
-def test_elementwise_chain_of_any_length_is_one_kernel(device):
+def test_elementwise_chain_is_one_kernel(device):
+    # (up to the scheduler's kernel size bound, schedule.MAX_KERNEL_SIZE: longer chains are cut
+    # into kernels of bounded size, see tests/test_deep_graphs.py)
     x = ug.tensor(rand(64, 32), device=device)
     y = x
-    for i in range(40):
+    for i in range(12):
         y = (y * 1.01 + 0.5).tanh() if i % 2 else y.exp().sin() - x
     sched = ug.schedule(y)
     assert kinds(sched) == ["kernel"]
     a = x.numpy()
     want = a
-    for i in range(40):
+    for i in range(12):
         want = np.tanh(want * 1.01 + 0.5) if i % 2 else np.sin(np.exp(want)) - a
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-5)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from .plugins import registry
@@ -9,10 +10,19 @@ from .runtime import realize_nodes
 from .schedule import Schedule, create_schedule
 from .tensor import Tensor
 
+# the module tensor.py, for the tracing hook ug.jit installs there (`from . import tensor` gives
+# the function ug_core.tensor once the package has imported it under that name)
+_tensor_module = sys.modules[Tensor.__module__]
 
-def devices() -> list[str]:
-    """Usable device names, preferred first (e.g. ["cpu", "vulkan", "ref"])."""
-    return registry.usable()
+
+def devices(initialize: bool = False) -> list[str]:
+    """Usable device names, preferred first (e.g. ["cpu", "vulkan", "ref"]).
+
+    Cheap: a device is listed when its plugin's probe passed (its driver library loads, its
+    settings are valid); its hardware is initialized on first use, and one that then fails to
+    initialize raises `ug.DeviceUnavailableError` saying why and drops out of this list.
+    initialize=True initializes every device first and lists those that work."""
+    return registry.usable(initialize=initialize)
 
 
 def _nodes(tensors: tuple[Any, ...]) -> list[Any]:
@@ -33,6 +43,12 @@ def schedule(*tensors: Tensor) -> Schedule:
 
 
 def realize(*tensors: Tensor) -> Any:
-    """Compute several tensors with one schedule (shared work is done once)."""
-    realize_nodes(_nodes(tensors))
+    """Compute several tensors with one schedule (shared work is done once).
+
+    While ug.jit traces a function (on this thread) it does nothing: the tensors stay lazy and
+    the trace computes them (see ug_core.jit)."""
+    nodes = _nodes(tensors)
+    tracer = _tensor_module._tracer
+    if tracer is None or not tracer.tracing():
+        realize_nodes(nodes)
     return tensors[0] if len(tensors) == 1 else tensors

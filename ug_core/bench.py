@@ -37,7 +37,7 @@ BLAS_SPIN_QUIET = "4"
 @dataclass
 class Workload:
     name: str
-    title: str
+    title: Callable[[list[np.ndarray]], str]   # the title, with the sizes of the inputs (which --scale shrinks)
     make_inputs: Callable[[np.random.Generator, int], list[np.ndarray]]   # (rng, scale divisor)
     fn: Callable[..., Any]              # the same code for ug tensors, numpy and torch (xp given)
     bytes_moved: Callable[[list[np.ndarray]], float] | None = None
@@ -124,22 +124,43 @@ def _bytes(inputs: list[np.ndarray], out_elems: int | None = None) -> float:
     return float(total + (out_elems if out_elems is not None else inputs[0].size) * 4)
 
 
+def _count(n: int) -> str:
+    """An element count as a label: 16777216 -> '16M', 262144 -> '256K', 100 -> '100'."""
+    for unit, size in (("M", 2**20), ("K", 2**10)):
+        if n >= size and n % size == 0:
+            return f"{n // size}{unit}"
+    return str(n)
+
+
+def _dims(a: np.ndarray) -> str:
+    return "x".join(map(str, a.shape))
+
+
+def _matmul_title(i: list[np.ndarray]) -> str:
+    m, k, n = i[0].shape[0], i[0].shape[1], i[1].shape[1]
+    return f"matmul {m}^3" if m == k == n else f"matmul {m}x{k}x{n}"
+
+
+# titles are functions of the inputs: `--scale` shrinks them, and the label says what really ran
 WORKLOADS = [
-    Workload("W1", "exp(x)*sin(x)+x*x, 16M", lambda r, s: [_rand(r, 16 * 2**20 // s)], w1, _bytes),
-    Workload("W2", "GELU(tanh), 16M", lambda r, s: [_rand(r, 16 * 2**20 // s)], w2, _bytes),
-    Workload("W3", "row softmax 4096x4096", lambda r, s: [_rand(r, 4096 // s, 4096) * 4], w3, _bytes),
-    Workload("W4", "layernorm 8192x1024 (+w,b)", lambda r, s: [_rand(r, 8192 // s, 1024), _rand(r, 1024), _rand(r, 1024)],
-             w4, lambda i: _bytes(i[:1]) + 8192.0),
-    Workload("W5a", "sum of 32M", lambda r, s: [_rand(r, 32 * 2**20 // s)], w5a, lambda i: _bytes(i, 1), rtol=1e-4, atol=1e-2),
-    Workload("W5b", "column sum 4096x4096", lambda r, s: [_rand(r, 4096 // s, 4096)], w5b, lambda i: _bytes(i, 4096), atol=1e-3),
-    Workload("W6a", "matmul 1024^3", lambda r, s: [_rand(r, 1024 // s, 1024), _rand(r, 1024, 1024)], w6,
+    Workload("W1", lambda i: f"exp(x)*sin(x)+x*x, {_count(i[0].size)}", lambda r, s: [_rand(r, 16 * 2**20 // s)], w1, _bytes),
+    Workload("W2", lambda i: f"GELU(tanh), {_count(i[0].size)}", lambda r, s: [_rand(r, 16 * 2**20 // s)], w2, _bytes),
+    Workload("W3", lambda i: f"row softmax {_dims(i[0])}", lambda r, s: [_rand(r, 4096 // s, 4096) * 4], w3, _bytes),
+    Workload("W4", lambda i: f"layernorm {_dims(i[0])} (+w,b)",
+             lambda r, s: [_rand(r, 8192 // s, 1024), _rand(r, 1024), _rand(r, 1024)], w4, lambda i: _bytes(i[:1]) + 8192.0),
+    Workload("W5a", lambda i: f"sum of {_count(i[0].size)}", lambda r, s: [_rand(r, 32 * 2**20 // s)], w5a,
+             lambda i: _bytes(i, 1), rtol=1e-4, atol=1e-2),
+    Workload("W5b", lambda i: f"column sum {_dims(i[0])}", lambda r, s: [_rand(r, 4096 // s, 4096)], w5b,
+             lambda i: _bytes(i, 4096), atol=1e-3),
+    Workload("W6a", _matmul_title, lambda r, s: [_rand(r, 1024 // s, 1024), _rand(r, 1024, 1024)], w6,
              flops=lambda i: 2.0 * i[0].shape[0] * i[0].shape[1] * i[1].shape[1], rtol=1e-3, atol=1e-3),
-    Workload("W6b", "matmul 2048^3", lambda r, s: [_rand(r, 2048 // s, 2048), _rand(r, 2048, 2048)], w6,
+    Workload("W6b", _matmul_title, lambda r, s: [_rand(r, 2048 // s, 2048), _rand(r, 2048, 2048)], w6,
              flops=lambda i: 2.0 * i[0].shape[0] * i[0].shape[1] * i[1].shape[1], rtol=1e-3, atol=1e-3),
-    Workload("W7", "attention 16h x 1024 x 64", lambda r, s: [_rand(r, 16, 1024 // s, 64), _rand(r, 16, 1024 // s, 64), _rand(r, 16, 1024 // s, 64)],
+    Workload("W7", lambda i: f"attention {i[0].shape[0]}h x {i[0].shape[1]} x {i[0].shape[2]}",
+             lambda r, s: [_rand(r, 16, 1024 // s, 64), _rand(r, 16, 1024 // s, 64), _rand(r, 16, 1024 // s, 64)],
              w7, flops=lambda i: 4.0 * i[0].shape[0] * i[0].shape[1] * i[1].shape[1] * i[0].shape[2], rtol=1e-3, atol=1e-4),
-    Workload("W8a", "tiny add (64 el.)", lambda r, s: [_rand(r, 64), _rand(r, 64)], w8a, tiny=True),
-    Workload("W8b", "chain of 10 tiny ops", lambda r, s: [_rand(r, 64), _rand(r, 64)], w8b, tiny=True),
+    Workload("W8a", lambda i: f"tiny add ({i[0].size} el.)", lambda r, s: [_rand(r, 64), _rand(r, 64)], w8a, tiny=True),
+    Workload("W8b", lambda i: "chain of 10 tiny ops", lambda r, s: [_rand(r, 64), _rand(r, 64)], w8b, tiny=True),
 ]
 
 
@@ -283,7 +304,7 @@ def _print_rows(w: Workload, rows: list[Row], inputs: list[np.ndarray], out: Cal
         if r.impl.startswith("ug:") and best is not None and r.seconds is not None:
             ratio = f"{r.seconds / best.seconds:.2f}x vs {best.impl}"  # type: ignore[operator]
         check = "ok" if r.ok else "MISMATCH" if r.seconds is not None else ""
-        out(f"| {w.name:4} | {w.title:28} | {r.impl:14} | {t} | {r.rate(inputs):>15} | {ratio:22} | {check:8} {r.note}")
+        out(f"| {w.name:4} | {w.title(inputs):28} | {r.impl:14} | {t} | {r.rate(inputs):>15} | {ratio:22} | {check:8} {r.note}")
 
 
 def machine_line() -> str:
@@ -336,7 +357,8 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"keep OpenBLAS's idle threads spinning (by default `ug bench` sets {BLAS_SPIN_ENV}={BLAS_SPIN_QUIET}: "
                              "their spinning halves the speed of the implementation timed after numpy)")
     args = parser.parse_args(argv)
-    devices = args.device or [d for d in ug.devices() if d != "ref"] or ["ref"]
+    # initialize=True: a device whose hardware fails to start is left out, not benchmarked
+    devices = args.device or [d for d in ug.devices(initialize=True) if d != "ref"] or ["ref"]
     names = args.workloads.split(",") if args.workloads else None
     print(f"machine: {machine_line()}")
     print(f"command: ug bench {' '.join(argv) if argv else ''}".rstrip())

@@ -10,13 +10,17 @@ def _devices(args: argparse.Namespace) -> int:
     from .plugins import registry
 
     rows = registry.status()
-    header = ("device", "plugin", "version", "status")
-    table = [header] + [(r.name, r.plugin, r.version, ("usable" + (f": {r.detail}" if r.detail else "")) if r.usable else f"not usable: {r.reason}") for r in rows]
-    widths = [max(len(row[i]) for row in table[:]) for i in range(3)]
+    header = ("device", "entry point", "plugin", "version", "status")
+    table = [header] + [(r.name, r.entry_point or "-", r.plugin, r.version,
+                         ("usable" + (f": {r.detail}" if r.detail else "")) if r.usable
+                         else r.reason if r.name == "-" else f"not usable: {r.reason}") for r in rows]
+    widths = [max(len(row[i]) for row in table) for i in range(4)]
     for row in table:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row[:3], widths)) + "  " + row[3])
-    usable = registry.usable()
-    print(f"\npreferred device: {usable[0] if usable else 'none'}")
+        print("  ".join(cell.ljust(w) for cell, w in zip(row[:4], widths)) + "  " + row[4])
+    print(f"\npreferred device: {registry.preferred() or 'none'}")
+    installed = ", ".join(sorted(registry.entry_points)) or "none"
+    print(f"UG_DEVICE takes a device name; UG_PLUGINS and UG_DISABLE_PLUGINS take entry-point names "
+          f"(installed: {installed}; ref is built in)")
     return 0
 
 

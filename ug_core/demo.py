@@ -53,7 +53,7 @@ def main(device: str | None = None, seq: int = 128, dim: int = 256, heads: int =
         "w_2": (rng.standard_normal((4 * dim, dim)) / math.sqrt(4 * dim)).astype(f32),
     }
     x_np = rng.standard_normal((seq, dim)).astype(f32)
-    device = device or ug.devices()[0]
+    device = device or ug.registry.preferred()  # the first usable device that starts
     print(f"ug demo: transformer block, seq={seq} dim={dim} heads={heads}, device={device!r} (of {ug.devices()})")
     p = {k: ug.tensor(v, device=device) for k, v in params.items()}
     x = ug.tensor(x_np, device=device)

@@ -57,6 +57,10 @@ class Device(abc.ABC):
     version: str = "0"
     dtypes: frozenset[np.dtype] = frozenset()
     description: str = ""  # e.g. the hardware's name; `ug devices` shows it next to "usable"
+    # the most buffers (arguments, outputs included) one kernel may take, where the device has
+    # such a limit (Vulkan: maxPerStageDescriptorStorageBuffers); the scheduler gives fused
+    # intermediates buffers of their own to stay under it. None: no limit.
+    max_kernel_buffers: int | None = None
 
     @abc.abstractmethod
     def allocate(self, nbytes: int) -> Any: ...
@@ -137,6 +141,12 @@ class Device(abc.ABC):
         """Bytes currently allocated."""
         return 0
 
+    def pool_bytes(self) -> int:
+        """Bytes the device holds in its buffer pool: freed allocations kept for reuse, in use
+        by no buffer (ug.memory_stats reports them as `pool_bytes`). The default: 0, for a
+        device that keeps no pool."""
+        return 0
+
     def render(self, kernel: "Kernel") -> str:
         """Source code for a kernel, for UG_DEBUG=3; devices without text source return the IR."""
         return str(kernel)
@@ -149,6 +159,11 @@ class DeviceSpec:
     `factory` is called once, on first use; it raises to say the device is unusable
     (no driver, no GPU), and `ug devices` shows the exception's message as the reason.
     Lower `priority` sorts first in `ug.devices()`.
+
+    `probe`, optional, is a cheap check that touches no hardware (the driver library loads,
+    the settings are valid); it raises to say the device is unusable. With a probe,
+    `ug.devices()` lists the device when the probe passes and leaves creating it (the
+    factory) to its first use; without one, `ug.devices()` has to call the factory to know.
     """
 
     name: str
@@ -158,18 +173,106 @@ class DeviceSpec:
     priority: int = 100
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    probe: Callable[[], None] | None = None
+
+
+class SizedCount:
+    """Buffers of one byte size made by ug.jit's single-kernel replay (`Tensor._maker`), which
+    counts them with one increment each way (`made` when it makes one, `freed` in its __del__):
+    such a replay takes about 2 us, and the full bookkeeping of MemoryCounter.add would add ~15%."""
+
+    __slots__ = ("nbytes", "made", "freed")
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+        self.made = 0
+        self.freed = 0
+
+
+class MemoryCounter:
+    """What one device's Buffers hold, for ug.memory_stats. A Buffer adds itself when its
+    allocation succeeds and takes itself off in its __del__; ug.jit's fast-path buffers count
+    in a SizedCount per byte size (`sized`), summed in when the totals are read.
+
+    Plain attribute arithmetic, no lock: buffers made or dropped on several threads at once may
+    miscount (ug runs schedules on one thread). The peak is checked when a Buffer is allocated
+    and when the stats are read; a fast-path buffer (one SizedCount increment) checks none, so
+    its bytes reach the peak at the next allocation of another buffer or the next read."""
+
+    __slots__ = ("live_bytes", "peak_bytes", "allocations", "live_buffers", "sized")
+
+    def __init__(self) -> None:
+        self.live_bytes = 0     # bytes (size * itemsize) of the live Buffers, fast-path ones not included
+        self.peak_bytes = 0     # the most the live bytes (all of them) have been since the last reset
+        self.allocations = 0    # Buffers made, ever (fast-path ones not included)
+        self.live_buffers = 0
+        self.sized: dict[int, SizedCount] = {}  # fast-path buffers by byte size
+
+    def add(self, nbytes: int) -> None:
+        """Count a new Buffer of `nbytes` bytes."""
+        self.live_bytes += nbytes
+        self.allocations += 1
+        self.live_buffers += 1
+        live = self.live_bytes
+        for count in self.sized.values():
+            live += (count.made - count.freed) * count.nbytes
+        if live > self.peak_bytes:
+            self.peak_bytes = live
+
+    def sized_count(self, nbytes: int) -> SizedCount:
+        """The counter for fast-path buffers of `nbytes` bytes (one per size, shared by the
+        replays that make that size)."""
+        count = self.sized.get(nbytes)
+        if count is None:
+            count = self.sized[nbytes] = SizedCount(nbytes)
+        return count
+
+    def stats(self) -> dict[str, int]:
+        """live_bytes, peak_bytes, allocations and live_buffers, fast-path buffers included (the
+        peak is brought up to the live bytes first)."""
+        live_bytes, live_buffers, allocations = self.live_bytes, self.live_buffers, self.allocations
+        for count in list(self.sized.values()):
+            live = count.made - count.freed
+            live_buffers += live
+            live_bytes += live * count.nbytes
+            allocations += count.made
+        if live_bytes > self.peak_bytes:
+            self.peak_bytes = live_bytes
+        return {"live_bytes": live_bytes, "peak_bytes": self.peak_bytes, "allocations": allocations,
+                "live_buffers": live_buffers}
+
+    def reset_peak(self) -> None:
+        """Start the peak again from the bytes live now."""
+        self.peak_bytes = 0
+        self.peak_bytes = self.stats()["live_bytes"]
+
+
+def memory_counter(device: Device) -> MemoryCounter:
+    """The device's MemoryCounter, made on first use (kept on the device object)."""
+    counter = getattr(device, "_ug_memory", None)
+    if counter is None:
+        counter = MemoryCounter()
+        try:
+            device._ug_memory = counter  # type: ignore[attr-defined]
+        except AttributeError:  # an object that takes no new attributes: its buffers go uncounted
+            pass
+    return counter
 
 
 class Buffer:
     """`size` elements of `dtype` on a device. Freed when the last reference goes."""
 
-    __slots__ = ("device", "size", "dtype", "handle", "__weakref__")
+    # memory: the device's MemoryCounter this buffer counts in (a SizedCount for a _SizedBuffer);
+    # unset for one made without __init__ that owns no allocation of ug's (foreign memory)
+    __slots__ = ("device", "size", "dtype", "handle", "memory", "__weakref__")
 
     def __init__(self, device: Device, size: int, dtype: np.dtype):
         self.device = device
         self.size = size
         self.dtype = dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.handle = device.allocate((size if size > 0 else 1) * dtype.itemsize)
+        memory = self.memory = memory_counter(device)
+        memory.add(size * dtype.itemsize)
 
     @property
     def device_name(self) -> str:
@@ -197,6 +300,12 @@ class Buffer:
             self.device.free(self.handle)
         except Exception:  # no handle (allocate raised), or interpreter shutdown: the device may be gone
             pass
+        try:
+            memory = self.memory
+        except AttributeError:  # never counted (allocate raised, or a foreign allocation)
+            return
+        memory.live_bytes -= self.size * self.dtype.itemsize
+        memory.live_buffers -= 1
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device.name} {self.size}x{self.dtype.name}>"
@@ -205,7 +314,8 @@ class Buffer:
 class _SizedBuffer(Buffer):
     """A Buffer whose handle comes from the device's `handle_allocator` for its size, and goes
     back through that allocator's `free`, which is cheaper than `device.free`: ug.jit replay
-    outputs (made by `Tensor._maker`, which sets every attribute)."""
+    outputs (made by `Tensor._maker`, which sets every attribute and counts it in its
+    SizedCount, `memory`)."""
 
     __slots__ = ("release",)
     # calling the class skips Buffer.__init__ (and is cheaper than object.__new__(_SizedBuffer))
@@ -214,5 +324,6 @@ class _SizedBuffer(Buffer):
     def __del__(self) -> None:
         try:
             self.release(self.handle)
-        except Exception:  # as in Buffer.__del__
+            self.memory.freed += 1
+        except Exception:  # as in Buffer.__del__ (and then it was never counted)
             pass

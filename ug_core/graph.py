@@ -103,12 +103,17 @@ def buffer_node(buffer: "Buffer", shape: tuple[int, ...], device: str) -> Node:
 
 def view(src: Node, v: View) -> Node:
     """Read `src` through `v` (which indexes src's contiguous layout)."""
-    if v.shape == src.shape and v.is_contiguous:
-        return src
-    if src.op is Op.VIEW and not src.realized:
+    # a loop, not a recursion: a view of a view merges into one and is tried on the next one
+    # down, and a chain of views that did not merge can be long
+    while True:
+        if v.shape == src.shape and v.is_contiguous:
+            return src
+        if src.op is not Op.VIEW or src.realized:
+            break
         merged = chain_push((v,), src.arg)
-        if len(merged) == 1:
-            return view(src.srcs[0], merged[0])
+        if len(merged) != 1:
+            break
+        src, v = src.srcs[0], merged[0]
     return Node(Op.VIEW, (src,), v, v.shape, src.dtype, src.device)
 
 

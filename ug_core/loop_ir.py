@@ -37,6 +37,9 @@ Opcodes (operands in parentheses, `arg` after the semicolon):
     ALU          (srcs...; ops.Op)                  elementwise math, numpy semantics in `dtype`
     IDIV, MOD    (a, b)                             int64 a // b, a % b
     CAST         (x)                                convert to `dtype`
+    BITCAST      (x)                                the bits of x read as `dtype` (same width, no
+                                                    bool); lets the core's math library
+                                                    (ug_core.mathlib) build and take apart floats
     DEFINE_ACC   (; init scalar)                    an accumulator register holding `init`
     ACC_UPDATE   (acc, value; ops.Op ADD/MAX/MIN)   acc = combine(acc, value)
     ACC_READ     (acc)                              the register's current value
@@ -74,6 +77,7 @@ class Opc(enum.Enum):
     IDIV = enum.auto()
     MOD = enum.auto()
     CAST = enum.auto()
+    BITCAST = enum.auto()
     DEFINE_ACC = enum.auto()
     ACC_UPDATE = enum.auto()
     ACC_READ = enum.auto()
@@ -98,7 +102,7 @@ NO_VALUE = frozenset({Opc.ENDRANGE, Opc.ENDIF, Opc.STORE, Opc.ACC_UPDATE, Opc.LO
 OPENS = {Opc.RANGE: Opc.ENDRANGE, Opc.IF: Opc.ENDIF}
 CLOSES = frozenset(OPENS.values())
 # pure instructions: no side effect, result depends only on operands (safe to CSE and hoist)
-PURE = frozenset({Opc.CONST, Opc.PARAM, Opc.SPECIAL, Opc.ALU, Opc.IDIV, Opc.MOD, Opc.CAST})
+PURE = frozenset({Opc.CONST, Opc.PARAM, Opc.SPECIAL, Opc.ALU, Opc.IDIV, Opc.MOD, Opc.CAST, Opc.BITCAST})
 
 
 class Inst:
@@ -151,6 +155,7 @@ _FORMAT = {
     Opc.IDIV: lambda i, ops: f"idiv {ops}",
     Opc.MOD: lambda i, ops: f"mod {ops}",
     Opc.CAST: lambda i, ops: f"cast {ops}",
+    Opc.BITCAST: lambda i, ops: f"bitcast {ops}",
     Opc.DEFINE_ACC: lambda i, ops: f"define_acc {i.arg!r}",
     Opc.ACC_UPDATE: lambda i, ops: f"acc_update.{i.arg.name.lower()} {ops}",
     Opc.ACC_READ: lambda i, ops: f"acc_read {ops}",
@@ -308,6 +313,13 @@ def _sig_alu(inst: Inst) -> None:
     _check(ALU[inst.arg].returns_bool or inst.dtype == first, inst, "result dtype differs from the operands'")
 
 
+def _sig_bitcast(inst: Inst) -> None:
+    _check(len(inst.srcs) == 1, inst, "bitcast takes one operand")
+    src = inst.srcs[0].dtype
+    _check(src != BOOL and inst.dtype != BOOL and src.itemsize == inst.dtype.itemsize, inst,
+           "bitcast needs two non-bool dtypes of one width")
+
+
 def _sig_acc_update(inst: Inst) -> None:
     acc, value = inst.srcs
     _check(acc.opc is Opc.DEFINE_ACC and value.dtype == acc.dtype and inst.arg in ACC_COMBINE, inst, "bad acc update")
@@ -332,6 +344,7 @@ _SIGNATURES = {
     Opc.IDIV: _sig_index_ops,
     Opc.MOD: _sig_index_ops,
     Opc.CAST: lambda inst: _check(len(inst.srcs) == 1, inst, "cast takes one operand"),
+    Opc.BITCAST: _sig_bitcast,
     Opc.DEFINE_ACC: _sig_none,
     Opc.ACC_UPDATE: _sig_acc_update,
     Opc.ACC_READ: _sig_acc_read,

@@ -12,8 +12,9 @@ Strategies (which thread does what):
 * cpu: one parallel index `global_id(0)` per outer index (global_size=(prod(outer),),
   local_size=(1,)); the backend splits that range over its threads. Each reduction is a
   serial loop with an accumulator; a long float sum is accumulated in blocks of
-  `sum_block` elements (a partial sum per block, added into the total) so that its
-  rounding error grows with the number of blocks, not the number of elements.
+  `sum_block` elements (a partial sum per block, added into the total; past 32 blocks, into
+  a partial per 32 blocks, and so on) so that its rounding error grows with the block and
+  group sizes, not the number of elements.
 * cpu, outer-blocked (option `outer_block` = B > 1, chosen when the kernel's loads read the
   reduced dims with a large stride but consecutive outer indices contiguously, e.g. a column
   sum): each global id runs B consecutive outer indices (the last one fewer), with one
@@ -28,7 +29,10 @@ Strategies (which thread does what):
   the reduced extent (i = local_id, local_id + L, ...), each with a partial accumulator;
   partials are combined by a tree reduction in shared memory, and the result is read
   back by every thread, so later phases and stores can use it; they again stride over
-  their extent.
+  their extent. A thread's long float sum is blocked as on cpu.
+
+`x ** c` for a constant c in {0, 0.5, 1..8} (and -1..-4 for floats) is multiplies (and a
+reciprocal, or a sqrt) instead of POW (see _pow_by_multiplies).
 
 Accumulators have the reduction's dtype, except float16 sums, which accumulate in
 float32 (and are cast back once at the end).
@@ -42,8 +46,9 @@ computed once per block (CSE) and hoisted out of loops they do not depend on.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import numpy as np
 
@@ -162,18 +167,23 @@ class _Builder:
     def finish(self) -> list[Inst]:
         assert len(self.scopes) == 1, "unclosed blocks"
         out: list[Inst] = []
-
-        def flatten(items: list) -> None:
-            for item in items:
-                if isinstance(item, tuple):
-                    opener, body, closer = item
-                    out.append(opener)
-                    flatten(body)
-                    out.append(closer)
-                else:
-                    out.append(item)
-
-        flatten(self.scopes[0].items)
+        # nested blocks written out in order, with a stack of the blocks' remaining items (a
+        # nested function calling itself would be a reference cycle, freed only by the GC)
+        stack: list[Iterator[Inst | tuple[Inst, list, Inst]]] = [iter(self.scopes[0].items)]
+        closers: list[Inst] = []
+        while stack:
+            item = next(stack[-1], None)
+            if item is None:
+                stack.pop()
+                if closers:
+                    out.append(closers.pop())
+            elif isinstance(item, tuple):
+                opener, body, closer = item
+                out.append(opener)
+                stack.append(iter(body))
+                closers.append(closer)
+            else:
+                out.append(item)
         for pos, inst in enumerate(out):
             inst.id = pos
         return out
@@ -285,6 +295,10 @@ def _split_grid(count: int, limits: tuple[int, ...]) -> tuple[int, ...]:
             return tuple(dims)
     raise ValueError(f"{count} workgroups exceed the grid limit {limits}")
 
+
+SUM_BLOCK_GROUP = 32
+"""A blocked float sum adds at most this many block sums into one partial before the partial is
+added into the next level's (see _Lowerer._sum_blocks)."""
 
 # Expr op -> how to lower it; dispatch must cover every op a kernel expression can hold
 _EXPR_OPS = set(ALU) | {Op.CAST} | set(LEAVES)
@@ -414,28 +428,30 @@ class _Lowerer:
             end_lanes()
             return _LaneAcc(acc, r.dtype)
         fill(acc)
-        step = self.opts.sum_block
-        if r.op is Op.SUM and dt.kind == "f" and e > step:
+        sizes = self._sum_blocks(r, dt, e)
+
+        def accumulate(into: Inst, lo: Inst, end: Inst, level: int) -> None:
+            if level == len(sizes):
+                i = b.range(lo, end)
+                update(into, i)
+                b.close()
+                return
             # blocked summation, as in _serial_reduce: a partial sum per lane per block of rows
             part = b.emit(Opc.DEFINE_LOCAL, dt, (), block)
-            start = b.range(b.const(0), b.const(e), step)
+            start = b.range(lo, end, sizes[level])
             fill(part)
-            end = b.add(start, b.const(step))
-            if e % step:
-                end = b.alu(Op.MIN, (end, b.const(e)), INDEX)
-            i = b.range(start, end)
-            update(part, i)
-            b.close()
+            stop = b.add(start, b.const(sizes[level]))
+            if e % sizes[level]:
+                stop = b.alu(Op.MIN, (stop, b.const(e)), INDEX)
+            accumulate(part, start, stop, level + 1)
             lanes_only()
-            total = b.alu(combine, (b.emit(Opc.LOCAL_LOAD, dt, (acc, self.lane)),
+            total = b.alu(combine, (b.emit(Opc.LOCAL_LOAD, dt, (into, self.lane)),
                                     b.emit(Opc.LOCAL_LOAD, dt, (part, self.lane))), dt)
-            b.emit(Opc.LOCAL_STORE, None, (acc, self.lane, total))
+            b.emit(Opc.LOCAL_STORE, None, (into, self.lane, total))
             end_lanes()
             b.close()
-        else:
-            i = b.range(b.const(0), b.const(e))
-            update(acc, i)
-            b.close()
+
+        accumulate(acc, b.const(0), b.const(e), 0)
         return _LaneAcc(acc, r.dtype)
 
     def _lower_gpu_thread_per_outer(self) -> None:
@@ -521,26 +537,39 @@ class _Lowerer:
             return self._phase_value(r.expr, r.shape, outer, None, r.dtype)
         dt = _acc_dtype(r)
         acc = b.emit(Opc.DEFINE_ACC, dt, (), init)
-        block = self.opts.sum_block
-        if r.op is Op.SUM and dt.kind == "f" and e > block:
-            # blocked summation: error grows with e / block + block instead of e
-            start = b.range(b.const(0), b.const(e), block)
+        sizes = self._sum_blocks(r, dt, e)
+
+        def accumulate(into: Inst, lo: Inst, end: Inst, level: int) -> None:
+            if level == len(sizes):
+                i = b.range(lo, end)
+                b.emit(Opc.ACC_UPDATE, None, (into, self._phase_value(r.expr, r.shape, outer, i, dt)), combine)
+                b.close()
+                return
+            # blocked summation: a partial sum per block, added into the enclosing one
+            start = b.range(lo, end, sizes[level])
             part = b.emit(Opc.DEFINE_ACC, dt, (), init)
-            end = b.add(start, b.const(block))
-            if e % block:
-                end = b.alu(Op.MIN, (end, b.const(e)), INDEX)
-            i = b.range(start, end)
-            value = self._phase_value(r.expr, r.shape, outer, i, dt)
-            b.emit(Opc.ACC_UPDATE, None, (part, value), combine)
+            stop = b.add(start, b.const(sizes[level]))
+            if e % sizes[level]:
+                stop = b.alu(Op.MIN, (stop, b.const(e)), INDEX)
+            accumulate(part, start, stop, level + 1)
+            b.emit(Opc.ACC_UPDATE, None, (into, b.emit(Opc.ACC_READ, dt, (part,))), combine)
             b.close()
-            b.emit(Opc.ACC_UPDATE, None, (acc, b.emit(Opc.ACC_READ, dt, (part,))), combine)
-            b.close()
-        else:
-            i = b.range(b.const(0), b.const(e))
-            value = self._phase_value(r.expr, r.shape, outer, i, dt)
-            b.emit(Opc.ACC_UPDATE, None, (acc, value), combine)
-            b.close()
+
+        accumulate(acc, b.const(0), b.const(e), 0)
         return b.cast(b.emit(Opc.ACC_READ, dt, (acc,)), r.dtype)
+
+    def _sum_blocks(self, r: Reduction, dt: np.dtype, count: int) -> list[int]:
+        """Block sizes (outermost first) of a blocked float sum of `count` values: `sum_block`,
+        then groups of SUM_BLOCK_GROUP blocks while more remain, so that each partial sum adds
+        at most about that many values (the error grows with the largest number of additions
+        into one partial: ~1e-6 for a 1M-element float32 sum with one level, ~2e-7 with two).
+        Empty: not a float sum, or too short to block."""
+        if r.op is not Op.SUM or dt.kind != "f" or count <= self.opts.sum_block:
+            return []
+        sizes = [self.opts.sum_block]
+        while count > sizes[0] * SUM_BLOCK_GROUP:
+            sizes.insert(0, sizes[0] * SUM_BLOCK_GROUP)
+        return sizes
 
     # -- phases, a workgroup sharing one outer index
     def _cooperative_reduce(self, r: Reduction, row: Inst, lid: Inst, local: int, smem: Inst | None) -> Inst:
@@ -553,12 +582,27 @@ class _Lowerer:
         if e == 1:  # every thread computes the single value itself: no communication
             return self._phase_value(r.expr, r.shape, row, None, r.dtype)
         dt = _acc_dtype(r)
-        # each thread: partial over i = lid, lid + local, ... (threads past e keep the identity)
+        # each thread: partial over i = lid, lid + local, ... (threads past e keep the identity);
+        # a long float sum in blocks of `local` * size, as in _serial_reduce
+        sizes = [size * local for size in self._sum_blocks(r, dt, -(-e // local))]
+
+        def accumulate(into: Inst, lo: Inst, end: Inst, level: int) -> None:
+            if level == len(sizes):
+                i = b.range(b.add(lo, lid), end, local)
+                b.emit(Opc.ACC_UPDATE, None, (into, self._phase_value(r.expr, r.shape, row, i, dt)), combine)
+                b.close()
+                return
+            start = b.range(lo, end, sizes[level])
+            block_part = b.emit(Opc.DEFINE_ACC, dt, (), init)
+            stop = b.add(start, b.const(sizes[level]))
+            if e % sizes[level]:
+                stop = b.alu(Op.MIN, (stop, b.const(e)), INDEX)
+            accumulate(block_part, start, stop, level + 1)
+            b.emit(Opc.ACC_UPDATE, None, (into, b.emit(Opc.ACC_READ, dt, (block_part,))), combine)
+            b.close()
+
         part = b.emit(Opc.DEFINE_ACC, dt, (), init)
-        i = b.range(lid, b.const(e), local)
-        value = self._phase_value(r.expr, r.shape, row, i, dt)
-        b.emit(Opc.ACC_UPDATE, None, (part, value), combine)
-        b.close()
+        accumulate(part, b.const(0), b.const(e), 0)
         partial = b.emit(Opc.ACC_READ, dt, (part,))
         if smem is None:  # a single thread: its partial is the result
             return b.cast(partial, r.dtype)
@@ -628,6 +672,10 @@ class _Lowerer:
         return self.b.cast(srcs[0], node.dtype)
 
     def _expr_alu(self, node: Expr, srcs: list[Inst], index: _PhaseIndex) -> Inst:
+        if node.op is Op.POW and srcs[1].opc is Opc.CONST:
+            by_multiplies = _pow_by_multiplies(self.b, srcs[0], srcs[1].arg)
+            if by_multiplies is not None:
+                return by_multiplies
         return self.b.alu(node.op, tuple(srcs), node.dtype)
 
     _EXPR: dict[Op, Callable[..., Inst]] = {
@@ -684,6 +732,49 @@ class _Lowerer:
         for t in terms:
             first = self.b.add(first, t)
         return first
+
+
+# --- powers with a constant exponent ----------------------------------------------------------
+
+POW_MULTIPLY_MAX = 8
+"""x ** n for a constant integer 0 <= n <= this is computed by multiplies (squaring: at most 4
+for n = 7): a general pow is an exp and a log, 3-15x the time of x * x. Each multiply adds half
+an ulp, so n stays small: x**8 is within 4 ulp of the correctly rounded power."""
+POW_RECIPROCAL_MAX = 4
+"""x ** -n for 1 <= n <= this is (1 / x) ** n, float only (within 4 ulp too). The reciprocal
+comes first: 1 / (x ** n) would round x ** n in the subnormals for x near 1e-19 and lose
+precision there, while (1 / x) ** n underflows or overflows only where x ** -n does."""
+
+
+def _pow_by_multiplies(b: _Builder, x: Inst, exponent: Any) -> Inst | None:
+    """x ** exponent (a constant) without POW, or None where POW must compute it. Matches
+    numpy's pow on the edge cases: x ** 0 == 1 (NaN too), (-0.0) ** 3 == -0.0, (-0.0) ** -1 ==
+    -inf, (+-inf) ** n, NaN; x ** 0.5 is sqrt(x), as ops.power defines it for a constant 0.5."""
+    dtype = x.dtype
+    if dtype.kind not in "fi" or isinstance(exponent, bool) or not math.isfinite(exponent):
+        return None
+    if dtype.kind == "f" and exponent == 0.5:
+        return b.alu(Op.SQRT, (x,), dtype)
+    if exponent != int(exponent):
+        return None
+    n = int(exponent)
+    if n == 0:
+        return b.const(1, dtype)
+    if n < 0:
+        if dtype.kind != "f" or -n > POW_RECIPROCAL_MAX:
+            return None  # int: ops.power's rule for negative exponents (POW renders it)
+        x, n = b.alu(Op.RECIP, (x,), dtype), -n
+    if n > POW_MULTIPLY_MAX:
+        return None
+    result: Inst | None = None
+    square = x
+    while True:  # binary powering: the squares of x, times those of n's bits
+        if n & 1:
+            result = square if result is None else b.alu(Op.MUL, (result, square), dtype)
+        n >>= 1
+        if not n:
+            return result
+        square = b.alu(Op.MUL, (square, square), dtype)
 
 
 # --- choosing the outer-blocked cpu strategy ------------------------------------------------

@@ -63,7 +63,14 @@ def _load(flat: np.ndarray, chain: ViewChain) -> np.ndarray:
 
 
 def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], memo: dict[int, np.ndarray]) -> np.ndarray:
-    for node in toposort(root):
+    order = toposort(root)
+    # readers left per node: an intermediate array is dropped after its last read, so a long
+    # expression holds a few whole arrays at a time, not one per node
+    readers: dict[int, int] = {}
+    for node in order:
+        for src in node.srcs:
+            readers[id(src)] = readers.get(id(src), 0) + 1
+    for node in order:
         if id(node) in memo:
             continue
         op = node.op
@@ -80,6 +87,10 @@ def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], memo
             value = ALU[op].numpy(*(memo[id(s)] for s in node.srcs))
             value = np.asarray(value).astype(node.dtype, copy=False)
         memo[id(node)] = value
+        for src in node.srcs:
+            left = readers[id(src)] = readers[id(src)] - 1
+            if left == 0:
+                del memo[id(src)]
     return memo[id(root)]
 
 
@@ -89,8 +100,7 @@ def run_kernel(kernel: Kernel, arrays: list[np.ndarray]) -> None:
     with np.errstate(all="ignore"):
         for r in kernel.reductions:
             value = np.broadcast_to(_evaluate(r.expr, arrays, accs, {}), r.shape)
-            ufunc = ALU[REDUCE[r.op].combine].numpy
-            accs.append(ufunc.reduce(value, axis=kernel.axes, keepdims=True, dtype=r.dtype))
+            accs.append(REDUCE[r.op].numpy(value, kernel.axes, True, r.dtype))
         for s in kernel.stores:
             value = np.broadcast_to(_evaluate(s.expr, arrays, accs, {}), s.shape)
             if s.view.size:

@@ -13,12 +13,14 @@ import os
 import sys
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
 import numpy as np
 
 from .device import Buffer, CompileError, Device, MatmulSpec, Program
+from .env import env_int
 from .graph import Node
 from .kernel_ir import Kernel, toposort
 from .ops import Op
@@ -49,7 +51,12 @@ class CompileCache:
     program it reuses."""
 
     def __init__(self) -> None:
-        self.programs: dict[tuple[str, str, str], Program] = {}
+        # least recently used first; at most `max_programs` (a program that compiles ever new
+        # kernels must not grow it without end; kept schedules and ug.jit traces still hold
+        # the programs they use)
+        self.programs: OrderedDict[tuple[str, str, str], Program] = OrderedDict()
+        self.max_programs = env_int("UG_MAX_CACHED_PROGRAMS", 1024, minimum=1)
+        self._programs_lock = threading.Lock()  # for adding and evicting
         self.schedules: dict[Hashable, _Replay] = {}
         self._schedules_lock = threading.Lock()  # for adding and evicting (lookups need none)
         self.hits = 0
@@ -60,6 +67,10 @@ class CompileCache:
         program = self.programs.get(key)
         if program is not None:
             self.hits += 1
+            try:
+                self.programs.move_to_end(key)  # the most recently used: evicted last
+            except KeyError:  # another thread evicted it since the lookup
+                pass
             return program
         self.misses += 1
         level = debug_level()
@@ -83,7 +94,10 @@ class CompileCache:
             raise CompileError(f"{device.name} failed to compile kernel {kernel.name}: {type(e).__name__}: {e}", source) from e
         if level >= 1:
             _log(f"compiled {kernel.name} on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} ms")
-        self.programs[key] = program
+        with self._programs_lock:
+            self.programs[key] = program
+            while len(self.programs) > max(self.max_programs, 1):
+                self.programs.popitem(last=False)  # the least recently used goes
         return program
 
     def clear(self) -> None:
@@ -173,11 +187,15 @@ class CompiledSchedule:
                 continue
             self.steps.append(self._compile(item))
             i += 1
+        # slots of lazy nodes whose buffer an in-place assign overwrote (Schedule.clobbered):
+        # they stay lazy instead of getting a buffer that holds another value
+        self.clobbered = frozenset(self._slot_of[id(n)] for n in schedule.clobbered if id(n) in self._slot_of)
         # what `run` does, as one callable: ug.jit replays call this directly, and most traced
-        # functions fuse into a single kernel, whose step function then is the whole run
-        self.runner: Callable[[list[Buffer | None]], object] = self.run
-        if self.debug < 1 and len(self.steps) == 1:
-            self.runner = self.steps[0].run
+        # functions fuse into a single kernel, whose step function then is the whole run. It
+        # holds the steps, not `self`: a bound method stored on self is a reference cycle, which
+        # only the cyclic GC frees, and until then the slots keep every node of the schedule
+        # (and so every intermediate buffer) alive.
+        self.runner: Callable[[list[Buffer | None]], object] = _runner(self.steps, self.slots, self.debug)
 
     def slot(self, node: Node) -> int:
         i = self._slot_of.get(id(node))
@@ -235,8 +253,19 @@ class CompiledSchedule:
             def run_custom(bufs: list[Buffer | None]) -> None:
                 alloc(bufs)
                 arrays = [bufs[i].numpy().reshape(s) for i, s in zip(idx[1:], shapes)]  # type: ignore[union-attr]
-                out = np.zeros(out_shape, dtype=bufs[idx[0]].dtype)  # type: ignore[union-attr]
-                fn(out, *arrays)
+                out_dtype = bufs[idx[0]].dtype  # type: ignore[union-attr]
+                out = np.zeros(out_shape, dtype=out_dtype)
+                result = fn(out, *arrays)
+                # what is copied back is `out`: a returned array would be dropped (the result
+                # silently zeros), and a resized one would not fit the buffer; returning `out`
+                # itself is fine (numpy's `np.add(a, b, out=out)` does)
+                if result is not None and result is not out:
+                    raise TypeError(f"custom op {_fn_name(fn)} returned a {type(result).__name__}; it must fill "
+                                    f"`out` in place (out[...] = ...) and return None (or `out`)")
+                if out.shape != out_shape or out.dtype != out_dtype:
+                    raise ValueError(f"custom op {_fn_name(fn)} changed `out` from shape {out_shape} {out_dtype} to "
+                                     f"shape {out.shape} {out.dtype}; it must fill `out` in place (out[...] = ...), "
+                                     f"not resize, reshape or replace it")
                 bufs[idx[0]].copy_in(out)  # type: ignore[union-attr]
             return _Step(run_custom, item.describe())
         if isinstance(item, CopyItem):
@@ -276,16 +305,43 @@ class CompiledSchedule:
         return bufs
 
     def _run_timed(self, bufs: list[Buffer | None]) -> list[Buffer | None]:
-        devices = {registry.get(n.device) for n in self.slots}
-        total = time.perf_counter()
-        for i, step in enumerate(self.steps):
-            start = time.perf_counter()
-            step.run(bufs)
-            for d in devices:
-                d.synchronize()
-            _log(f"  [{i}] {(time.perf_counter() - start) * 1e3:8.3f} ms  {step.describe}")
-        _log(f"  total {(time.perf_counter() - total) * 1e3:.3f} ms")
+        return _run_timed(self.steps, self.slots, bufs)
+
+
+def _runner(steps: list[_Step], slots: list[Node], debug: int) -> Callable[[list[Buffer | None]], object]:
+    """CompiledSchedule.run as a function of the steps (see CompiledSchedule.runner)."""
+    if debug >= 1:
+        return lambda bufs: _run_timed(steps, slots, bufs)
+    if len(steps) == 1:
+        return steps[0].run
+    runs = [step.run for step in steps]
+
+    def run_steps(bufs: list[Buffer | None]) -> list[Buffer | None]:
+        for run in runs:
+            run(bufs)
         return bufs
+    return run_steps
+
+
+def _run_timed(steps: list[_Step], slots: list[Node], bufs: list[Buffer | None]) -> list[Buffer | None]:
+    """Run the steps one by one, waiting for the devices after each, and log their times (UG_DEBUG >= 1)."""
+    devices = {registry.get(n.device) for n in slots}
+    total = time.perf_counter()
+    for i, step in enumerate(steps):
+        start = time.perf_counter()
+        step.run(bufs)
+        for d in devices:
+            d.synchronize()
+        _log(f"  [{i}] {(time.perf_counter() - start) * 1e3:8.3f} ms  {step.describe}")
+    _log(f"  total {(time.perf_counter() - total) * 1e3:.3f} ms")
+    return bufs
+
+
+def _fn_name(fn: Callable[..., object]) -> str:
+    """A custom op's function as its errors name it: 'module.qualname', else its repr."""
+    name = getattr(fn, "__qualname__", None)
+    module = getattr(fn, "__module__", None)
+    return f"'{module}.{name}'" if name and module else repr(fn)
 
 
 def _is_epilogue(mm: MatmulItem, item: KernelItem) -> bool:
@@ -320,7 +376,7 @@ def run_schedule(schedule: Schedule) -> CompiledSchedule | None:
     if debug_level() >= 1:
         _log(str(schedule))
     compiled = CompiledSchedule(schedule)
-    _run_on(compiled.run, compiled.slots)
+    _run_on(compiled.run, compiled.slots, compiled.clobbered)
     return compiled
 
 
@@ -373,11 +429,11 @@ def realize_nodes(targets: list[Node]) -> None:
         cache.keep_schedule(key, _Replay(steps, slots, cache.hits + cache.misses - looked_up))  # type: ignore[arg-type]
 
 
-def _run_on(run: Callable[[list[Buffer | None]], object], slots: list[Node]) -> None:
+def _run_on(run: Callable[[list[Buffer | None]], object], slots: list[Node], clobbered: frozenset[int] = frozenset()) -> None:
     """Run compiled steps on the buffers of these slot nodes, then give each node that had
-    none the buffer the steps produced for it."""
+    none the buffer the steps produced for it (but the clobbered ones, see Schedule.clobbered)."""
     bufs: list[Buffer | None] = [n.buffer for n in slots]
     run(bufs)
-    for node, buf in zip(slots, bufs):
-        if not node.realized and buf is not None:
+    for i, (node, buf) in enumerate(zip(slots, bufs)):
+        if not node.realized and buf is not None and i not in clobbered:
             node.set_buffer(buf)

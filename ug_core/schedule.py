@@ -1,7 +1,9 @@
 """The scheduler: decide which nodes get a buffer, group everything else into kernels.
 
 Rules (see the kernel_ir docstring for the kernel shape they target):
-- every elementwise chain, however long, is fused into the kernel that consumes it;
+- every elementwise chain is fused into the kernel that consumes it, up to a bound on a
+  kernel's size (MAX_KERNEL_SIZE): a longer one gets intermediates realized, so that it runs
+  as kernels of bounded size (a chain of 100,000 ops too);
 - a reduction fuses with its elementwise producers and with elementwise consumers of its
   result when they iterate over the same rows: the kernel then computes the reduction once
   per row (an accumulator) and reuses it, e.g. softmax and layernorm are one kernel each;
@@ -15,6 +17,7 @@ Rules (see the kernel_ir docstring for the kernel shape they target):
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -24,8 +27,9 @@ from . import dag
 from .device import MatmulSpec
 from .dtypes import name as dtype_name
 from .graph import Node
-from .kernel_ir import BufferArg, Expr, ExprBuilder, Kernel, Reduction, Store
+from .kernel_ir import BufferArg, Expr, ExprBuilder, Kernel, Reduction, Store, toposort
 from .ops import ALU, REDUCE, Op
+from .plugins import registry
 from .view import View, ViewChain, chain_push, contiguous_strides, prod
 
 
@@ -118,6 +122,9 @@ Item = KernelItem | MatmulItem | CustomItem | CopyItem
 class Schedule:
     items: list[Item]
     targets: list[Node]
+    # lazy nodes whose new buffer an in-place assign took over and overwrote: they are left
+    # lazy (a later read computes them again) rather than given a buffer holding another value
+    clobbered: set[Node] = field(default_factory=set)
 
     @property
     def kernels(self) -> list[KernelItem]:
@@ -137,11 +144,14 @@ class Schedule:
 
 
 class _NeedsBuffer(Exception):
-    """Raised while building a kernel: `node` must be realized into its own buffer first."""
+    """Raised while building a kernel: `nodes` (`node` is the first) must be realized into
+    buffers of their own first."""
 
-    def __init__(self, node: Node):
-        super().__init__(repr(node))
-        self.node = node
+    def __init__(self, node: Node | list[Node]):
+        nodes = node if isinstance(node, list) else [node]
+        super().__init__(", ".join(map(repr, nodes)))
+        self.node = nodes[0]
+        self.nodes = nodes
 
 
 ITEM_OPS = frozenset({Op.MATMUL, Op.CUSTOM, Op.COPY})
@@ -171,61 +181,114 @@ class _KernelBuilder:
         self.axes = axes
         self.eb = ExprBuilder()
         self.inputs: list[Node] = []
+        self._input_index: dict[Node, int] = {}  # position of each node in `inputs`
         self.reductions: list[Reduction] = []
         self.reduce_ids: dict[Node, int] = {}
         self.memo: dict[tuple[int, ViewChain, bool], Expr] = {}
         self.fused: list[str] = []
         self._fused_seen: set[int] = set()
+        # reductions this kernel cannot fuse: read as loads meanwhile, so that one build finds
+        # them all (each else costs a rebuild of the schedule); _build then raises _NeedsBuffer
+        self.needs: dict[Node, None] = {}  # (a dict: ordered, and `in` is cheap)
 
     def expr(self, node: Node, chain: ViewChain, inline: bool = False) -> Expr:
-        """`node` read through `chain`; `inline` computes it even if it gets a buffer (a root)."""
+        """`node` read through `chain`; `inline` computes it even if it gets a buffer (a root).
+
+        Iterative, with an explicit stack: a fused chain can be far deeper than Python's
+        recursion limit. An entry is first expanded (`_operands`: its operands are pushed,
+        the leftmost on top) and, once they are all in the memo, built (`_combine`); so inputs,
+        reductions and notes come out in the order a left-to-right recursion gives them."""
+        memo = self.memo
         key = (id(node), chain, inline)
-        cached = self.memo.get(key)
-        if cached is None:
-            cached = self.memo[key] = self._expr(node, chain, inline)
-        return cached
+        done = memo.get(key)
+        if done is not None:
+            return done
+        # (node, chain, inline, memo key, operand keys: None until expanded)
+        stack: list[tuple[Node, ViewChain, bool, tuple[int, ViewChain, bool], list[tuple[int, ViewChain, bool]] | None]]
+        stack = [(node, chain, inline, key, None)]
+        while stack:
+            node, chain, inline, key, operand_keys = stack[-1]
+            if operand_keys is not None:
+                stack.pop()
+                memo[key] = self._combine(node, [memo[k] for k in operand_keys])
+                continue
+            if key in memo:  # reached on another path since it was pushed
+                stack.pop()
+                continue
+            operands = self._operands(node, chain, inline, key)
+            if operands is None:  # a leaf: _operands put it in the memo
+                stack.pop()
+                continue
+            operand_keys = [(id(src), src_chain, False) for src, src_chain in operands]
+            stack[-1] = (node, chain, inline, key, operand_keys)
+            for (src, src_chain), src_key in zip(reversed(operands), reversed(operand_keys)):
+                if src_key not in memo:
+                    stack.append((src, src_chain, False, src_key, None))
+        return memo[key]
 
     def _note(self, node: Node, what: str) -> None:
         if id(node) not in self._fused_seen:
             self._fused_seen.add(id(node))
             self.fused.append(what)
 
-    def _expr(self, node: Node, chain: ViewChain, inline: bool) -> Expr:
-        if _loads_buffer(node, self.realize) and not inline:
-            if node not in self.inputs:
+    def _operands(self, node: Node, chain: ViewChain, inline: bool,
+                  key: tuple[int, ViewChain, bool]) -> list[tuple[Node, ViewChain]] | None:
+        """What `node` read through `chain` needs built first, as (node, chain) pairs; None for
+        a leaf (a load, a constant, an already fused reduction), whose Expr goes into the memo."""
+        if (_loads_buffer(node, self.realize) or node in self.needs) and not inline:
+            index = self._input_index.get(node)
+            if index is None:
+                index = self._input_index[node] = len(self.inputs)
                 self.inputs.append(node)
-            return self.eb.load(-1 - self.inputs.index(node), chain, node.dtype)
+            self.memo[key] = self.eb.load(-1 - index, chain, node.dtype)
+            return None
         op = node.op
         if op is Op.CONST:
-            return self.eb.const(node.arg, node.dtype)
+            self.memo[key] = self.eb.const(node.arg, node.dtype)
+            return None
         if op is Op.VIEW:
-            return self.expr(node.srcs[0], chain_push(chain, node.arg))
+            return [(node.srcs[0], chain_push(chain, node.arg))]
         if op is Op.CAST:
             self._note(node, f"cast:{dtype_name(node.dtype)}")
-            return self.eb.cast(self.expr(node.srcs[0], chain), node.dtype)
+            return [(node.srcs[0], chain)]
         if op in ALU:
             self._note(node, ALU[op].symbol)
-            return self.eb.alu(op, tuple(self.expr(s, chain) for s in node.srcs), node.dtype)
+            return [(src, chain) for src in node.srcs]
         if op is Op.REDUCE:
-            return self._reduce(node, chain)
+            if node.arg[1] != self.axes or node.shape != self.outer or len(chain) != 1 or not self._reads_row(chain[0]):
+                self.needs[node] = None
+                return self._operands(node, chain, inline, key)  # now a load
+            k = self.reduce_ids.get(node)
+            if k is not None:
+                self.memo[key] = self.eb.acc(k, node.dtype)
+                return None
+            src = node.srcs[0]
+            return [(src, (View.contiguous(src.shape),))]
         # items and assigns are always realized, so they were handled above
         raise AssertionError(f"unscheduled node {node!r}")
 
-    def _reduce(self, node: Node, chain: ViewChain) -> Expr:
+    def _combine(self, node: Node, operands: list[Expr]) -> Expr:
+        """The Expr of an expanded `node` from its operands' Exprs (see `_operands`)."""
+        op = node.op
+        if op is Op.VIEW:
+            return operands[0]
+        if op is Op.CAST:
+            return self.eb.cast(operands[0], node.dtype)
+        if op is Op.REDUCE:
+            return self._reduction(node, operands[0])
+        return self.eb.alu(op, tuple(operands), node.dtype)
+
+    def _reduction(self, node: Node, body: Expr) -> Expr:
+        """The accumulator of a fused reduction whose body has been built."""
         rop, axes = node.arg
-        if axes != self.axes or node.shape != self.outer or len(chain) != 1 or not self._reads_row(chain[0]):
-            raise _NeedsBuffer(node)
-        k = self.reduce_ids.get(node)
-        if k is None:
-            src = node.srcs[0]
-            body = self.expr(src, (View.contiguous(src.shape),))
-            same = [i for i, r in enumerate(self.reductions) if (r.op, r.shape, r.expr, r.dtype) == (rop, src.shape, body, node.dtype)]
-            if same:  # an equal reduction built from other nodes (e.g. x.mean() written twice)
-                k = self.reduce_ids[node] = same[0]
-            else:
-                k = self.reduce_ids[node] = len(self.reductions)
-                self.reductions.append(Reduction(rop, src.shape, body, node.dtype))
-                self._note(node, f"{REDUCE[rop].name}{list(axes)}")
+        src = node.srcs[0]
+        same = [i for i, r in enumerate(self.reductions) if (r.op, r.shape, r.expr, r.dtype) == (rop, src.shape, body, node.dtype)]
+        if same:  # an equal reduction built from other nodes (e.g. x.mean() written twice)
+            k = self.reduce_ids[node] = same[0]
+        else:
+            k = self.reduce_ids[node] = len(self.reductions)
+            self.reductions.append(Reduction(rop, src.shape, body, node.dtype))
+            self._note(node, f"{REDUCE[rop].name}{list(axes)}")
         return self.eb.acc(k, node.dtype)
 
     def _reads_row(self, v: View) -> bool:
@@ -299,26 +362,15 @@ def _build(roots: list[_Root], realize: set[Node], note: str = "") -> KernelItem
         r_outer, r_axes, phase = _plan(root, realize)
         assert (r_outer, r_axes) == (outer, axes)
         stores.append(builder.store(root, phase, i))
+    if builder.needs:
+        raise _NeedsBuffer(list(builder.needs))
     n_out = len(roots)
     inputs = builder.inputs
-
-    def renumber(e: Expr, eb: ExprBuilder, memo: dict[int, Expr]) -> Expr:
-        done = memo.get(id(e))
-        if done is not None:
-            return done
-        if e.op is Op.LOAD:
-            buf, chain = e.arg
-            new = eb.load(n_out + (-1 - buf), chain, e.dtype)
-        else:
-            srcs = tuple(renumber(s, eb, memo) for s in e.srcs)
-            new = eb.make(e.op, srcs, e.arg, e.dtype)
-        memo[id(e)] = new
-        return new
-
     # loads were numbered before the outputs were known; put outputs first
     eb, memo = ExprBuilder(), {}
-    reductions = tuple(Reduction(r.op, r.shape, renumber(r.expr, eb, memo), r.dtype) for r in builder.reductions)
-    stores_final = tuple(Store(s.buf, s.shape, s.view, renumber(s.expr, eb, memo)) for s in stores)
+    reductions = tuple(Reduction(r.op, r.shape, _renumber_loads(r.expr, n_out, eb, memo), r.dtype)
+                       for r in builder.reductions)
+    stores_final = tuple(Store(s.buf, s.shape, s.view, _renumber_loads(s.expr, n_out, eb, memo)) for s in stores)
     args = tuple(BufferArg(r.out.dtype, prod(r.out.shape), True) for r in roots) + tuple(
         BufferArg(n.dtype, prod(n.shape), False) for n in inputs
     )
@@ -326,6 +378,21 @@ def _build(roots: list[_Root], realize: set[Node], note: str = "") -> KernelItem
     fused = builder.fused + ([note] if note else [])
     outs = [r.out for r in roots]
     return KernelItem(kernel, outs + inputs, outs, fused, reduces=list(builder.reduce_ids))
+
+
+def _renumber_loads(root: Expr, n_out: int, eb: ExprBuilder, memo: dict[int, Expr]) -> Expr:
+    """`root` rebuilt in `eb` with input load -1-i (numbered while building) turned into
+    argument n_out + i. Iterative (dag.toposort): expressions can be deep; `memo` (by id of
+    the old Expr) carries shared nodes from one root to the next."""
+    for e in dag.toposort([root], lambda e: e.srcs):
+        if id(e) in memo:
+            continue
+        if e.op is Op.LOAD:
+            buf, chain = e.arg
+            memo[id(e)] = eb.load(n_out + (-1 - buf), chain, e.dtype)
+        else:
+            memo[id(e)] = eb.make(e.op, tuple([memo[id(s)] for s in e.srcs]), e.arg, e.dtype)
+    return memo[id(root)]
 
 
 # --- the whole schedule ------------------------------------------------------------------
@@ -378,7 +445,157 @@ def _must_realize(nodes: list[Node], targets: list[Node]) -> set[Node]:
             realize.update(s for s in node.srcs if not s.realized)
         elif node.op is Op.ASSIGN and not node.srcs[0].realized:
             realize.add(node.srcs[0])
+    _bound_kernel_size(nodes, realize)
     return realize
+
+
+# --- bounding kernel size -------------------------------------------------------------------
+
+
+MAX_KERNEL_SIZE = 512
+"""The most one kernel may fuse, in units of `_node_size` (an elementwise op, a view or a load
+is one; a transcendental is 16). A bigger fused graph gets intermediates realized into buffers
+(`_bound_kernel_size`), so each kernel's code, compile time and per-kernel walks stay bounded
+however long the user's chain is. Measured compile times (one kernel, fresh caches): cpu, a
+chain of `x * c + d` costs 250-380 us per op up to 800 ops, then 560 us at 1,600 and 900 us at
+3,200 (LLVM turns superlinear), plus ~50 ms per kernel; vulkan (lavapipe) such a chain costs
+~150 us per op at any length, but `sin` about 50 ms each, 70 ms each at 50 of them, 270 ms each
+at 200 (superlinear again): hence 512, and the weight of transcendentals (at most 32 a kernel).
+Ordinary kernels (softmax, layernorm, gelu, an attention block's epilogues) are far smaller."""
+
+_HEAVY_OPS = frozenset({Op.EXP, Op.LOG, Op.SIN, Op.COS, Op.TANH, Op.POW})
+"""Ops that backends expand into many instructions (mathlib's exp/log/tanh, GLSL's sin/cos, pow)."""
+
+
+def _node_size(node: Node) -> int:
+    """What `node` adds to the size of a kernel that fuses it (see MAX_KERNEL_SIZE): a constant
+    or a view of a leaf (a constant or buffer broadcast, say) nothing (the constant folds into
+    the code, the view is part of the load), a transcendental 16, anything else 1."""
+    op = node.op
+    if op is Op.CONST or (op is Op.VIEW and not node.srcs[0].srcs):
+        return 0
+    return 16 if op in _HEAVY_OPS else 1
+
+
+def _max_inputs(device_name: str, cache: dict[str, int | None]) -> int | None:
+    """The most input buffers a kernel on the device may read: its `max_kernel_buffers` (see
+    Device) less one for the kernel's output; None for no limit."""
+    if device_name not in cache:
+        limit = getattr(registry.get(device_name), "max_kernel_buffers", None)
+        cache[device_name] = None if limit is None else max(1, limit - 1)
+    return cache[device_name]
+
+
+def _bound_kernel_size(nodes: list[Node], realize: set[Node], limit: int = MAX_KERNEL_SIZE) -> None:
+    """Add nodes to `realize` so that no kernel fuses a graph bigger than `limit` (in units of
+    `_node_size`; a node with a buffer counts as one load) or reads more input buffers than
+    its device takes (Device.max_kernel_buffers).
+
+    One pass over `nodes` (sources before users) keeps, per node, upper bounds on the size of
+    the graph a kernel computing it fuses (its own size plus its operands' bounds) and on the
+    buffers it reads (its operands' bounds added up). They are exact where operands share
+    nothing (chains, trees); where one passes its limit, a walk counts the node's fused graph
+    exactly (stopping past the limits), and if that is too big too, the node's biggest operands
+    get buffers until it fits. Linear in the graph, but for operands that share nodes near a
+    limit (a walk of up to `limit` nodes each)."""
+    bound: dict[int, tuple[int, int]] = {}  # id(node) -> (size, inputs) bounds of its fused graph, as its readers see it
+    max_inputs: dict[str, int | None] = {}
+    for node in nodes:
+        if node.buffer is not None or node.op in ITEM_OPS:
+            bound[id(node)] = (1, 1)
+            continue
+        size, inputs = _node_size(node), 0
+        for src in node.srcs:
+            src_size, src_inputs = bound[id(src)]
+            size += src_size
+            inputs += src_inputs
+        input_limit = _max_inputs(node.device, max_inputs)
+        too_many = input_limit is not None and inputs > input_limit
+        if size > limit or too_many:
+            size, inputs = _fused_size(node, realize, limit, input_limit)
+            if size > limit or (input_limit is not None and inputs > input_limit):
+                size, inputs = _cut_operands(node, realize, bound, limit, input_limit)
+        bound[id(node)] = (1, 1) if node in realize else (size, inputs)
+
+
+def _fused_size(node: Node, realize: set[Node], limit: int, input_limit: int | None) -> tuple[int, int]:
+    """(size, input buffers) of the graph a kernel computing `node` fuses: `node`, the lazy
+    nodes it reaches through lazy nodes, and the buffers (loads) where that stops, each once;
+    the walk stops as soon as either passes its limit."""
+    seen = {id(node)}
+    stack = [node]
+    size, inputs = _node_size(node), 0
+    max_inputs = input_limit if input_limit is not None else len(seen) + limit  # (never reached)
+    while stack:
+        for src in stack.pop().srcs:
+            if id(src) in seen:
+                continue
+            seen.add(id(src))
+            if src.buffer is not None or src in realize:
+                size += 1
+                inputs += 1
+            else:
+                size += _node_size(src)
+                stack.append(src)
+            if size > limit or inputs > max_inputs:
+                return size, inputs
+    return size, inputs
+
+
+def _cut_operands(node: Node, realize: set[Node], bound: dict[int, tuple[int, int]], limit: int,
+                  input_limit: int | None) -> tuple[int, int]:
+    """Give `node`'s biggest operands buffers until its fused graph fits; its (size, inputs)
+    then. Of a view of a lazy node, the viewed node gets the buffer (a broadcast view would
+    store every repeated element), unless that is a view too (a chain of views that do not
+    merge, as long as the limit: then the view itself)."""
+    size, inputs = limit + 1, 0
+    for src in sorted(node.srcs, key=lambda s: bound[id(s)], reverse=True):
+        if src.buffer is not None or src in realize or not src.srcs:
+            continue  # a load or a constant already
+        cut = src
+        if (src.op is Op.VIEW and src.srcs[0].op is not Op.VIEW and src.srcs[0].srcs
+                and src.srcs[0].buffer is None and src.srcs[0] not in realize):
+            cut = src.srcs[0]
+        realize.add(cut)
+        bound[id(cut)] = (1, 1)
+        size, inputs = _fused_size(node, realize, limit, input_limit)
+        if size <= limit and (input_limit is None or inputs <= input_limit):
+            break
+    return size, inputs
+
+
+def _settle_buffers(nodes: list[Node], realize: set[Node]) -> None:
+    """Add to `realize` the nodes that building the kernels will ask buffers for (_NeedsBuffer),
+    in one pass: each kernel root is built alone, sources first, and a node a build asks for
+    becomes a root, built next, before the root that asked is built again. Those new buffers
+    are more inputs for the kernels that read them, so the kernel size bound is applied again
+    (`_bound_kernel_size`), and the roots that adds are built in turn.
+
+    create_schedule runs this after the first _NeedsBuffer. Its own loop adds one node and
+    rebuilds every kernel, which for a chain of n reductions that cannot fuse with their
+    readers takes n rounds, each building the whole chain: cubic, a minute for 100 of them.
+    The kernels built here are thrown away (create_schedule builds them again, once, and checks
+    what this missed)."""
+    position = {id(n): i for i, n in enumerate(nodes)}
+    built: set[Node] = set()
+    while True:
+        todo = sorted((n for n in realize if n.op not in ITEM_OPS and n.buffer is None and n not in built),
+                      key=lambda n: position[id(n)], reverse=True)  # popped from the end: sources first
+        if not todo:
+            return
+        while todo:
+            node = todo[-1]
+            try:
+                _build([_kernel_root(node)], realize)
+            except _NeedsBuffer as e:
+                new = [n for n in e.nodes if n not in realize]
+                if not new:
+                    return  # create_schedule's loop reports it
+                realize.update(new)
+                todo.extend(sorted(new, key=lambda n: position[id(n)], reverse=True))
+                continue
+            built.add(todo.pop())
+        _bound_kernel_size(nodes, realize)
 
 
 def _kernel_root(node: Node) -> _Root:
@@ -388,48 +605,115 @@ def _kernel_root(node: Node) -> _Root:
     return _Root(node, node, None)
 
 
-def _in_place_assigns(nodes: list[Node], targets: list[Node]) -> set[Node]:
-    """Assigns that may write straight into their target's buffer: the target is a realized
-    buffer and nothing outside this schedule can still read its old value (the scheduler
-    orders this schedule's own reads before the write)."""
-    in_schedule = {id(n) for n in nodes}
+def _in_place_assigns(nodes: list[Node], targets: list[Node], realize: set[Node]) -> set[Node]:
+    """Assigns that may write straight into their target's buffer instead of a new one.
+
+    ug has value semantics: a tensor read before a write keeps the value it had (see
+    Tensor.assign). Writing in place is therefore allowed only when nothing can observe the
+    target's old value after this schedule (`_observed_after`); inside the schedule, `_order`
+    runs every item that reads the old value before the write. At most one assign per target
+    writes in place (two tensors of one node written separately each keep their own result:
+    the other copies). A target computed by this schedule (a lazy tensor written before it was
+    ever realized) lends its new buffer to the assign and stays lazy itself, see
+    `Schedule.clobbered`, so k writes into a lazy tensor make one buffer, not k+1."""
     target_ids = {id(t) for t in targets}
+    # targets of assigns in this schedule: their buffers may be overwritten, so a reader that
+    # "gets a buffer" by being one of them may still be left reading an older buffer
+    assigned = {id(n.srcs[0]) for n in nodes if n.op is Op.ASSIGN and not n.realized}
+    claimed: set[int] = set()
+    memo: dict[int, bool] = {}
     out = set()
-    for node in nodes:
-        if node.op is not Op.ASSIGN or node.realized or not node.srcs[0].realized:
+    for node in nodes:  # sources before users: the earliest write to a target claims it
+        if node.op is not Op.ASSIGN or node.realized:
             continue
-        target, value = node.srcs
-        if _reads(value, target):
-            continue  # the write kernel would read what it overwrites
-        if target._creator:
-            continue  # a tensor made with the target (a ug.jit output) may still read it
-        safe = True
-        for reader in target.readers():
-            if reader is node:
-                continue
-            if isinstance(reader, Node):
-                if reader.realized or id(reader) in in_schedule and (reader.op is not Op.ASSIGN or id(reader) in target_ids):
-                    continue
-            elif getattr(reader, "_node", None) is not target:
-                continue  # a tensor that has moved on to a newer value
-            safe = False
-            break
-        if safe:
-            out.add(node)
+        target = node.srcs[0]
+        if id(target) in claimed or id(target) in target_ids:
+            continue
+        if target.realized and getattr(target.buffer, "shared", False):
+            continue  # a buffer other nodes read too (e.g. a cached scalar parameter)
+        if _observed_after(target, node, realize, assigned, memo):
+            continue
+        claimed.add(id(target))
+        out.add(node)
     return out
 
 
-def _reads(node: Node, target: Node) -> bool:
-    stack, seen = [node], set()
+def _observed_after(target: Node, writer: Node, realize: set[Node], assigned: set[int], memo: dict[int, bool]) -> bool:
+    """Whether anything alive may read `target`'s value after this schedule ran: a tensor
+    holding it, or holding a lazy node that reads it (directly or through other lazy nodes).
+    A reader that this schedule realizes (computed before the write, then holding its own
+    buffer) ends the path, unless it is itself the target of an assign here.
+
+    `memo` keeps the answer per node across the assigns of one schedule (a chain of k writes
+    would otherwise walk the chain k times). Iterative: graphs can be deep."""
+    def onward(node: Node) -> list[Node]:
+        return [r for r in node.readers() if isinstance(r, Node)
+                and not r.realized and (r not in realize or id(r) in assigned)]
+
+    if _held(target):
+        return True
+    # (the write itself reads the target, but its result is the new value, not an observer)
+    stack = [iter([r for r in onward(target) if r is not writer])]
+    path: list[Node] = []  # path[k] is the node whose readers stack[k + 1] walks
     while stack:
-        n = stack.pop()
-        if n is target:
-            return True
-        if id(n) in seen or n.realized:
+        reader = next(stack[-1], None)
+        if reader is None:
+            stack.pop()
+            if path:
+                memo[id(path.pop())] = False
             continue
-        seen.add(id(n))
-        stack.extend(n.srcs)
+        known = memo.get(id(reader))
+        if known is None and _held(reader):
+            known = memo[id(reader)] = True
+        if known:
+            for node in path:
+                memo[id(node)] = True
+            return True
+        if known is None:
+            path.append(reader)
+            stack.append(iter(onward(reader)))
     return False
+
+
+def _held(node: Node) -> bool:
+    """Whether a live tensor holds `node` as its value (a tensor that has moved on to a newer
+    value no longer does), or may: a ug.jit output is known by its id only (Node._creator)."""
+    if node._creator:
+        return True
+    return any(not isinstance(r, Node) and getattr(r, "_node", None) is node for r in node.readers())
+
+
+def _misaligned_in_place(items: list[Item], in_place: set[Node]) -> set[Node]:
+    """The values of in-place assigns whose kernel reads the target other than element by
+    element (e.g. `p[:, 0] = p[:, 1]`, or a reduction over it): writing while reading would
+    let an element read what another already overwrote. Such a value gets a buffer of its
+    own first (the size of the written region), then the write copies it in place."""
+    out: set[Node] = set()
+    for item in items:
+        if not isinstance(item, KernelItem) or not item.alias:
+            continue
+        kernel = item.kernel
+        for node, target in item.alias.items():
+            if node not in in_place:
+                continue
+            reads = {i for i, b in enumerate(item.buffers) if b is target and i >= len(item.outputs)}
+            if not reads:
+                continue
+            store = kernel.stores[item.outputs.index(node)]
+            aligned = not any(_loads_from(r.expr, reads) for r in kernel.reductions)
+            for expr in toposort(store.expr):
+                if expr.op is Op.LOAD and expr.arg[0] in reads and tuple(expr.arg[1]) != (store.view,):
+                    aligned = False
+            for other in kernel.stores:
+                if other is not store and _loads_from(other.expr, reads):
+                    aligned = False
+            if not aligned:
+                out.add(node.srcs[1])
+    return out
+
+
+def _loads_from(expr: Expr, bufs: set[int]) -> bool:
+    return any(e.op is Op.LOAD and e.arg[0] in bufs for e in toposort(expr))
 
 
 def unrealized(targets: Iterable[Node]) -> list[Node]:
@@ -442,7 +726,7 @@ def create_schedule(targets: list[Node]) -> Schedule:
     nodes = walk(targets)
     realize = _must_realize(nodes, targets)
     position = {id(n): i for i, n in enumerate(nodes)}
-    in_place = _in_place_assigns(nodes, targets)
+    in_place = _in_place_assigns(nodes, targets, realize)
     while True:
         kernel_nodes = sorted((n for n in realize if n.op not in ITEM_OPS), key=lambda n: position[id(n)])
         try:
@@ -450,19 +734,23 @@ def create_schedule(targets: list[Node]) -> Schedule:
         except _NeedsBuffer as e:
             if e.node in realize:  # would loop forever: a bug in the scheduler, not in the user's graph
                 raise ScheduleError(f"scheduler could not place {e.node!r}") from e
-            realize.add(e.node)
+            realize.update(e.nodes)
+            _settle_buffers(nodes, realize)  # the other nodes builds will ask for, in one pass
             continue
-        shared = _reductions_in_several_kernels(items)
+        shared = _reductions_in_several_kernels(items) | (_misaligned_in_place(items, in_place) - realize)
         if shared:
             realize.update(shared)
             continue
         items += [_item_for(n) for n in sorted((n for n in realize if n.op in ITEM_OPS), key=lambda n: position[id(n)])]
         try:
-            return Schedule(_order(items, in_place), targets)
+            ordered = _order(items, in_place)
         except ScheduleError:
             if not in_place:
                 raise
             in_place = set()  # a read depends on the write: write into fresh buffers instead
+            continue
+        clobbered = {n.srcs[0] for n in in_place if not n.srcs[0].realized}
+        return Schedule(ordered, targets, clobbered)
 
 
 def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[Node]) -> list[Item]:
@@ -474,9 +762,10 @@ def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[N
     group_of: dict[Node, int] = {}
     for node in kernel_nodes:
         k = singles[node].kernel
-        for gi, group in enumerate(groups):
+        # a write is a kernel of its own (its store may alias its target): no group to look for
+        for gi, group in enumerate(groups if node.op is not Op.ASSIGN else ()):
             head = singles[group[0]].kernel
-            if (node.op is not Op.ASSIGN and group[0].op is not Op.ASSIGN and group[0].device == node.device
+            if (group[0].op is not Op.ASSIGN and group[0].device == node.device
                     and (head.outer, head.axes) == (k.outer, k.axes)
                     and all(m not in deps[node] and node not in deps[m] for m in group)
                     and not _merge_makes_cycle(gi, node, groups, group_of, deps)):
@@ -540,6 +829,8 @@ def _dependencies(singles: dict[Node, KernelItem]) -> dict[Node, set[Node]]:
         out: set[Node] = set()
         item = singles.get(node)
         srcs = item.buffers[len(item.outputs):] if item is not None else list(node.srcs)
+        if node.op is Op.ASSIGN:
+            srcs = [node.srcs[0], *srcs]  # the write needs its target's buffer (to copy, or to write into)
         for src in srcs:
             if src.realized or id(src) in stack:
                 continue
@@ -583,9 +874,12 @@ def _order(items: list[Item], in_place: set[Node]) -> list[Item]:
     """Topological order (Kahn, stable). An assign writing in place into its target's buffer
     also waits for every other item that reads that buffer."""
     producer: dict[int, int] = {}
+    readers: dict[int, list[int]] = {}  # node -> the items that read its buffer
     for i, item in enumerate(items):
         for out in item.outputs:
             producer[id(out)] = i   # the last item writing a node (an assign's copy comes first)
+        for src in item.buffers[len(item.outputs):]:
+            readers.setdefault(id(src), []).append(i)
     edges: dict[int, set[int]] = {i: set() for i in range(len(items))}
     for i, item in enumerate(items):
         for src in item.buffers[len(item.outputs):]:
@@ -598,24 +892,28 @@ def _order(items: list[Item], in_place: set[Node]) -> list[Item]:
                 edges[i].add(j)  # copy before partial write
             if out in in_place:
                 target = out.srcs[0]
-                for k, other in enumerate(items):
-                    if k != i and any(b is target for b in other.buffers[len(other.outputs):]):
+                j = producer.get(id(target))
+                if j is not None and j != i:
+                    edges[j].add(i)  # a target computed here is written into once it exists
+                for k in readers.get(id(target), ()):
+                    if k != i:
                         edges[k].add(i)
     indegree = {i: 0 for i in edges}
     for outs in edges.values():
         for j in outs:
             indegree[j] += 1
-    ready = sorted(i for i, d in indegree.items() if d == 0)
+    ready = [i for i, d in indegree.items() if d == 0]  # a heap: the lowest ready index first
+    heapq.heapify(ready)
     order: list[int] = []
     while ready:
-        i = ready.pop(0)
+        i = heapq.heappop(ready)
         order.append(i)
-        for j in sorted(edges[i]):
+        for j in edges[i]:
             indegree[j] -= 1
             if indegree[j] == 0:
-                ready.append(j)
-        ready.sort()
+                heapq.heappush(ready, j)
     if len(order) != len(items):
-        stuck = [items[i].describe() for i in edges if i not in order]
+        done = set(order)
+        stuck = [items[i].describe() for i in edges if i not in done]
         raise ScheduleError("cycle in the schedule (an in-place write and a read that depend on each other): " + "; ".join(stuck))
     return [items[i] for i in order]

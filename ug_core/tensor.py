@@ -6,14 +6,14 @@ from __future__ import annotations
 import math
 import operator
 import weakref
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from . import dtypes, graph
-from .device import Buffer, Device, _SizedBuffer
+from . import dtypes, graph, scalars
+from .device import Buffer, Device, _SizedBuffer, memory_counter
 from .graph import Node
-from .ops import Op
+from .ops import REDUCE, Op
 from .plugins import registry
 from .view import View, prod
 
@@ -25,10 +25,11 @@ Scalar = bool | int | float
 
 def _resolve_device(device: str | None) -> str:
     if device is None:
-        usable = registry.usable()
-        if not usable:
+        # the first usable device that initializes (one whose hardware fails is skipped)
+        preferred = registry.preferred()
+        if preferred is None:
             raise RuntimeError("no usable ug device (not even 'ref'); run `ug devices` to see why")
-        return usable[0]
+        return preferred
     if not isinstance(device, str):
         raise TypeError(f"device must be a string like 'cpu' or 'ref', got {device!r}")
     registry.get(device)  # raises ValueError naming the available devices
@@ -179,11 +180,15 @@ def _to_array(data: Any, dtype: np.dtype | None) -> np.ndarray:
 
 
 def tensor(data: Any, dtype: Any = None, device: str | None = None) -> "Tensor":
-    """A tensor holding a copy of `data` (numpy array, nested lists or a scalar)."""
+    """A new tensor holding a copy of `data` (a Tensor, numpy array, nested lists or a scalar).
+
+    Of a Tensor, it is a new tensor with the same value (no device copy is made: values are
+    immutable, and a later write to either tensor leaves the other one as it was)."""
     dt = dtypes.to_dtype(dtype) if dtype is not None else None
     if isinstance(data, Tensor):
         out = data.astype(dt) if dt is not None else data
-        return out.to(device) if device is not None else out
+        out = out.to(device) if device is not None else out
+        return Tensor(out._node) if out is data else out
     dev = _resolve_device(device)
     arr = _to_array(data, dt)
     _check_supported(arr.dtype, dev)
@@ -197,7 +202,16 @@ def full(shape: Any, value: Scalar, dtype: Any = None, device: str | None = None
         raise TypeError(f"fill value must be a scalar, got {value!r}")
     dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_dtype(value)
     dev = _resolve_device(device)
-    return _make(graph.const(value, _check_supported(dt, dev), dev, shape))
+    dt = _check_supported(dt, dev)
+    if shape == ():
+        # the tensor is the 0-d node itself, which the user may write (assign): not a kept,
+        # shared scalar node (scalars.scalar_cache) but a buffer of its own, unless it folds
+        v = scalars.typed(value, dt)
+        if scalars.folds(v):
+            return Tensor(graph.const(value, dt, dev))
+        return Tensor(graph.from_buffer(scalars.private_buffer(v, dev), ()))
+    # a value that does not fold is a kernel argument (scalars): a new one reuses the kernels
+    return Tensor(_broadcast(scalars.scalar(value, dt, dev), shape))
 
 
 def zeros(shape: Any, dtype: Any = np.float32, device: str | None = None) -> "Tensor":
@@ -218,9 +232,19 @@ def arange(n: int, dtype: Any = None, device: str | None = None) -> "Tensor":
 
 # --- the Tensor --------------------------------------------------------------------------
 
+# ug.jit's hooks (jit._Tracer) while some thread traces a jitted function, else None (the one
+# check the hot paths pay). While a function is traced its tensors have no values yet, so the
+# trace must see which tensors it makes, which ones it writes, and any read of a value.
+_tracer: Any = None
+
 
 class Tensor:
-    """A lazy n-dimensional array on one device."""
+    """A lazy n-dimensional array on one device.
+
+    Tensors have value semantics: every op (views and `ug.tensor(t)` included) returns a new
+    tensor, never the one it was called on, and a write (`assign`, `t[idx] = v`) changes only
+    the tensor written; tensors made from it before keep their values. Writes happen in place
+    in memory whenever nothing can observe the old value (see schedule._in_place_assigns)."""
 
     __slots__ = ("_node", "__weakref__")
     __array_priority__ = 1000
@@ -229,6 +253,8 @@ class Tensor:
     def __init__(self, node: Node):
         self._node = node
         node.add_reader(self)
+        if _tracer is not None:
+            _tracer.made(self)
 
     @classmethod
     def _of_new_node(cls, node: Node) -> "Tensor":
@@ -251,6 +277,7 @@ class Tensor:
         dtype = np.dtype(dtype)
         take, allocate, release = device.handle_allocator((size if size > 0 else 1) * dtype.itemsize)
         sig = (shape, dtype, device_name)
+        memory = memory_counter(device).sized_count(size * dtype.itemsize)
 
         def make() -> Tensor:
             buffer = _SizedBuffer()
@@ -262,6 +289,8 @@ class Tensor:
                 buffer.handle = take()
             except IndexError:  # no freed one to reuse
                 buffer.handle = allocate()
+            buffer.memory = memory  # counted with one increment (see device.SizedCount)
+            memory.made += 1
             node = _new_node(Node)
             node.op = _BUFFER
             node.srcs = ()
@@ -288,6 +317,8 @@ class Tensor:
             old._creator = 0
         self._node = node  # the old node's weak ref to this tensor is skipped: its node moved on
         node.add_reader(self)
+        if _tracer is not None:
+            _tracer.wrote(self, old)
 
     # --- properties ---
     @property
@@ -319,6 +350,13 @@ class Tensor:
             raise TypeError("len() of a 0-d tensor")
         return self.shape[0]
 
+    def __iter__(self) -> Iterator["Tensor"]:
+        # without it, Python iterates through __getitem__ until IndexError, which a 0-d
+        # tensor raises at once: list(scalar) was [] instead of numpy's TypeError
+        if not self.shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return (self[i] for i in range(self.shape[0]))
+
     __hash__ = object.__hash__
 
     # --- getting values out ---
@@ -329,6 +367,8 @@ class Tensor:
         return self
 
     def numpy(self) -> np.ndarray:
+        if _tracer is not None:  # raises for a value a jitted function's trace does not have
+            _tracer.before_read(self)
         self.realize()
         buf = self._node.buffer
         assert buf is not None
@@ -357,7 +397,7 @@ class Tensor:
     def to(self, device: str) -> "Tensor":
         device = _resolve_device(device)
         if device == self.device:
-            return self
+            return Tensor(self._node)
         _check_supported(self.dtype, device)
         return Tensor(graph.copy(self._node, device))
 
@@ -385,15 +425,18 @@ class Tensor:
 
     def _binary(self, op: Op, other: Any, reverse: bool = False, ufunc: Callable[..., Any] | None = None) -> "Tensor":
         a, b, common = self._other(other)
+        if ufunc is not None:  # numpy decides the compute dtype (e.g. int / int -> float64)
+            common = dtypes.ufunc_result(ufunc, common, common)
+        a, b = graph.cast(a, common), graph.cast(b, common)
+        if dtypes.is_scalar(other) and not (op is Op.POW and not reverse and _exponent_folds(b.arg)):
+            # a user's scalar (a constant of the op's dtype by now): a kernel argument, unless
+            # it changes the code (scalars.folds), so that a new value reuses the kernel
+            b = scalars.parameter(b)
         if reverse:
             a, b = b, a
         shape = _broadcast_pair(a.shape, b.shape)
-        if ufunc is not None:  # numpy decides the compute dtype (e.g. int / int -> float64)
-            common = dtypes.ufunc_result(ufunc, common, common)
         out_dtype = dtypes.BOOL if op in _COMPARISONS else common
-        a = _broadcast(graph.cast(a, common), shape)
-        b = _broadcast(graph.cast(b, common), shape)
-        return _make(graph.alu(op, (a, b), out_dtype))
+        return _make(graph.alu(op, (_broadcast(a, shape), _broadcast(b, shape)), out_dtype))
 
     def __add__(self, o: Any) -> "Tensor": return self._binary(Op.ADD, o, ufunc=np.add)
     def __radd__(self, o: Any) -> "Tensor": return self._binary(Op.ADD, o, True, ufunc=np.add)
@@ -403,7 +446,10 @@ class Tensor:
     def __rmul__(self, o: Any) -> "Tensor": return self._binary(Op.MUL, o, True, ufunc=np.multiply)
     def __truediv__(self, o: Any) -> "Tensor": return self._binary(Op.DIV, o, ufunc=np.true_divide)
     def __rtruediv__(self, o: Any) -> "Tensor": return self._binary(Op.DIV, o, True, ufunc=np.true_divide)
-    def __pow__(self, o: Any) -> "Tensor": return self._binary(Op.POW, o, ufunc=np.power)
+    def __pow__(self, o: Any) -> "Tensor":
+        _check_integer_exponent(self.dtype, o)
+        return self._binary(Op.POW, o, ufunc=np.power)
+
     def __rpow__(self, o: Any) -> "Tensor": return self._binary(Op.POW, o, True, ufunc=np.power)
     def __lt__(self, o: Any) -> "Tensor": return self._binary(Op.CMPLT, o)
     def __le__(self, o: Any) -> "Tensor": return self._binary(Op.CMPLE, o)
@@ -419,7 +465,7 @@ class Tensor:
         return _make(graph.alu(op, (graph.cast(self._node, dt),), dt))
 
     def __neg__(self) -> "Tensor": return self._unary(Op.NEG, np.negative)
-    def __pos__(self) -> "Tensor": return self
+    def __pos__(self) -> "Tensor": return Tensor(self._node)
     def __abs__(self) -> "Tensor": return self.abs()
     def exp(self) -> "Tensor": return self._unary(Op.EXP, np.exp)
     def log(self) -> "Tensor": return self._unary(Op.LOG, np.log)
@@ -440,17 +486,34 @@ class Tensor:
         return maximum(self, 0)
 
     def sigmoid(self) -> "Tensor":
+        """1 / (1 + exp(-x)), as e / (1 + e) with e = exp(x) for x < 0: exp(-x) overflows
+        there, which gave 0 where the result is a (subnormal or small normal) number."""
         x = self._float()
-        return (1 + (-x).exp()).reciprocal()
+        e = (-x.abs()).exp()
+        r = (1 + e).reciprocal()
+        return where(x >= 0, r, e * r)
+
+    def _times_sigmoid(self, half_z: "Tensor") -> "Tensor":
+        """self * sigmoid(2 half_z), accurate where it is tiny: with h = exp(-|half_z|) (no
+        overflow), self * h * h for z < 0 rounds once into the subnormals, where self * exp(z)
+        multiplied an already rounded subnormal (or 0) by self."""
+        h = (-half_z.abs()).exp()
+        r = (1 + h * h).reciprocal()
+        return where(half_z >= 0, self * r, self * h * h * r)
 
     def gelu(self) -> "Tensor":
-        """GELU, tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+        """GELU, tanh approximation: 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+        computed as x sigmoid(2u) (the same function): 1 + tanh(u) cancelled to -0 for x < -5."""
         x = self._float()
-        return 0.5 * x * (1 + (math.sqrt(2 / math.pi) * (x + 0.044715 * x * x * x)).tanh())
+        # the coefficients as the library's constants, folded into the code (a user's scalar
+        # would be a kernel argument): 0.5 and 1 fold anyway
+        c1, c3 = (graph_scalar(c, x.dtype, x.device) for c in (math.sqrt(2 / math.pi), 0.044715))
+        return x._times_sigmoid(c1 * (x + c3 * x * x * x))
 
     def silu(self) -> "Tensor":
+        """x sigmoid(x), accurate where it is subnormal (see _times_sigmoid)."""
         x = self._float()
-        return x * x.sigmoid()
+        return x._times_sigmoid(x * 0.5)
 
     # --- reductions ---
     def _reduce(self, op: Op, axis: Any, keepdims: bool, dtype: np.dtype) -> "Tensor":
@@ -514,7 +577,7 @@ class Tensor:
         if any(d < 0 for d in new) or prod(new) != self.size:
             raise ValueError(f"cannot reshape tensor of shape {self.shape} (size {self.size}) into shape {new}")
         if new == self.shape:
-            return self
+            return Tensor(self._node)
         return self._view(View.contiguous(self.shape).reshape(new) or View.contiguous(new))
 
     def permute(self, *axes: Any) -> "Tensor":
@@ -583,7 +646,7 @@ class Tensor:
                 raise ValueError(f"cannot assign a tensor on {value.device!r} to a tensor on {self.device!r}")
             node = value._node
         elif dtypes.is_scalar(value):
-            node = graph.const(value, self.dtype, self.device)
+            node = scalars.scalar(value, self.dtype, self.device)  # a kernel argument unless it folds
         else:
             node = tensor(value, device=self.device)._node
         if not all(s == 1 or s == t for s, t in zip(node.shape[::-1], shape[::-1])) or len(node.shape) > len(shape):
@@ -604,19 +667,68 @@ def _split_reduce(node: Node, op: Op, axes: tuple[int, ...], dtype: np.dtype) ->
     rows = prod([s for d, s in enumerate(shape) if d not in axes])
     if n < SPLIT_MIN_ELEMENTS or rows > SPLIT_MAX_ROWS:
         return None
-    parts = next((p for p in range(min(1024, math.isqrt(n)), 63, -1) if n % p == 0), None)
-    if parts is None:  # n has no divisor in range (e.g. a large prime): one stage
-        return None
+    most = min(1024, math.isqrt(n))
+    parts = next((p for p in range(most, 63, -1) if n % p == 0), most)
+    chunk = n // parts
+    head = parts * chunk  # n, or (n has no divisor in range, e.g. a large prime) n - (n % parts)
     keep = [d for d in range(len(shape)) if d not in axes]
-    staged = Tensor(node).permute(keep + list(axes)).reshape(*(shape[d] for d in keep), parts, n // parts)._node
+    kept = tuple(shape[d] for d in keep)
+    flat = Tensor(node).permute(keep + list(axes)).reshape(*kept, n)
+    staged = (flat if head == n else flat[..., :head]).reshape(*kept, parts, chunk)._node
     partial = graph.reduce(staged, op, (len(keep) + 1,), dtype)
     total = graph.reduce(partial, op, (len(keep),), dtype)
+    if head < n:
+        # the rest (fewer than `parts` elements) reduced on its own, then combined: every length
+        # gets the two stages' accuracy (a prime length's single serial loop lost ~1e-6 in a
+        # float32 sum on cpu, and 1e-1 on a gpu) and parallelism
+        rest = graph.reduce(flat[..., head:]._node, op, (len(keep),), dtype)
+        total = graph.view(total, View.contiguous(total.shape).reshape(rest.shape) or View.contiguous(rest.shape))
+        total = graph.alu(REDUCE[op].combine, (total, rest), dtype)
     keepdims_shape = tuple(1 if d in axes else s for d, s in enumerate(shape))
     return graph.view(total, View.contiguous(total.shape).reshape(keepdims_shape) or View.contiguous(keepdims_shape))
 
 
 def graph_scalar(value: Scalar, dtype: np.dtype, device: str) -> Tensor:
+    """A constant the library itself uses (mean's count, gelu's coefficients): folded into the
+    kernel's code, unlike a user's scalar (see scalars)."""
     return Tensor(graph.const(value, dtype, device))
+
+
+POW_FOLDED_EXPONENTS = 64
+"""`x ** e` keeps a scalar exponent e in the code when 2e is an integer of at most twice this
+size: a backend may compute such powers with multiplies and a square root. Other exponents are
+kernel arguments, like any other scalar of the user's."""
+
+
+def _check_integer_exponent(base_dtype: np.dtype, exponent: Any) -> None:
+    """numpy's ValueError for an integer power with a negative exponent whose value is known
+    here (a scalar, an array or a list); a tensor exponent's negative entries give ops.power's
+    documented result instead."""
+    if isinstance(exponent, Tensor) or isinstance(exponent, (bool, np.bool_)):
+        return
+    if dtypes.is_scalar(exponent):
+        if not isinstance(exponent, (int, np.integer)) or exponent >= 0:
+            return
+        exponent_dtype = dtypes.scalar_dtype(exponent, base_dtype)
+    elif isinstance(exponent, (np.ndarray, list, tuple)):
+        values = np.asarray(exponent)
+        if values.dtype.kind not in "iu" or not np.any(values < 0):
+            return
+        exponent_dtype = values.dtype
+    else:
+        return
+    if dtypes.ufunc_result(np.power, dtypes.promote(base_dtype, exponent_dtype), exponent_dtype).kind in "iu":
+        raise ValueError("Integers to negative integer powers are not allowed.")
+
+
+def _exponent_folds(exponent: Any) -> bool:
+    if isinstance(exponent, bool):
+        return True
+    if isinstance(exponent, int):
+        return abs(exponent) <= POW_FOLDED_EXPONENTS
+    if isinstance(exponent, float):
+        return math.isfinite(exponent) and (2 * exponent).is_integer() and abs(exponent) <= POW_FOLDED_EXPONENTS
+    raise TypeError(f"unexpected exponent {exponent!r} of type {type(exponent).__name__}")
 
 
 def _broadcast(node: Node, shape: tuple[int, ...]) -> Node:
@@ -668,9 +780,13 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
         raise ValueError(f"where: tensors are on different devices: {sorted(devices)}")
     dt = dtypes.promote(x.dtype, y.dtype)
     shape = _broadcast_shape(c.shape, x.shape, y.shape)
-    srcs = (_broadcast(graph.cast(c._node, np.dtype(bool)), shape), _broadcast(graph.cast(x._node, dt), shape),
-            _broadcast(graph.cast(y._node, dt), shape))
-    return _make(graph.alu(Op.WHERE, srcs, dt))
+    srcs = []
+    for given, t, t_dtype in ((cond, c, dtypes.BOOL), (a, x, dt), (b, y, dt)):
+        node = graph.cast(t._node, t_dtype)
+        if dtypes.is_scalar(given):  # a user's scalar: a kernel argument unless it folds (see scalars)
+            node = scalars.parameter(node)
+        srcs.append(_broadcast(node, shape))
+    return _make(graph.alu(Op.WHERE, tuple(srcs), dt))
 
 
 def matmul(a: Any, b: Any) -> Tensor:

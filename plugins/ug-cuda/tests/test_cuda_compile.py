@@ -253,3 +253,28 @@ def test_matmul_kernels_compile(arch):
         src, name = kernel_source(dt)
         image = nvrtc.compile_source(src, arch, use_cache=False).image
         assert image
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "compute_80"])
+def test_disk_cache_checks_the_image_before_the_driver_sees_it(tmp_path, monkeypatch, arch):
+    # an entry with a valid checksum but a malformed cubin / PTX, or another user's / a
+    # group-writable one, is compiled again (and rewritten), never handed to the driver
+    import hashlib
+    import stat
+    import struct
+
+    monkeypatch.setenv("UG_CUDA_CACHE_DIR", str(tmp_path / "cuda"))
+    monkeypatch.setenv("UG_CUDA_DISK_CACHE", "1")
+    src = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] = 2.0f; }'
+    first = nvrtc.compile_source(src, arch)
+    assert stat.S_IMODE((tmp_path / "cuda").stat().st_mode) == 0o700
+    (entry,) = (tmp_path / "cuda").glob("*.bin")
+    image = first.image
+    bad = (image[:18] + struct.pack("<H", 62) + image[20:]) if first.kind == "cubin" else image[:-1]  # x86 / no NUL
+    entry.write_bytes(nvrtc._MAGIC + hashlib.sha256(bad).digest() + bad)
+    assert nvrtc._cache_read(nvrtc.cache_key(src, arch, ())) is None and not entry.exists()
+    assert nvrtc.compile_source(src, arch).image == image
+    os.chmod(entry, 0o666)
+    assert nvrtc._cache_read(nvrtc.cache_key(src, arch, ())) is None
+    os.chmod(entry, 0o600)
+    assert nvrtc._cache_read(nvrtc.cache_key(src, arch, ())) == image

@@ -9,7 +9,6 @@ once before an allocation fails for lack of memory.
 from __future__ import annotations
 
 import ctypes
-import os
 import sys
 import threading
 from typing import Any
@@ -18,6 +17,7 @@ import numpy as np
 
 from ug_core.device import Buffer, CompileError, Device, MatmulSpec, Program
 from ug_core.dtypes import SUPPORTED
+from ug_core.env import env_flag, env_int
 from ug_core.kernel_ir import Kernel
 
 from . import __version__, nvrtc
@@ -116,7 +116,7 @@ class CudaDevice(Device):
         count = _check(drv.cuDeviceGetCount(), "cuDeviceGetCount")
         if count == 0:
             raise RuntimeError("no CUDA GPU (cuDeviceGetCount = 0)")
-        self.ordinal = int(os.environ.get("UG_CUDA_DEVICE", "0")) if ordinal is None else ordinal
+        self.ordinal = env_int("UG_CUDA_DEVICE", 0, minimum=0) if ordinal is None else ordinal
         if not 0 <= self.ordinal < count:
             raise RuntimeError(f"CUDA device {self.ordinal} requested, {count} present")
         self.cu_device = _check(drv.cuDeviceGet(self.ordinal), "cuDeviceGet")
@@ -131,7 +131,7 @@ class CudaDevice(Device):
         _check(drv.cuCtxSetCurrent(self.context), "cuCtxSetCurrent")
         self.stream = _check(drv.cuStreamCreate(int(drv.CUstream_flags.CU_STREAM_NON_BLOCKING)), "cuStreamCreate")
         self.stream_handle = int(self.stream)
-        self.config = config or Config(fast_math=os.environ.get("UG_CUDA_FAST_MATH", "0") == "1")
+        self.config = config or Config(fast_math=env_flag("UG_CUDA_FAST_MATH", False))
         self.target = nvrtc.target_for(*self.cc)   # sm_XY (CUBIN) or compute_XY (PTX, JIT by the driver)
         self.description = (f"{self.gpu_name}, compute capability {self.cc[0]}.{self.cc[1]}, driver CUDA "
                             f"{self.driver_version}, NVRTC {'%d.%d' % nvrtc.version()} -> {self.target}")
@@ -200,6 +200,10 @@ class CudaDevice(Device):
         return self._in_use
 
     def cached_memory(self) -> int:
+        return self._cached
+
+    def pool_bytes(self) -> int:
+        """Bytes of freed device memory cached for reuse (ug.memory_stats)."""
         return self._cached
 
     def copy_in(self, handle: Allocation, src: np.ndarray) -> None:

@@ -11,12 +11,12 @@ float32 results match numpy's precision.
 from __future__ import annotations
 
 import ctypes
-import os
 from typing import Any
 
 import numpy as np
 
 from ug_core.device import Buffer, MatmulSpec
+from ug_core.env import env_flag
 from ug_core.view import prod
 
 from .render import CTYPE, PRELUDE
@@ -170,7 +170,7 @@ _CUBLAS_GEMM_DEFAULT = -1
 
 def _load_cublas() -> Any:
     """libcublas from the nvidia-cublas-cu12 wheel (or the system), or None."""
-    if os.environ.get("UG_CUDA_CUBLAS", "1") == "0":
+    if not env_flag("UG_CUDA_CUBLAS", True):
         return None
     try:
         from cuda.pathfinder import load_nvidia_dynamic_lib

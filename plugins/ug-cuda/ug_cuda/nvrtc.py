@@ -3,18 +3,17 @@
 Needs no driver and no CUDA toolkit: NVRTC comes from the `nvidia-cuda-nvrtc-cu12` wheel
 (found by cuda-bindings / cuda-pathfinder) and the generated source includes no headers.
 
-Disk cache: `<user cache dir>/ug/cuda/<sha256>.bin`, keyed by source + options + arch +
-NVRTC version; `UG_CUDA_DISK_CACHE=0` disables it, `UG_CUDA_CACHE_DIR` moves it. Each entry
-carries a checksum of its payload; a corrupt or truncated entry is recompiled and rewritten.
+Disk cache (ug_core.diskcache, shared with the other backends): `<user cache dir>/ug/cuda/<sha256>.bin`,
+keyed by source + options + arch + NVRTC version + the cache format; `UG_CUDA_DISK_CACHE=0`
+disables it, `UG_CUDA_CACHE_DIR` moves it, `UG_DISK_CACHE_MAX_MB` caps its size. An entry must be
+this user's, carry a matching checksum of its payload and be a sound cubin (ELF for EM_CUDA) or
+PTX text before the driver sees it; anything else is recompiled and rewritten.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import os
 import re
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,7 +21,7 @@ from pathlib import Path
 from ug_core import diskcache
 from ug_core.device import CompileError
 
-_MAGIC = b"UGCUDA1\n"
+_MAGIC = b"UGCUDA2\n"
 _lock = threading.Lock()
 
 
@@ -88,52 +87,43 @@ def _arch_kind(arch: str) -> str:
 # --- disk cache -----------------------------------------------------------------------------
 
 
+def _image_problem(image: bytes) -> str | None:
+    """What keeps a cached image from being a cubin or PTX text NVRTC could have made, or None
+    (which of the two it must be, the key says: it includes the arch)."""
+    if image.startswith(b"\x7fELF"):
+        return diskcache.elf_problem(image, diskcache.CUBIN)
+    return diskcache.ptx_problem(image)
+
+
+_DISK = diskcache.DiskCache("cuda", "UG_CUDA_CACHE_DIR", "UG_CUDA_DISK_CACHE", "bin", _MAGIC, validate=_image_problem)
+
+
 def cache_dir() -> Path:
-    return diskcache.cache_dir("cuda", "UG_CUDA_CACHE_DIR")
+    return _DISK.directory()
 
 
 def disk_cache_enabled() -> bool:
-    return diskcache.enabled("UG_CUDA_DISK_CACHE")
+    return _DISK.enabled()
 
 
 def cache_key(source: str, arch: str, options: tuple[str, ...]) -> str:
-    h = hashlib.sha256()
-    for part in (source, arch, " ".join(options), "nvrtc %d.%d" % version()):
-        h.update(part.encode())
-        h.update(b"\0")
-    return h.hexdigest()
+    return _DISK.key(source, arch, " ".join(options), "nvrtc %d.%d" % version())
 
 
 def _cache_read(key: str) -> bytes | None:
-    path = cache_dir() / f"{key}.bin"
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return None
-    head = len(_MAGIC) + 32
-    if len(data) < head or data[:len(_MAGIC)] != _MAGIC or hashlib.sha256(data[head:]).digest() != data[len(_MAGIC):head]:
-        return None  # corrupt: recompile (and overwrite)
-    return data[head:]
+    with _lock:
+        return _DISK.read(key).payload  # a corrupt entry is removed: recompiled and rewritten
 
 
 def _cache_write(key: str, image: bytes) -> None:
-    directory = cache_dir()
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".tmp-")
-        with os.fdopen(fd, "wb") as f:
-            f.write(_MAGIC + hashlib.sha256(image).digest() + image)
-        os.replace(tmp, directory / f"{key}.bin")  # atomic: readers never see a partial entry
-    except OSError:
-        pass  # a read-only or full cache dir only costs a recompile
+    with _lock:
+        _DISK.write(key, image)  # a read-only or full cache dir only costs a recompile
 
 
 def invalidate(source: str, arch: str, options: tuple[str, ...] = ()) -> None:
     """Drop a cache entry (e.g. the driver refused to load it)."""
-    try:
-        (cache_dir() / f"{cache_key(source, arch, options)}.bin").unlink()
-    except OSError:
-        pass
+    with _lock:
+        _DISK.remove(cache_key(source, arch, options))
 
 
 # --- compile --------------------------------------------------------------------------------
@@ -148,7 +138,7 @@ def compile_source(source: str, arch: str = "sm_90", options: tuple[str, ...] = 
     key = cache_key(source, arch, options) if use_cache else ""
     if use_cache:
         image = _cache_read(key)
-        if image is not None:
+        if image is not None and image.startswith(b"\x7fELF") == (kind == "cubin"):
             return Binary(image, kind, arch)
     nvrtc = _nvrtc()
     opts = [f"--gpu-architecture={arch}", "--std=c++17", *options]

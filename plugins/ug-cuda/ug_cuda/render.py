@@ -5,7 +5,8 @@ is a `const` local named after its instruction id, scoped by the C block that ho
 which is exactly loop IR's visibility rule. Semantics follow numpy (the ref device):
 
 * integers wrap on overflow (add/sub/mul/neg go through the unsigned type: no C UB);
-* max/min propagate NaN like np.maximum/np.minimum (fmaxf would drop it);
+* max/min are ug_core.ops.maximum/minimum: NaN propagates (fmaxf would drop it) and -0 < +0;
+  int DIV is floor division, int RECIP and POW follow ug_core.ops (helpers in the prelude);
 * float16 is stored as 2 bytes (`ug_half`) and every op is computed in float32 and rounded
   back once, as numpy's float16 loops do; conversions use PTX `cvt` (no cuda_fp16.h, which
   the NVRTC wheel does not ship, so compiling needs no CUDA toolkit headers);
@@ -47,18 +48,30 @@ static __device__ __forceinline__ ug_half ug_f2h(float f) {
 static __device__ __forceinline__ ug_half ug_d2h(double d) {
   ug_half h; asm("{cvt.rn.f16.f64 %0, %1;}" : "=h"(h.x) : "d"(d)); return h; }
 static __device__ __forceinline__ ug_half ug_hbits(unsigned short x) { ug_half h; h.x = x; return h; }
-template <typename T> static __device__ __forceinline__ T ug_max(T a, T b) { return (a > b || a != a) ? a : b; }
-template <typename T> static __device__ __forceinline__ T ug_min(T a, T b) { return (a < b || a != a) ? a : b; }
+// float max/min (ug_core.ops.maximum/minimum): IEEE 754-2019, NaN-propagating, -0 < +0. With
+// neither operand larger they are equal or one is NaN: a + b is NaN then, and for two zeros
+// the larger one (+0 unless both are -0); -((-a) + (-b)) the smaller one.
+template <typename T> static __device__ __forceinline__ T ug_max(T a, T b) {
+  if (a > b) return a; if (b > a) return b;
+  return (a == b && a != (T)0) ? a : a + b; }
+template <typename T> static __device__ __forceinline__ T ug_min(T a, T b) {
+  if (a < b) return a; if (b < a) return b;
+  return (a == b && a != (T)0) ? a : -((-a) + (-b)); }
 template <typename T, typename U> static __device__ __forceinline__ T ug_ipow(T base, T exp) {
-  // numpy integer power (exp >= 0; a negative exponent is an error in numpy, 0 here), wrapping
-  if (exp < 0) return (T)0;
+  // ug_core.ops.power on ints: wrapping; a negative exponent (numpy raises) gives 1 / base**-exp
+  // truncated: 1 for base 1, +-1 for base -1, else 0
+  if (exp < 0) return base == 1 ? (T)1 : base == -1 ? ((exp & 1) ? (T)-1 : (T)1) : (T)0;
   U r = 1, b = (U)base;
   while (exp) { if (exp & 1) r *= b; b *= b; exp >>= 1; }
   return (T)r; }
-template <typename T> static __device__ __forceinline__ T ug_floordiv(T a, T b) {
-  // numpy floor_divide on integers: division by zero gives 0
+template <typename T, typename U> static __device__ __forceinline__ T ug_floordiv(T a, T b) {
+  // ug_core.ops.divide on ints (numpy floor_divide): a // 0 == 0, INT_MIN // -1 == INT_MIN
   if (b == 0) return (T)0;
+  if (b == -1) return (T)(0u - (U)a);
   T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; }
+template <typename T, typename U> static __device__ __forceinline__ T ug_irecip(T a) {
+  // ug_core.ops RECIP on ints (numpy reciprocal): 1 / a truncated, INT_MIN for 0
+  return a == 0 ? (T)((U)1 << (sizeof(T) * 8 - 1)) : (a == 1 || a == -1) ? a : (T)0; }
 """
 
 
@@ -141,12 +154,12 @@ def _alu_int(op: Op, a: list[str], dtype: np.dtype) -> str:
     wrap = lambda sym: f"(({t})(({u}){a[0]} {sym} ({u}){a[1]}))"  # noqa: E731
     return {
         Op.NEG: lambda: f"(({t})(0u - ({u}){a[0]}))",
-        Op.RECIP: lambda: f"ug_floordiv<{t}>(({t})1, {a[0]})",
+        Op.RECIP: lambda: f"ug_irecip<{t}, {u}>({a[0]})",
         Op.ABS: lambda: f"(({t})({a[0]} < 0 ? 0u - ({u}){a[0]} : ({u}){a[0]}))",
         Op.ADD: lambda: wrap("+"),
         Op.SUB: lambda: wrap("-"),
         Op.MUL: lambda: wrap("*"),
-        Op.DIV: lambda: f"ug_floordiv<{t}>({a[0]}, {a[1]})",
+        Op.DIV: lambda: f"ug_floordiv<{t}, {u}>({a[0]}, {a[1]})",
         Op.POW: lambda: f"ug_ipow<{t}, {u}>({a[0]}, {a[1]})",
         Op.MAX: lambda: f"max({a[0]}, {a[1]})",
         Op.MIN: lambda: f"min({a[0]}, {a[1]})",
@@ -222,6 +235,9 @@ def render_cast(expr: str, src: np.dtype, dst: np.dtype) -> str:
 
 # --- the program ----------------------------------------------------------------------------
 
+
+_BITCASTS = {(F32, I32): "__float_as_int", (I32, F32): "__int_as_float",
+             (F64, I64): "__double_as_longlong", (I64, F64): "__longlong_as_double"}
 
 _SPECIAL_DIM = "xyz"
 _INDEX_OPS: dict[Op, Callable[[list[str]], str]] = {
@@ -319,6 +335,10 @@ class _Renderer:
         src = inst.srcs[0]
         self.define(inst, render_cast(self.v(src), src.dtype, inst.dtype))
 
+    def _bitcast(self, inst: Inst) -> None:
+        src = inst.srcs[0]
+        self.define(inst, f"{_BITCASTS[(src.dtype, inst.dtype)]}({self.v(src)})")
+
     def _define_acc(self, inst: Inst) -> None:
         name = f"acc{inst.id}"
         self.names[id(inst)] = name
@@ -351,7 +371,8 @@ class _Renderer:
     DISPATCH: dict[Opc, Callable[["_Renderer", Inst], None]] = {
         Opc.CONST: _const, Opc.PARAM: _param, Opc.SPECIAL: _special, Opc.RANGE: _range,
         Opc.ENDRANGE: _close, Opc.IF: _if, Opc.ENDIF: _close, Opc.LOAD: _load, Opc.STORE: _store,
-        Opc.ALU: _alu, Opc.IDIV: _idiv, Opc.MOD: _mod, Opc.CAST: _cast, Opc.DEFINE_ACC: _define_acc,
+        Opc.ALU: _alu, Opc.IDIV: _idiv, Opc.MOD: _mod, Opc.CAST: _cast, Opc.BITCAST: _bitcast,
+        Opc.DEFINE_ACC: _define_acc,
         Opc.ACC_UPDATE: _acc_update, Opc.ACC_READ: _acc_read, Opc.DEFINE_LOCAL: _define_local,
         Opc.LOCAL_LOAD: _local_load, Opc.LOCAL_STORE: _local_store, Opc.BARRIER: _barrier,
     }

@@ -5,18 +5,17 @@ engine for the whole process. Each kernel module is optimized at O3 (loop + SLP
 vectorization), turned into an object file by the target machine and added to the engine
 with `add_object_file`; the object bytes are what the disk cache stores.
 
-Disk cache: `$UG_LLVM_CACHE_DIR`, else `$XDG_CACHE_HOME/ug/llvm`, else `~/.cache/ug/llvm`;
-`UG_LLVM_DISK_CACHE=0` disables it. Key: sha256 of the LLVM IR, the llvmlite and LLVM
-versions, the CPU name and feature string and the optimization settings. Each entry carries
-a sha256 of its payload, so a truncated or corrupt entry is detected (and recompiled)
-before LLVM sees it.
+Disk cache (ug_core.diskcache, shared with the other backends): `$UG_LLVM_CACHE_DIR`, else
+`$XDG_CACHE_HOME/ug/llvm`, else `~/.cache/ug/llvm`; `UG_LLVM_DISK_CACHE=0` disables it,
+`UG_DISK_CACHE_MAX_MB` caps its size. Key: sha256 of the LLVM IR, the llvmlite and LLVM
+versions, the CPU name and feature string, the optimization settings and the cache format.
+An entry is native code, so before LLVM's loader sees it, it must be this user's, carry a
+matching sha256 of its payload, and be an ELF object with the header this target machine
+writes and every table inside the file; anything else is recompiled, never a crash.
 """
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 import threading
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import llvmlite.binding as llvm
 from ug_core import diskcache
 
 OPT_LEVEL = 3
-_MAGIC = b"UGLLVMO1"
+_MAGIC = b"UGLLVMO2"
 
 
 class LLVMError(Exception):
@@ -69,10 +68,13 @@ class Jit:
         self.stats = {"compiled": 0, "disk_hits": 0, "disk_corrupt": 0}
         self.fingerprint = "|".join([llvmlite.__version__, llvm_version(), self.triple, self.cpu, self.features,
                                      f"O{OPT_LEVEL}", "vec+slp+ilv+unroll"])
+        self.disk = diskcache.DiskCache("llvm", "UG_LLVM_CACHE_DIR", "UG_LLVM_DISK_CACHE", "o", _MAGIC,
+                                        validate=self._object_problem)
+        self._elf_kind: diskcache.ElfKind | None = None
 
     # -- pieces
     def key(self, ir: str) -> str:
-        return hashlib.sha256((self.fingerprint + "\n" + ir).encode()).hexdigest()
+        return self.disk.key(self.fingerprint, ir)
 
     def parse(self, ir: str) -> llvm.ModuleRef:
         try:
@@ -101,31 +103,21 @@ class Jit:
         return self.tm.emit_object(module)
 
     # -- disk cache
-    def _cache_path(self, key: str) -> Path:
-        return cache_dir() / key[:2] / f"{key}.o"
+    def _object_problem(self, obj: bytes) -> str | None:
+        """What keeps `obj` (a cached entry's payload) from being an object file this target
+        machine could have written, or None."""
+        if self._elf_kind is None:  # the header this machine writes: from an empty module's object
+            self._elf_kind = diskcache.elf_kind(self.tm.emit_object(llvm.parse_assembly("")))
+        return diskcache.elf_problem(obj, self._elf_kind)
 
     def _read_cache(self, key: str) -> bytes | None:
-        path = self._cache_path(key)
-        try:
-            data = path.read_bytes()
-        except OSError:
-            return None
-        if (len(data) < len(_MAGIC) + 32 or data[:len(_MAGIC)] != _MAGIC
-                or hashlib.sha256(data[len(_MAGIC) + 32:]).digest() != data[len(_MAGIC):len(_MAGIC) + 32]):
+        found = self.disk.read(key)
+        if found.status == "corrupt":
             self.stats["disk_corrupt"] += 1
-            return None
-        return data[len(_MAGIC) + 32:]
+        return found.payload
 
     def _write_cache(self, key: str, obj: bytes) -> None:
-        path = self._cache_path(key)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as f:
-                f.write(_MAGIC + hashlib.sha256(obj).digest() + obj)
-            os.replace(tmp, path)  # atomic: readers never see a partial entry
-        except OSError:
-            pass  # a read-only or full cache dir only costs speed
+        self.disk.write(key, obj)
 
     # -- the entry point
     def load(self, ir: str, symbol: str) -> int:
@@ -141,8 +133,9 @@ class Jit:
                 addr = self._add_object(obj, symbol)
                 if addr:
                     self.stats["disk_hits"] += 1
-                else:
+                else:  # sound, but not what it should be: compiled again and rewritten below
                     self.stats["disk_corrupt"] += 1
+                    self.disk.remove(key)
             if not addr:
                 obj = self.object_code(ir)
                 self.stats["compiled"] += 1

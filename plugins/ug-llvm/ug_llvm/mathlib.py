@@ -287,6 +287,7 @@ def _tanh_f32() -> tuple[str, set[str]]:
     z = f.fmul(x, x)
     p = f.poly(z, [-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1, -3.33332819422e-1])
     small = f.fma(f.fmul(p, z), x, x)
+    small = f.select(f.fcmp("olt", a, f.c(2.0 ** -12)), x, small)  # rounds to x; keeps -0 (-0 + +0 is +0)
     return f.define("ug_tanh_f32", f.select(f.fcmp("oge", a, f.c(0.625)), big, small)), f.calls
 
 
@@ -301,6 +302,7 @@ def _tanh_f64() -> tuple[str, set[str]]:
     P = f.poly(z, [-9.64399179425052238628e-1, -9.92877231001918586564e1, -1.61468768441708447952e3])
     Q = f.poly(z, [1.0, 1.12811678491632931402e2, 2.23548839060100448583e3, 4.84406305325125486048e3])
     small = f.fma(f.fmul(z, f.fdiv(P, Q)), x, x)
+    small = f.select(f.fcmp("olt", a, f.c(2.0 ** -27)), x, small)  # rounds to x; keeps -0 (-0 + +0 is +0)
     return f.define("ug_tanh_f64", f.select(f.fcmp("oge", a, f.c(0.625)), big, small)), f.calls
 
 

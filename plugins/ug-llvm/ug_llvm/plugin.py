@@ -10,6 +10,8 @@
 * buffers: 64-byte aligned host memory from a pool that reuses freed blocks by size.
 * matmul: our packed gemm (gemm.py) for float32/float64, threaded over row blocks and
   batch entries; numpy's BLAS on strided views for the rest (and with UG_LLVM_MATMUL=numpy).
+* settings: the UG_LLVM_* variables below are read at import; a bad value makes `cpu` unusable
+  with an error naming the variable (`_probe`, `ug devices`) rather than failing the import.
 """
 
 from __future__ import annotations
@@ -28,8 +30,10 @@ from typing import Any, Callable
 import numpy as np
 
 import ug_core as ug
+from ug_core import env
 from ug_core.device import Buffer, Device, DeviceSpec, MatmulSpec, Program
 from ug_core.dtypes import SUPPORTED
+from ug_core.env import env_choice, env_int
 from ug_core.kernel_ir import Kernel
 from ug_core.loop_ir import LoopProgram, Opc, index_bound
 from ug_core.lower import LowerOptions, lower
@@ -49,22 +53,22 @@ CHUNKS_PER_THREAD = 4  # ranges per pool thread in a parallel launch (see _run_p
 # the pool cost 50-150 us here (waking a thread); measured in alternating processes against
 # 1 << 18: sums of 128K and 256K float32 (work 0.26M, 0.53M) went 176 -> 30 and 193 -> 63 us
 # on one thread, and kernels of 1-4M work were within noise either way
-PARALLEL_MIN_WORK = int(os.environ.get("UG_LLVM_PARALLEL_MIN_WORK", 1 << 20))
+PARALLEL_MIN_WORK = env_int("UG_LLVM_PARALLEL_MIN_WORK", 1 << 20, minimum=0, strict=False)
 # outer indices per global id in the outer-blocked lowering (column reductions): a multiple of
 # every vector width, small enough that the per-block accumulators stay in L1
-OUTER_BLOCK = int(os.environ.get("UG_LLVM_OUTER_BLOCK", 64))
+OUTER_BLOCK = env_int("UG_LLVM_OUTER_BLOCK", 64, minimum=0, strict=False)
 # ... and for outputs at least this wide per thread: a block of 1024 columns reads 4 KiB of each
 # row (one page) into 4 KiB of L1 accumulators, where 64 columns touch a page per 256 bytes.
 # Measured on 4096 x 4096: column sum 6.4 -> 4.3 ms, softmax over axis 0 108 -> 32 ms; for
 # narrow outputs it leaves too few blocks to share out (8192 x 256: 0.57 -> 0.77 ms).
-WIDE_OUTER_BLOCK = int(os.environ.get("UG_LLVM_WIDE_OUTER_BLOCK", 1024))
+WIDE_OUTER_BLOCK = env_int("UG_LLVM_WIDE_OUTER_BLOCK", 1024, minimum=0, strict=False)
 POOL_CACHE_BYTES = 1 << 30  # freed blocks kept for reuse, at most this many bytes (of blocks over SMALL_BLOCK)
 # blocks up to this size are always kept for reuse, like malloc's free lists: the pool of one
 # such size holds at most as many blocks as were once in use at the same time. That spares them
 # the byte count, so their free can be a C-level list append (see handle_allocator)
 SMALL_BLOCK = 1 << 16
 # matmul: "ug" (our packed gemm, ug_llvm.gemm) or "numpy" (numpy's BLAS on strided views)
-MATMUL_IMPL = os.environ.get("UG_LLVM_MATMUL", "ug")
+MATMUL_IMPL = env_choice("UG_LLVM_MATMUL", "ug", ("ug", "numpy"), strict=False)
 # below this many rows or columns the packed gemm's register tile is mostly padding: numpy's
 # BLAS (a matrix-vector product) does better
 GEMM_MIN_DIM = 8
@@ -262,8 +266,11 @@ class CPUDevice(Device):
 
     def memory_usage(self) -> int:
         """Bytes of blocks in use (live blocks minus the pooled ones)."""
-        pooled = sum(capacity * len(blocks) for capacity, blocks in list(self._free.items()))
-        return self._created - pooled
+        return self._created - self.pool_bytes()
+
+    def pool_bytes(self) -> int:
+        """Bytes of freed blocks kept for reuse (ug.memory_stats)."""
+        return sum(capacity * len(blocks) for capacity, blocks in list(self._free.items()))
 
     @staticmethod
     def array(buffer: Buffer) -> np.ndarray:
@@ -581,6 +588,16 @@ def _factory() -> CPUDevice:
     return CPUDevice()
 
 
+def _probe() -> None:
+    """Cheap: the UG_LLVM_* settings are valid and llvmlite's native library loads; no LLVM
+    target, JIT or thread pool is made (the factory does that, on first use)."""
+    env.check("UG_LLVM_")   # a bad value is an error naming the variable, not a silently missing cpu
+    try:
+        import llvmlite.binding  # noqa: F401  (loads libllvmlite)
+    except ImportError as e:
+        raise RuntimeError(f"llvmlite is not usable: {e} (pip install llvmlite)") from e
+
+
 @ug.hookimpl
 def ug_register_devices(register: Any) -> None:
     try:
@@ -590,4 +607,4 @@ def ug_register_devices(register: Any) -> None:
     except ImportError:  # the factory reports it
         version = __version__
     register(DeviceSpec(name="cpu", factory=_factory, plugin="ug-llvm", version=version, priority=10,
-                        description="LLVM JIT (llvmlite MCJIT), vectorized, multithreaded"))
+                        description="LLVM JIT (llvmlite MCJIT), vectorized, multithreaded", probe=_probe))

@@ -286,6 +286,10 @@ class _Renderer:
     def _cast(self, inst: Inst) -> str:
         return self.convert(self.v(inst.srcs[0]), REG[inst.srcs[0].dtype], REG[inst.dtype])
 
+    def _bitcast(self, inst: Inst) -> str:
+        src, dst = REG[inst.srcs[0].dtype], REG[inst.dtype]
+        return self.tmp(f"bitcast {src} {self.v(inst.srcs[0])} to {dst}")
+
     def convert(self, x: str, src: str, dst: str) -> str:
         if src == dst:
             return x
@@ -412,6 +416,7 @@ _OPC: dict[Opc, Callable[[_Renderer, Inst], str | None]] = {
     Opc.IDIV: _Renderer._idiv,
     Opc.MOD: _Renderer._mod,
     Opc.CAST: _Renderer._cast,
+    Opc.BITCAST: _Renderer._bitcast,
     Opc.DEFINE_ACC: _Renderer._define_acc,
     Opc.ACC_UPDATE: _Renderer._acc_update,
     Opc.ACC_READ: _Renderer._acc_read,
@@ -493,7 +498,7 @@ _FLOAT_OPS: dict[Op, Callable[[_Renderer, str, Args], str]] = {
 
 
 def _int_recip(r: _Renderer, ty: str, a: Args) -> str:
-    # numpy: 1 // x for |x| == 1, INT_MIN for 0, else 0
+    # ops.ALU[RECIP] on ints (numpy's reciprocal): 1 / x truncated for |x| == 1, INT_MIN for 0, else 0
     x = a[0]
     one = r.tmp(f"icmp eq {ty} {x}, 1")
     mone = r.tmp(f"icmp eq {ty} {x}, -1")
@@ -501,6 +506,24 @@ def _int_recip(r: _Renderer, ty: str, a: Args) -> str:
     v = r.tmp(f"select i1 {zero}, {ty} {-(1 << (INT_BITS[ty] - 1))}, {ty} 0")
     v = r.tmp(f"select i1 {mone}, {ty} -1, {ty} {v}")
     return r.tmp(f"select i1 {one}, {ty} 1, {ty} {v}")
+
+
+def _int_div(r: _Renderer, ty: str, a: Args) -> str:
+    """ops.divide on ints: floor division, x // 0 == 0, INT_MIN // -1 == INT_MIN (wrapping).
+    The divisor is made safe first: sdiv by 0 or INT_MIN by -1 is undefined in LLVM."""
+    x, y = a
+    zero = r.tmp(f"icmp eq {ty} {y}, 0")
+    minus_one = r.tmp(f"icmp eq {ty} {y}, -1")
+    unsafe = r.tmp(f"or i1 {zero}, {minus_one}")
+    d = r.tmp(f"select i1 {unsafe}, {ty} 1, {ty} {y}")
+    q = r.tmp(f"sdiv {ty} {x}, {d}")
+    rem = r.tmp(f"srem {ty} {x}, {d}")
+    inexact = r.tmp(f"icmp ne {ty} {rem}, 0")
+    signs = r.tmp(f"xor i1 {r.tmp(f'icmp slt {ty} {rem}, 0')}, {r.tmp(f'icmp slt {ty} {d}, 0')}")
+    down = r.tmp(f"and i1 {inexact}, {signs}")
+    q = r.tmp(f"sub {ty} {q}, {r.tmp(f'zext i1 {down} to {ty}')}")
+    q = r.tmp(f"select i1 {minus_one}, {ty} {r.tmp(f'sub {ty} 0, {x}')}, {ty} {q}")
+    return r.tmp(f"select i1 {zero}, {ty} 0, {ty} {q}")
 
 
 def _int_pow(r: _Renderer, ty: str, a: Args) -> str:
@@ -530,7 +553,7 @@ _INT_OPS: dict[Op, Callable[[_Renderer, str, Args], str]] = {
     Op.ADD: _ibin("add"),
     Op.SUB: _ibin("sub"),
     Op.MUL: _ibin("mul"),
-    Op.DIV: _unreachable("integer true division"),
+    Op.DIV: _int_div,
     Op.POW: _int_pow,
     Op.MAX: lambda r, ty, a: r.intrinsic("smax", ty, a[0], a[1]),
     Op.MIN: lambda r, ty, a: r.intrinsic("smin", ty, a[0], a[1]),
@@ -571,7 +594,7 @@ for _table, _who in ((_FLOAT_OPS, "float"), (_INT_OPS, "int"), (_BOOL_OPS, "bool
 
 def _ipow(ty: str) -> str:
     """Integer power by squaring (numpy semantics, wrapping); a negative exponent gives
-    1 / b**-e truncated (numpy raises instead)."""
+    1 / b**-e truncated, 0 for b == 0 (ops.power; numpy raises instead)."""
     bits = INT_BITS[ty]
     return f"""define internal {ty} @ug_ipow_{ty}({ty} %b, {ty} %e) #0 {{
 entry:

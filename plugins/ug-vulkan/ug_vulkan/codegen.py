@@ -11,9 +11,11 @@
 * Index math is int64 when the device has shaderInt64, else int32 (sizes are checked).
 * bool buffers are 1 byte per element: 8-bit storage when the device has it, else 32-bit
   words read with shifts and masks and written with atomic and/or on the word.
-* numpy semantics where the hardware differs: NaN-propagating max/min, C-style pow edge
-  cases, float64 exp/log/sin/cos/tanh/pow in software (GLSL.std.450 has them for 16/32-bit
-  only), float16 transcendentals evaluated in float32.
+* ug_core.ops semantics where the hardware differs: IEEE 754-2019 max/min (NaN-propagating,
+  -0 < +0), C-style pow edge cases, floor division for ints; float32/float16 exp/log/tanh (and
+  sin/cos with float64) from the core's math library (ug_core.mathlib), float64
+  exp/log/sin/cos/tanh/pow in software (GLSL.std.450 has them for 16/32-bit only), float16
+  transcendentals evaluated in float32.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ug_core import mathlib
 from ug_core.loop_ir import INDEX, Inst, LoopProgram, Opc, Special
 from ug_core.ops import ALU, Op, check_exhaustive
 
@@ -70,7 +73,10 @@ class _Block:
 
 
 def render(program: LoopProgram, caps: Caps = Caps()) -> bytes:
-    """The SPIR-V module (bytes) computing `program`; entry point "main"."""
+    """The SPIR-V module (bytes) computing `program`; entry point "main". float32 and float16
+    exp/log/tanh (and sin/cos where the device has float64) are the core's math library
+    (ug_core.mathlib), not GLSL.std.450's loosely specified functions."""
+    program = mathlib.expand(program, mathlib.targets(float64=caps.float64))
     return _Renderer(program, caps).run()
 
 
@@ -433,6 +439,12 @@ class _Renderer:
     def _cast(self, ins: Inst) -> int:
         return self.cast(self.v(ins.srcs[0]), ins.srcs[0].dtype, ins.dtype)
 
+    def _bitcast(self, ins: Inst) -> int:
+        src = ins.srcs[0].dtype
+        if not self.caps.int64 and I64 in (src, ins.dtype):
+            raise RenderError("a 64-bit bitcast needs int64 (shaderInt64)")
+        return self.op(S.Bitcast, self.vt(ins.dtype), self.v(ins.srcs[0]))
+
     def cast(self, x: int, src: np.dtype, dst: np.dtype) -> int:
         if src == dst or (self.vt(src) == self.vt(dst)):
             return x
@@ -474,10 +486,20 @@ class _Renderer:
         return self.op(S.Select, self.vt(dt), cond, x, y)
 
     def f_max(self, dt: np.dtype, x: int, y: int, less: bool = False) -> int:
+        """ops.maximum / ops.minimum: IEEE 754-2019, NaN-propagating, -0 < +0."""
         b = self.m.t_bool()
-        pick_x = self.op(S.FOrdLessThan if less else S.FOrdGreaterThan, b, x, y)
-        pick_x = self.op(S.LogicalOr, b, pick_x, self.op(S.IsNan, b, x))
-        return self.sel(dt, pick_x, x, y)
+        t = self.vt(dt)
+        first = self.op(S.FOrdLessThan if less else S.FOrdGreaterThan, b, x, y)
+        second = self.op(S.FOrdGreaterThan if less else S.FOrdLessThan, b, x, y)
+        # neither is larger: equal (the sign of two zeros decides) or a NaN. x + y is NaN for
+        # a NaN and the larger zero (+0 unless both are -0); -((-x) + (-y)) the smaller zero
+        if less:
+            tie = self.op(S.FNegate, t, self.fbin(S.FAdd, dt, self.op(S.FNegate, t, x), self.op(S.FNegate, t, y)))
+        else:
+            tie = self.fbin(S.FAdd, dt, x, y)
+        equal_nonzero = self.op(S.LogicalAnd, b, self.fcmp(S.FOrdEqual, x, y), self.fcmp(S.FOrdNotEqual, x, self.c(0, dt)))
+        tie = self.sel(dt, equal_nonzero, x, tie)
+        return self.sel(dt, first, x, self.sel(dt, second, y, tie))
 
     def poly(self, dt: np.dtype, x: int, coeffs: list[float]) -> int:
         """coeffs[0] + x * (coeffs[1] + x * (...)) (Horner)."""
@@ -492,30 +514,18 @@ class _Renderer:
         return self.op(S.FConvert, self.vt(dt), fn(F32, wide))
 
     def transcendental(self, which: str, dt: np.dtype, x: int) -> int:
+        """float16 / float32 exp, log and tanh never get here: render() has expanded them with
+        ug_core.mathlib (and sin / cos too, where the device has float64)."""
         if dt == F16:
             return self.via_f32(dt, lambda d, v: self.transcendental(which, d, v), x)
         if dt == F64 and which != "sqrt":
             return getattr(self, f"{which}64")(x)
-        glsl = {"exp": GLSL.Exp, "log": GLSL.Log, "sqrt": GLSL.Sqrt, "sin": GLSL.Sin, "cos": GLSL.Cos,
-                "tanh": GLSL.Tanh}[which]
-        if which == "tanh":  # keep large |x| away from exp overflow in the driver's tanh
-            big = self.fcmp(S.FOrdGreaterThan, self.ext(GLSL.FAbs, self.vt(dt), x), self.c(20.0, dt))
-            one = self.sel(dt, self.fcmp(S.FOrdLessThan, x, self.c(0, dt)), self.c(-1.0, dt), self.c(1.0, dt))
-            return self.sel(dt, big, one, self.ext(glsl, self.vt(dt), x))
-        if which == "log":  # log(0) = -inf, log(<0) = nan, log(inf) = inf regardless of the driver
-            b = self.m.t_bool()
-            r = self.ext(glsl, self.vt(dt), x)
-            r = self.sel(dt, self.fcmp(S.FOrdEqual, x, self.c(0, dt)), self.c(-np.inf, dt), r)
-            r = self.sel(dt, self.fcmp(S.FOrdLessThan, x, self.c(0, dt)), self.c(np.nan, dt), r)
-            return self.sel(dt, self.op(S.IsInf, b, x), x, r)
         if which == "sqrt":
-            r = self.ext(glsl, self.vt(dt), x)
+            r = self.ext(GLSL.Sqrt, self.vt(dt), x)
             return self.sel(dt, self.fcmp(S.FOrdLessThan, x, self.c(0, dt)), self.c(np.nan, dt), r)
-        if which == "exp":
-            r = self.ext(glsl, self.vt(dt), x)
-            r = self.sel(dt, self.fcmp(S.FOrdGreaterThan, x, self.c(88.72284, dt)), self.c(np.inf, dt), r)
-            return self.sel(dt, self.fcmp(S.FOrdLessThan, x, self.c(-103.97, dt)), self.c(0.0, dt), r)
-        return self.ext(glsl, self.vt(dt), x)
+        if which in ("sin", "cos"):  # a device without float64: the driver's (any accuracy)
+            return self.ext(GLSL.Sin if which == "sin" else GLSL.Cos, self.vt(dt), x)
+        raise RenderError(f"{which} on {dt} should have been expanded by ug_core.mathlib")
 
     # float64 software math (GLSL.std.450 only has 16/32-bit exp/log/sin/cos/tanh/pow)
     def _pow2i(self, k: int) -> int:
@@ -620,6 +630,11 @@ class _Renderer:
         ax = self.ext(GLSL.FAbs, t, x)
         if dt == F64:
             mag = self.exp64(self.fbin(S.FMul, dt, y, self.log64(ax)))
+        elif self.caps.float64:
+            # in float64, as the cpu's powf: GLSL's Pow is exp2(y log2 x) in float32 (many ulp
+            # for large |y log x|, and lavapipe's is wrong for subnormal x)
+            wide = [self.op(S.FConvert, self.vt(F64), v) for v in (ax, y)]
+            mag = self.op(S.FConvert, t, self.exp64(self.fbin(S.FMul, F64, wide[1], self.log64(wide[0]))))
         else:
             mag = self.ext(GLSL.Pow, t, ax, y)
         zero = self.c(0.0, dt)
@@ -629,32 +644,47 @@ class _Renderer:
         # |x| == 0: y > 0 -> 0, y < 0 -> inf;  |x| == inf: y > 0 -> inf, y < 0 -> 0
         mag = self.sel(dt, ax_zero, self.sel(dt, y_pos, zero, self.c(np.inf, dt)), mag)
         mag = self.sel(dt, ax_inf, self.sel(dt, y_pos, self.c(np.inf, dt), zero), mag)
-        # x < 0: integer y keeps the magnitude with the sign of (-1)**y, other y give nan
+        # a negative x (-0 and -inf too: 1/x < 0) and an odd integer y: the sign of x; a finite
+        # x < 0 and a non-integer y: NaN
         fl = self.ext(GLSL.Floor, t, y)
         is_int = self.fcmp(S.FOrdEqual, fl, y)
         half = self.ext(GLSL.Floor, t, self.fbin(S.FMul, dt, y, self.c(0.5, dt)))
         odd = self.fcmp(S.FOrdNotEqual, self.fbin(S.FMul, dt, half, self.c(2.0, dt)), y)
         odd = self.op(S.LogicalAnd, b, odd, self.fcmp(S.FOrdLessThan, self.ext(GLSL.FAbs, t, y), self.c(2.0 ** 53, dt)))
-        signed = self.sel(dt, odd, self.op(S.FNegate, t, mag), mag)
-        neg = self.sel(dt, is_int, signed, self.c(np.nan, dt))
-        out = self.sel(dt, self.fcmp(S.FOrdLessThan, x, zero), neg, mag)
+        odd = self.op(S.LogicalAnd, b, odd, is_int)
+        x_neg = self.fcmp(S.FOrdLessThan, x, zero)
+        x_sign = self.op(S.LogicalOr, b, x_neg, self.fcmp(S.FOrdLessThan, self.fbin(S.FDiv, dt, self.c(1.0, dt), x), zero))
+        out = self.sel(dt, self.op(S.LogicalAnd, b, x_sign, odd), self.op(S.FNegate, t, mag), mag)
+        bad = self.op(S.LogicalAnd, b, self.op(S.LogicalAnd, b, x_neg, self.op(S.LogicalNot, b, ax_inf)),
+                      self.op(S.LogicalNot, b, is_int))
+        out = self.sel(dt, bad, self.c(np.nan, dt), out)
         out = self.sel(dt, self.op(S.LogicalOr, b, self.op(S.IsNan, b, x), self.op(S.IsNan, b, y)), self.c(np.nan, dt), out)
         one = self.c(1.0, dt)
-        trivial = self.op(S.LogicalOr, b, self.fcmp(S.FOrdEqual, y, zero), self.fcmp(S.FOrdEqual, x, one))
+        # pow(x, 0) == pow(1, y) == pow(-1, +-inf) == 1, NaN or not
+        unit_inf = self.op(S.LogicalAnd, b, self.fcmp(S.FOrdEqual, ax, one), self.op(S.IsInf, b, y))
+        trivial = self.op(S.LogicalOr, b, self.op(S.LogicalOr, b, self.fcmp(S.FOrdEqual, y, zero),
+                                                  self.fcmp(S.FOrdEqual, x, one)), unit_inf)
         return self.sel(dt, trivial, one, out)
 
     def ipow(self, dt: np.dtype, x: int, y: int) -> int:
+        """ops.power on ints: by squaring, wrapping; a negative exponent gives 1 / x**-y
+        truncated (1 for x == 1, +-1 for x == -1, else 0)."""
         t = self.vt(dt)
         b = self.m.t_bool()
         bits = 32 if (dt == I32 or not self.caps.int64) else 64
-        result, base, e = self.c(1, dt), x, y
+        negative = self.op(S.SLessThan, b, y, self.c(0, dt))
+        result, base, e = self.c(1, dt), x, self.sel(dt, negative, self.c(0, dt), y)
         for i in range(bits - 1):
             bit = self.op(S.INotEqual, b, self.op(S.BitwiseAnd, t, e, self.c(1, dt)), self.c(0, dt))
             result = self.op(S.Select, t, bit, self.op(S.IMul, t, result, base), result)
             if i < bits - 2:
                 base = self.op(S.IMul, t, base, base)
                 e = self.op(S.ShiftRightArithmetic, t, e, self.c(1, dt))
-        return result
+        odd = self.op(S.INotEqual, b, self.op(S.BitwiseAnd, t, y, self.c(1, dt)), self.c(0, dt))
+        minus_one = self.sel(dt, odd, self.c(-1, dt), self.c(1, dt))
+        one_over = self.sel(dt, self.op(S.IEqual, b, x, self.c(-1, dt)), minus_one, self.c(0, dt))
+        one_over = self.sel(dt, self.op(S.IEqual, b, x, self.c(1, dt)), self.c(1, dt), one_over)
+        return self.sel(dt, negative, one_over, result)
 
 
 def _f_cmp(opcode: int) -> Callable[..., int]:
@@ -690,22 +720,27 @@ def _i_abs(r: _Renderer, dt: np.dtype, x: int) -> int:
 
 
 def _i_recip(r: _Renderer, dt: np.dtype, x: int) -> int:
+    """ops.ALU[RECIP] on ints (numpy's reciprocal): 1 / x truncated, INT_MIN for 0."""
     zero = r.op(S.IEqual, r.m.t_bool(), x, r.c(0, dt))
     safe = r.sel(dt, zero, r.c(1, dt), x)
-    return r.sel(dt, zero, r.c(0, dt), r.op(S.SDiv, r.vt(dt), r.c(1, dt), safe))
+    int_min = r.c(-(1 << (8 * dt.itemsize - 1)), dt)
+    return r.sel(dt, zero, int_min, r.op(S.SDiv, r.vt(dt), r.c(1, dt), safe))
 
 
 def _i_div(r: _Renderer, dt: np.dtype, x: int, y: int) -> int:
-    """floor division (numpy's // for ints; x // 0 == 0)."""
+    """ops.divide on ints: floor division, x // 0 == 0, INT_MIN // -1 == INT_MIN (wrapping);
+    OpSDiv by 0, or of INT_MIN by -1, is undefined, so those divisors are replaced first."""
     b = r.m.t_bool()
     t = r.vt(dt)
     zero = r.op(S.IEqual, b, y, r.c(0, dt))
-    safe = r.sel(dt, zero, r.c(1, dt), y)
+    minus_one = r.op(S.IEqual, b, y, r.c(-1, dt))
+    safe = r.sel(dt, r.op(S.LogicalOr, b, zero, minus_one), r.c(1, dt), y)
     q = r.op(S.SDiv, t, x, safe)
     rem = r.op(S.SRem, t, x, safe)
     adjust = r.op(S.LogicalAnd, b, r.op(S.INotEqual, b, rem, r.c(0, dt)),
                   r.op(S.LogicalNotEqual, b, r.op(S.SLessThan, b, rem, r.c(0, dt)), r.op(S.SLessThan, b, safe, r.c(0, dt))))
     q = r.sel(dt, adjust, r.op(S.ISub, t, q, r.c(1, dt)), q)
+    q = r.sel(dt, minus_one, r.op(S.SNegate, t, x), q)
     return r.sel(dt, zero, r.c(0, dt), q)
 
 
@@ -779,6 +814,7 @@ _INST: dict[Opc, Callable[[_Renderer, Inst], int | None]] = {
     Opc.IDIV: _Renderer._idiv,
     Opc.MOD: _Renderer._mod,
     Opc.CAST: _Renderer._cast,
+    Opc.BITCAST: _Renderer._bitcast,
     Opc.DEFINE_ACC: _Renderer._define_acc,
     Opc.ACC_UPDATE: _Renderer._acc_update,
     Opc.ACC_READ: _Renderer._acc_read,

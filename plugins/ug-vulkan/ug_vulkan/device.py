@@ -24,11 +24,12 @@ import numpy as np
 
 import ug_core as ug
 from ug_core.device import Buffer, CompileError, Device, MatmulSpec, Program
+from ug_core.env import ConfigError
 from ug_core.kernel_ir import Kernel
 from ug_core.loop_ir import LoopProgram, Opc
 from ug_core.lower import LowerOptions, lower
 
-from . import matmul as mm
+from . import matmul as mm, settings
 from .codegen import Caps, RenderError, render
 from .memory import HOST_VISIBLE, MemoryPlan, choose_memory, size_class
 
@@ -112,9 +113,8 @@ def _serialized(method: _F) -> _F:
 
 
 def _disabled() -> set[str]:
-    """UG_VULKAN_DISABLE=int64,float64,float16,int8storage,mapped: pretend the device lacks these
-    (tests; `mapped` forces device buffers + a staging buffer, as on a discrete GPU)."""
-    return {s.strip() for s in os.environ.get("UG_VULKAN_DISABLE", "").split(",") if s.strip()}
+    """UG_VULKAN_DISABLE (see settings.disabled); an unknown name is a ConfigError naming the variable."""
+    return settings.disabled()
 
 
 class VulkanDevice(Device):
@@ -127,7 +127,7 @@ class VulkanDevice(Device):
         self._lock = threading.RLock()
         vk = self.vk = _load_vulkan()
         if validate is None:
-            validate = os.environ.get("UG_VULKAN_VALIDATE", "") not in ("", "0")
+            validate = settings.validate()
         self._validate = validate
         self._disable = _disabled() if disable is None else set(disable)
         self.validated = 0
@@ -157,6 +157,9 @@ class VulkanDevice(Device):
         self.max_storage_range = lim.maxStorageBufferRange
         self.max_shared = lim.maxComputeSharedMemorySize
         self.min_storage_align = lim.minStorageBufferOffsetAlignment
+        # one storage-buffer binding per kernel argument (ug_core.Device.max_kernel_buffers: the
+        # scheduler keeps kernels under it; lavapipe's is 32, and past it a launch crashes)
+        self.max_kernel_buffers = min(lim.maxPerStageDescriptorStorageBuffers, lim.maxPerStageResources)
         self.caps, enable = self._features(min(props.apiVersion, self.api))
         names = ["float32", "int32", "bool"]
         if self.caps.int64:
@@ -205,9 +208,12 @@ class VulkanDevice(Device):
                 usable.append((pd, family))
         if not usable:
             raise RuntimeError("no Vulkan device with a compute queue")
-        choice = os.environ.get("UG_VULKAN_DEVICE")
-        if choice:
-            pd, family = usable[int(choice)]
+        choice = settings.device_index()
+        if choice is not None:
+            if choice >= len(usable):
+                raise ConfigError(f"UG_VULKAN_DEVICE={choice} but there are {len(usable)} Vulkan device(s) "
+                                  f"with a compute queue (0 to {len(usable) - 1})")
+            pd, family = usable[choice]
         else:
             rank = {2: 0, 1: 1, 3: 2, 4: 3}  # discrete, integrated, virtual, cpu
             pd, family = min(usable, key=lambda u: rank.get(vk.vkGetPhysicalDeviceProperties(u[0]).deviceType, 4))
@@ -339,6 +345,10 @@ class VulkanDevice(Device):
     def memory_usage(self) -> int:
         return self.allocated
 
+    def pool_bytes(self) -> int:
+        """Bytes of freed VkBuffers kept for reuse (ug.memory_stats)."""
+        return self.pooled_bytes
+
     def _staging(self, nbytes: int) -> VkBuffer:
         if self.staging is None or self.staging.capacity < nbytes:
             if self.staging is not None:
@@ -414,6 +424,9 @@ class VulkanDevice(Device):
             if problem is not None:
                 raise CompileError(f"spirv-val rejected the module for {name}:\n{problem}",
                                    f"{program}\n\n{disassemble(binary)}")
+        if len(program.params) > self.max_kernel_buffers:
+            raise CompileError(f"{name}: {len(program.params)} buffer arguments exceed the device's "
+                               f"maxPerStageDescriptorStorageBuffers ({self.max_kernel_buffers})", str(program))
         groups = tuple(program.global_size) + (1,) * (3 - len(program.global_size))
         for g, limit in zip(groups, self.max_group_count):
             if g > limit:

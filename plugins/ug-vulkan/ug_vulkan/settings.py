@@ -1,0 +1,38 @@
+"""The UG_VULKAN_* settings, read through ug_core.env so that a bad value is an error naming the
+variable. Kept apart from device.py (which imports the code generator) so that the plugin's
+probe can check them cheaply."""
+
+from __future__ import annotations
+
+import os
+
+from ug_core.env import env_flag, env_int, env_set
+
+# what UG_VULKAN_DISABLE may name
+DISABLE_CHOICES = ("int64", "float64", "float16", "int8storage", "mapped")
+
+
+def disabled() -> set[str]:
+    """UG_VULKAN_DISABLE=int64,float64,float16,int8storage,mapped: pretend the device lacks these
+    (tests; `mapped` forces device buffers + a staging buffer, as on a discrete GPU)."""
+    return env_set("UG_VULKAN_DISABLE", DISABLE_CHOICES)
+
+
+def validate() -> bool:
+    """UG_VULKAN_VALIDATE=1: run spirv-val on every module compiled."""
+    return env_flag("UG_VULKAN_VALIDATE", False)
+
+
+def device_index() -> int | None:
+    """UG_VULKAN_DEVICE=i: the physical device to use (None: the default choice)."""
+    if not os.environ.get("UG_VULKAN_DEVICE", "").strip():
+        return None
+    return env_int("UG_VULKAN_DEVICE", 0, minimum=0)
+
+
+def check_settings() -> None:
+    """Raise ConfigError naming the variable for a bad UG_VULKAN_* value (the plugin's probe)."""
+    disabled()
+    validate()
+    device_index()
+

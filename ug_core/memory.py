@@ -1,0 +1,48 @@
+"""ug.memory_stats: what the devices' buffers hold, so that a program can see its memory use.
+
+Every Buffer counts itself in its device's `device.MemoryCounter` when it is allocated and
+takes itself off when it is freed (by reference counting: ug keeps no reference cycles, so a
+buffer goes as soon as the last tensor or node holding it does, even with `gc.disable()`).
+"""
+
+from __future__ import annotations
+
+from .device import Device, memory_counter
+from .plugins import registry
+
+
+def memory_stats(device: str | None = None) -> dict[str, int] | dict[str, dict[str, int]]:
+    """Memory use of one device (by name), or of every device created so far (device=None,
+    a dict by device name; a device is created on its first use). Per device:
+
+    - live_bytes: bytes (size * itemsize) of the buffers alive now
+    - peak_bytes: the most live_bytes has been since the last `reset_peak_memory_stats`
+      (checked at every buffer allocation and at every call of this function, see
+      device.MemoryCounter)
+    - allocations: buffers allocated, ever
+    - live_buffers: buffers alive now
+    - pool_bytes: bytes the device keeps in its buffer pool for reuse, in use by no buffer
+      (`Device.pool_bytes`; 0 for a device without a pool)
+    """
+    if device is None:
+        return {name: _stats(dev) for name, dev in list(registry.devices.items())}
+    if not isinstance(device, str):
+        raise TypeError(f"device must be a device name like 'cpu', got {device!r}")
+    return _stats(registry.get(device))
+
+
+def reset_peak_memory_stats(device: str | None = None) -> None:
+    """Start `peak_bytes` again from the bytes live now, on one device or (None) on every
+    device created so far."""
+    if device is not None and not isinstance(device, str):
+        raise TypeError(f"device must be a device name like 'cpu', got {device!r}")
+    devices = list(registry.devices.values()) if device is None else [registry.get(device)]
+    for dev in devices:
+        memory_counter(dev).reset_peak()
+
+
+def _stats(device: Device) -> dict[str, int]:
+    stats = memory_counter(device).stats()
+    pool_bytes = getattr(device, "pool_bytes", None)
+    stats["pool_bytes"] = int(pool_bytes()) if pool_bytes is not None else 0
+    return stats
