@@ -271,7 +271,7 @@ class Buffer:
         self.size = size
         self.dtype = dtype = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         self.handle = device.allocate((size if size > 0 else 1) * dtype.itemsize)
-        memory = self.memory = memory_counter(device)
+        memory = self.memory = getattr(device, "_ug_memory", None) or memory_counter(device)
         memory.add(size * dtype.itemsize)
 
     @property

@@ -18,6 +18,7 @@ Rules (see the kernel_ir docstring for the kernel shape they target):
 from __future__ import annotations
 
 import heapq
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
@@ -203,14 +204,19 @@ class _KernelBuilder:
         done = memo.get(key)
         if done is not None:
             return done
-        # (node, chain, inline, memo key, operand keys: None until expanded)
-        stack: list[tuple[Node, ViewChain, bool, tuple[int, ViewChain, bool], list[tuple[int, ViewChain, bool]] | None]]
+        # entries: (node, chain, inline, memo key, operands: None until expanded, then a list of
+        # (operand, its chain, its memo key))
+        stack: list[tuple[Node, ViewChain, bool, tuple[int, ViewChain, bool], list[tuple[Node, ViewChain, tuple[int, ViewChain, bool]]] | None]]
         stack = [(node, chain, inline, key, None)]
+        make = self.eb.make
         while stack:
-            node, chain, inline, key, operand_keys = stack[-1]
-            if operand_keys is not None:
+            node, chain, inline, key, operands = stack[-1]
+            if operands is not None:
                 stack.pop()
-                memo[key] = self._combine(node, [memo[k] for k in operand_keys])
+                args = [memo[k] for _, _, k in operands]
+                op = node.op
+                # (an ALU op, the common case, inline: this loop is most of the scheduler's time)
+                memo[key] = make(op, tuple(args), None, node.dtype) if op in ALU else self._combine(node, args)
                 continue
             if key in memo:  # reached on another path since it was pushed
                 stack.pop()
@@ -219,9 +225,8 @@ class _KernelBuilder:
             if operands is None:  # a leaf: _operands put it in the memo
                 stack.pop()
                 continue
-            operand_keys = [(id(src), src_chain, False) for src, src_chain in operands]
-            stack[-1] = (node, chain, inline, key, operand_keys)
-            for (src, src_chain), src_key in zip(reversed(operands), reversed(operand_keys)):
+            stack[-1] = (node, chain, inline, key, operands)
+            for src, src_chain, src_key in reversed(operands):
                 if src_key not in memo:
                     stack.append((src, src_chain, False, src_key, None))
         return memo[key]
@@ -232,9 +237,9 @@ class _KernelBuilder:
             self.fused.append(what)
 
     def _operands(self, node: Node, chain: ViewChain, inline: bool,
-                  key: tuple[int, ViewChain, bool]) -> list[tuple[Node, ViewChain]] | None:
-        """What `node` read through `chain` needs built first, as (node, chain) pairs; None for
-        a leaf (a load, a constant, an already fused reduction), whose Expr goes into the memo."""
+                  key: tuple[int, ViewChain, bool]) -> list[tuple[Node, ViewChain, tuple[int, ViewChain, bool]]] | None:
+        """What `node` read through `chain` needs built first, as (node, chain, memo key); None
+        for a leaf (a load, a constant, an already fused reduction), whose Expr goes into the memo."""
         if (_loads_buffer(node, self.realize) or node in self.needs) and not inline:
             index = self._input_index.get(node)
             if index is None:
@@ -247,13 +252,15 @@ class _KernelBuilder:
             self.memo[key] = self.eb.const(node.arg, node.dtype)
             return None
         if op is Op.VIEW:
-            return [(node.srcs[0], chain_push(chain, node.arg))]
+            src, src_chain = node.srcs[0], chain_push(chain, node.arg)
+            return [(src, src_chain, (id(src), src_chain, False))]
         if op is Op.CAST:
             self._note(node, f"cast:{dtype_name(node.dtype)}")
-            return [(node.srcs[0], chain)]
+            src = node.srcs[0]
+            return [(src, chain, (id(src), chain, False))]
         if op in ALU:
             self._note(node, ALU[op].symbol)
-            return [(src, chain) for src in node.srcs]
+            return [(src, chain, (id(src), chain, False)) for src in node.srcs]
         if op is Op.REDUCE:
             if node.arg[1] != self.axes or node.shape != self.outer or len(chain) != 1 or not self._reads_row(chain[0]):
                 self.needs[node] = None
@@ -263,7 +270,8 @@ class _KernelBuilder:
                 self.memo[key] = self.eb.acc(k, node.dtype)
                 return None
             src = node.srcs[0]
-            return [(src, (View.contiguous(src.shape),))]
+            src_chain = (View.contiguous(src.shape),)
+            return [(src, src_chain, (id(src), src_chain, False))]
         # items and assigns are always realized, so they were handled above
         raise AssertionError(f"unscheduled node {node!r}")
 
@@ -276,7 +284,7 @@ class _KernelBuilder:
             return self.eb.cast(operands[0], node.dtype)
         if op is Op.REDUCE:
             return self._reduction(node, operands[0])
-        return self.eb.alu(op, tuple(operands), node.dtype)
+        return self.eb.make(op, tuple(operands), None, node.dtype)  # (an ALU op: _operands checked)
 
     def _reduction(self, node: Node, body: Expr) -> Expr:
         """The accumulator of a fused reduction whose body has been built."""
@@ -382,11 +390,19 @@ def _build(roots: list[_Root], realize: set[Node], note: str = "") -> KernelItem
 
 def _renumber_loads(root: Expr, n_out: int, eb: ExprBuilder, memo: dict[int, Expr]) -> Expr:
     """`root` rebuilt in `eb` with input load -1-i (numbered while building) turned into
-    argument n_out + i. Iterative (dag.toposort): expressions can be deep; `memo` (by id of
-    the old Expr) carries shared nodes from one root to the next."""
-    for e in dag.toposort([root], lambda e: e.srcs):
+    argument n_out + i. Iterative (expressions can be deep); `memo` (by id of the old Expr)
+    carries shared nodes from one root to the next."""
+    stack = [root]
+    while stack:
+        e = stack[-1]
         if id(e) in memo:
+            stack.pop()
             continue
+        pending = [s for s in e.srcs if id(s) not in memo]
+        if pending:  # operands first (an Expr DAG has no cycles, so this ends)
+            stack += pending
+            continue
+        stack.pop()
         if e.op is Op.LOAD:
             buf, chain = e.arg
             memo[id(e)] = eb.load(n_out + (-1 - buf), chain, e.dtype)
@@ -453,15 +469,18 @@ def _must_realize(nodes: list[Node], targets: list[Node]) -> set[Node]:
 
 
 MAX_KERNEL_SIZE = 512
-"""The most one kernel may fuse, in units of `_node_size` (an elementwise op, a view or a load
-is one; a transcendental is 16). A bigger fused graph gets intermediates realized into buffers
-(`_bound_kernel_size`), so each kernel's code, compile time and per-kernel walks stay bounded
-however long the user's chain is. Measured compile times (one kernel, fresh caches): cpu, a
-chain of `x * c + d` costs 250-380 us per op up to 800 ops, then 560 us at 1,600 and 900 us at
-3,200 (LLVM turns superlinear), plus ~50 ms per kernel; vulkan (lavapipe) such a chain costs
-~150 us per op at any length, but `sin` about 50 ms each, 70 ms each at 50 of them, 270 ms each
-at 200 (superlinear again): hence 512, and the weight of transcendentals (at most 32 a kernel).
-Ordinary kernels (softmax, layernorm, gelu, an attention block's epilogues) are far smaller."""
+"""The most one kernel may fuse, in units of `_node_size` (an elementwise op or a load is one, a
+view of a computed value 8, a transcendental 16). A bigger fused graph gets intermediates
+realized into buffers (`_bound_kernel_size`), so each kernel's code, compile time and
+per-kernel walks stay bounded however long the user's chain is. Measured compile times (one
+kernel, fresh caches): cpu, a chain of `x * c + d` costs 250-380 us per op up to 800 ops, then
+560 us at 1,600 and 900 us at 3,200 (LLVM turns superlinear), plus ~50 ms per kernel; vulkan
+(lavapipe) such a chain costs ~150 us per op at any length, but `sin` about 50 ms each, 70 ms each
+at 50 of them, 270 ms each at 200 (superlinear again); a view that does not merge with the next
+one (a transpose read through a reshape) makes every load under it unravel its index once more:
+8-11 ms each on cpu up to 128 of them, 18 ms each at 256, ~4.5 ms each on vulkan. Hence 512, at
+most 32 transcendentals and 64 views of computed values a kernel. Ordinary kernels (softmax,
+layernorm, gelu, an attention block's epilogues) are far smaller."""
 
 _HEAVY_OPS = frozenset({Op.EXP, Op.LOG, Op.SIN, Op.COS, Op.TANH, Op.POW})
 """Ops that backends expand into many instructions (mathlib's exp/log/tanh, GLSL's sin/cos, pow)."""
@@ -470,20 +489,22 @@ _HEAVY_OPS = frozenset({Op.EXP, Op.LOG, Op.SIN, Op.COS, Op.TANH, Op.POW})
 def _node_size(node: Node) -> int:
     """What `node` adds to the size of a kernel that fuses it (see MAX_KERNEL_SIZE): a constant
     or a view of a leaf (a constant or buffer broadcast, say) nothing (the constant folds into
-    the code, the view is part of the load), a transcendental 16, anything else 1."""
+    the code, the view is part of the load), a view of a computed value 8 (where it does not
+    merge with the views above it, every load under it unravels its index once more), a
+    transcendental 16, anything else 1."""
     op = node.op
-    if op is Op.CONST or (op is Op.VIEW and not node.srcs[0].srcs):
+    if op is Op.VIEW:
+        return 8 if node.srcs[0].srcs else 0
+    if op is Op.CONST:
         return 0
     return 16 if op in _HEAVY_OPS else 1
 
 
-def _max_inputs(device_name: str, cache: dict[str, int | None]) -> int | None:
+def _max_inputs(device_name: str) -> int:
     """The most input buffers a kernel on the device may read: its `max_kernel_buffers` (see
-    Device) less one for the kernel's output; None for no limit."""
-    if device_name not in cache:
-        limit = getattr(registry.get(device_name), "max_kernel_buffers", None)
-        cache[device_name] = None if limit is None else max(1, limit - 1)
-    return cache[device_name]
+    Device) less one for the kernel's output (sys.maxsize: no limit)."""
+    limit = getattr(registry.get(device_name), "max_kernel_buffers", None)
+    return sys.maxsize if limit is None else max(1, limit - 1)
 
 
 def _bound_kernel_size(nodes: list[Node], realize: set[Node], limit: int = MAX_KERNEL_SIZE) -> None:
@@ -499,33 +520,37 @@ def _bound_kernel_size(nodes: list[Node], realize: set[Node], limit: int = MAX_K
     get buffers until it fits. Linear in the graph, but for operands that share nodes near a
     limit (a walk of up to `limit` nodes each)."""
     bound: dict[int, tuple[int, int]] = {}  # id(node) -> (size, inputs) bounds of its fused graph, as its readers see it
-    max_inputs: dict[str, int | None] = {}
+    input_limits: dict[str, int] = {}  # per device: _max_inputs
     for node in nodes:
         if node.buffer is not None or node.op in ITEM_OPS:
-            bound[id(node)] = (1, 1)
+            bound[id(node)] = _A_LOAD
             continue
         size, inputs = _node_size(node), 0
         for src in node.srcs:
             src_size, src_inputs = bound[id(src)]
             size += src_size
             inputs += src_inputs
-        input_limit = _max_inputs(node.device, max_inputs)
-        too_many = input_limit is not None and inputs > input_limit
-        if size > limit or too_many:
+        input_limit = input_limits.get(node.device)
+        if input_limit is None:
+            input_limit = input_limits[node.device] = _max_inputs(node.device)
+        if size > limit or inputs > input_limit:
             size, inputs = _fused_size(node, realize, limit, input_limit)
-            if size > limit or (input_limit is not None and inputs > input_limit):
+            if size > limit or inputs > input_limit:
                 size, inputs = _cut_operands(node, realize, bound, limit, input_limit)
-        bound[id(node)] = (1, 1) if node in realize else (size, inputs)
+        bound[id(node)] = _A_LOAD if node in realize else (size, inputs)
 
 
-def _fused_size(node: Node, realize: set[Node], limit: int, input_limit: int | None) -> tuple[int, int]:
+_A_LOAD = (1, 1)
+"""A node with a buffer, as a fused graph reading it sees it: (size, input buffers)."""
+
+
+def _fused_size(node: Node, realize: set[Node], limit: int, input_limit: int) -> tuple[int, int]:
     """(size, input buffers) of the graph a kernel computing `node` fuses: `node`, the lazy
     nodes it reaches through lazy nodes, and the buffers (loads) where that stops, each once;
     the walk stops as soon as either passes its limit."""
     seen = {id(node)}
     stack = [node]
     size, inputs = _node_size(node), 0
-    max_inputs = input_limit if input_limit is not None else len(seen) + limit  # (never reached)
     while stack:
         for src in stack.pop().srcs:
             if id(src) in seen:
@@ -537,13 +562,13 @@ def _fused_size(node: Node, realize: set[Node], limit: int, input_limit: int | N
             else:
                 size += _node_size(src)
                 stack.append(src)
-            if size > limit or inputs > max_inputs:
+            if size > limit or inputs > input_limit:
                 return size, inputs
     return size, inputs
 
 
 def _cut_operands(node: Node, realize: set[Node], bound: dict[int, tuple[int, int]], limit: int,
-                  input_limit: int | None) -> tuple[int, int]:
+                  input_limit: int) -> tuple[int, int]:
     """Give `node`'s biggest operands buffers until its fused graph fits; its (size, inputs)
     then. Of a view of a lazy node, the viewed node gets the buffer (a broadcast view would
     store every repeated element), unless that is a view too (a chain of views that do not
@@ -557,9 +582,9 @@ def _cut_operands(node: Node, realize: set[Node], bound: dict[int, tuple[int, in
                 and src.srcs[0].buffer is None and src.srcs[0] not in realize):
             cut = src.srcs[0]
         realize.add(cut)
-        bound[id(cut)] = (1, 1)
+        bound[id(cut)] = _A_LOAD
         size, inputs = _fused_size(node, realize, limit, input_limit)
-        if size <= limit and (input_limit is None or inputs <= input_limit):
+        if size <= limit and inputs <= input_limit:
             break
     return size, inputs
 
@@ -842,6 +867,7 @@ def _dependencies(singles: dict[Node, KernelItem]) -> dict[Node, set[Node]]:
 
     for node in singles:
         visit(node, set())
+    del visit  # it refers to itself: a reference cycle that would keep the kernels' nodes and buffers alive
     return deps
 
 
