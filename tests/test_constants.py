@@ -93,7 +93,7 @@ def test_assigning_distinct_floats_reuses_the_kernel(device, cache):
     expected = np.zeros(16, np.float32)
     misses = None
     for i, v in enumerate(VALUES[:100]):
-        if i == 16:  # each index is a kernel of its own (the region is code); from here on, values are new
+        if i == 2:  # index 0 (no offset) and index 1 (an offset argument): the two kernels
             misses = cache.misses
         t[i % 16] = v
         t.realize()
@@ -105,6 +105,62 @@ def test_assigning_distinct_floats_reuses_the_kernel(device, cache):
     t.assign(VALUES[101])
     _bits_equal(t.numpy(), np.full(16, VALUES[101], np.float32))
     assert cache.misses == misses + 1
+
+
+# --- view offsets are arguments too (kernel_params) ----------------------------------------------
+
+
+def test_indices_and_windows_reuse_the_kernel(device, cache):
+    """`x[i] = v`, `x[i].item()`, a window `x[i:i+4]` and a row `m[i]` for every i: two kernels
+    each (offset 0 is code, every other offset an argument), not one per index."""
+    xn = np.zeros(64, np.float32)
+    mn = RNG.standard_normal((16, 8)).astype(np.float32)
+    x, m = ug.tensor(xn, device=device), ug.tensor(mn, device=device)
+    counts = {}
+    for name, step in [
+        ("set", lambda i: (x.__setitem__(i, VALUES[i]), xn.__setitem__(i, np.float32(VALUES[i])), x.realize())),
+        ("item", lambda i: _bits_equal(np.float32(x[i].item()), xn[i])),
+        ("window", lambda i: np.testing.assert_allclose(x[i:i + 4].sum().numpy(), xn[i:i + 4].sum(), rtol=1e-6)),
+        ("row", lambda i: np.testing.assert_allclose((m[i] * 3.0 + m[i // 2]).numpy(), mn[i] * 3.0 + mn[i // 2], rtol=1e-5, atol=1e-6)),
+        ("set-row", lambda i: (m.__setitem__((i, slice(2, 6)), m[15 - i, 1:5] + 1.0),
+                               mn.__setitem__((i, slice(2, 6)), mn[15 - i, 1:5] + np.float32(1.0)), m.realize())),
+    ]:
+        before = cache.misses
+        for i in range(16):
+            step(i)
+        counts[name] = cache.misses - before
+    _bits_equal(x.numpy(), xn)
+    _bits_equal(m.numpy(), mn)
+    assert max(counts.values()) <= 4, counts  # (one per index: 16)
+
+
+def test_kernel_keys_hold_slots_not_offsets(device):
+    x = ug.tensor(np.arange(40, dtype=np.float32), device=device)
+    k3, k5 = (ug.schedule(x[i:i + 8] * 2.5).kernels[0].kernel for i in (3, 5))
+    assert k3.key() == k5.key()
+    assert k3.offsets_arg == len(k3.args) - 1 and k3.args[-1].dtype == np.int32 and not k3.args[-1].output
+    assert f"+ b{k3.offsets_arg}[0]" in str(k3)
+    k0 = ug.schedule(x[0:8] * 2.5).kernels[0].kernel
+    assert k0.offsets_arg is None and k0.key() != k3.key()  # offset 0 stays code
+
+
+def test_stencil_offsets_in_one_kernel_and_kept_schedules(device, cache):
+    """Several offsets of one buffer in one kernel, a strided region, and a graph realized again
+    on new inputs through its kept schedule (which holds the offsets, not the graph's nodes)."""
+    for trial in range(3):
+        xn = RNG.standard_normal(50).astype(np.float32)
+        x = ug.tensor(xn, device=device)
+        y = x[2:] - x[1:-1] * 2.0 + x[:-2]
+        z = ug.zeros((60,), device=device)
+        z[5:53] = y
+        z[1:60:7] = x[10:19]
+        expected = np.zeros(60, np.float32)
+        expected[5:53] = xn[2:] - xn[1:-1] * np.float32(2.0) + xn[:-2]
+        expected[1:60:7] = xn[10:19]
+        np.testing.assert_allclose(z.numpy(), expected, rtol=1e-6, atol=1e-6)
+        if trial == 0:
+            misses = cache.misses
+    assert cache.misses == misses
 
 
 def test_full_with_distinct_values(device, cache):

@@ -306,3 +306,22 @@ def test_merged_outputs_never_depend_on_each_other_in_a_circle(device, close):
     ug.realize(e1, r1, e2, r2)
     close(e2, y0.sum(1, keepdims=True) * 2 + y0, rtol=1e-5, atol=1e-5)
     close(r2, np.exp(y0).max(1, keepdims=True))
+
+
+@pytest.mark.parametrize("limit", [4, 8])
+def test_kernels_respect_the_devices_buffer_limit(device, monkeypatch, limit):
+    """Merging independent outputs into one kernel, fusing many inputs and the offsets argument
+    together never pass Device.max_kernel_buffers (Vulkan: maxPerStageDescriptorStorageBuffers;
+    a 40-output merge used to fail to compile there with 81 arguments)."""
+    from ug_core.runtime import compile_cache
+    monkeypatch.setattr(ug.registry.get(device), "max_kernel_buffers", limit)
+    compile_cache.clear()
+    xn = [np.full(9, i, np.float32) + np.arange(9, dtype=np.float32) for i in range(24)]
+    xs = [ug.tensor(a, device=device) for a in xn]
+    outs = [x[1:] * 3.5 for x in xs] + [sum((x[i % 3:i % 3 + 6] for i, x in enumerate(xs)), ug.zeros((6,), device=device))]
+    sched = ug.schedule(*outs)
+    assert all(len(item.kernel.args) <= limit for item in sched.kernels), [len(i.kernel.args) for i in sched.kernels]
+    ug.realize(*outs)
+    for a, o in zip(xn, outs):
+        np.testing.assert_array_equal(o.numpy(), a[1:] * np.float32(3.5))
+    np.testing.assert_allclose(outs[-1].numpy(), sum(a[i % 3:i % 3 + 6] for i, a in enumerate(xn)), rtol=1e-6)

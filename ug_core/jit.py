@@ -414,7 +414,9 @@ class _Trace:
                                               handles=", ".join(handles),
                                               keep="keep_spare((out, node, buffer))" if _UNREFERENCED else "pass")
         exec(compile(source, "<ug.jit single-kernel replay>", "exec"), env)
-        return env["replay"]  # type: ignore[no-any-return]
+        # popped: the function's globals are `env`, and `env` holding it would be a reference
+        # cycle (freed by the cyclic GC only, with the spare output it keeps)
+        return env.pop("replay")  # type: ignore[no-any-return]
 
     def _single_matmul_replay(self) -> Callable[[Any], Tensor] | None:
         """The replay of a function that compiled to one matmul into a fresh output (a small
@@ -755,7 +757,9 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
                 traces.popitem(last=False)  # the least recently used
             last = (None, None)
             history.traced(args, kwargs, stale)
-            wrapper.trace_count = history.count  # type: ignore[attr-defined]
+            held = wrapper_ref()  # (weakly: the wrapper holds this function through its closures)
+            if held is not None:
+                held.trace_count = history.count  # type: ignore[attr-defined]
         return result
 
     def retrace(stale_trace: _Trace | None, stale: _Stale, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -842,6 +846,7 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
 
     wrapper.traces = traces  # type: ignore[attr-defined]
     wrapper.trace_count = 0  # type: ignore[attr-defined]
+    wrapper_ref = weakref.ref(wrapper)
     return wrapper
 
 

@@ -10,7 +10,9 @@ Every kernel has the same shape, which covers elementwise kernels, reductions an
             buffer[s.buf][s.view(index)] = s.expr        (may use every acc)
 
 All index spaces have the kernel's rank n; on the dims not in `axes` they equal `outer`.
-A LOAD reads argument `buf` through a chain of views starting at the phase's index space.
+A LOAD reads argument `buf` through a chain of views starting at the phase's index space;
+with a slot, the element index is moved by a runtime offset (kernel_params: the kernel's
+`offsets_arg` holds one per slot, so a view's offset is a value, not code).
 An ACC is the finished value of a reduction for the current outer index: a reduction is
 therefore computed once per row, never once per output element.
 """
@@ -60,8 +62,10 @@ class ExprBuilder:
     def const(self, value: Any, dtype: np.dtype) -> Expr:
         return self.make(Op.CONST, (), dtype.type(value).item(), dtype)
 
-    def load(self, buf: int, chain: ViewChain, dtype: np.dtype) -> Expr:
-        return self.make(Op.LOAD, (), (buf, chain), dtype)
+    def load(self, buf: int, chain: ViewChain, dtype: np.dtype, slot: int | None = None) -> Expr:
+        """Argument `buf` read through `chain`; with a `slot`, the element index is moved by
+        the runtime offset held at that position of the kernel's offsets argument."""
+        return self.make(Op.LOAD, (), (buf, chain, slot), dtype)
 
     def acc(self, index: int, dtype: np.dtype) -> Expr:
         return self.make(Op.ACC, (), index, dtype)
@@ -99,6 +103,7 @@ class Store:
     shape: tuple[int, ...]  # this phase's index space
     view: View              # index -> element of the output buffer
     expr: Expr
+    slot: int | None = None  # the element index is moved by offsets argument [slot] (see Kernel)
 
 
 @dataclass(frozen=True)
@@ -116,6 +121,10 @@ class Kernel:
     axes: tuple[int, ...]         # the reduced dims, shared by every reduction
     reductions: tuple[Reduction, ...]
     stores: tuple[Store, ...]
+    # the argument (an input of int32 or int64 elements) that holds the runtime offsets of the
+    # loads and stores with a `slot`: a view's offset is a value, not code, so that `x[i]` for
+    # every i is one compiled kernel (see kernel_params)
+    offsets_arg: int | None = None
 
     @property
     def rank(self) -> int:
@@ -143,10 +152,10 @@ class Kernel:
         names: dict[int, str] = {}
         for i, r in enumerate(self.reductions):
             lines.append(f"  r{i} = {REDUCE[r.op].name} over {r.shape} as {dtype_name(r.dtype)}:")
-            lines.extend(_expr_lines(r.expr, names))
+            lines.extend(_expr_lines(r.expr, names, self))
         for s in self.stores:
-            lines.append(f"  store b{s.buf} over {s.shape} at {s.view}:")
-            lines.extend(_expr_lines(s.expr, names))
+            lines.append(f"  store b{s.buf} over {s.shape} at {s.view}{_moved(self, s.slot)}:")
+            lines.extend(_expr_lines(s.expr, names, self))
         return "\n".join(lines)
 
 
@@ -155,15 +164,19 @@ def toposort(root: Expr) -> list[Expr]:
     return dag.toposort([root], lambda e: e.srcs)
 
 
-def _expr_lines(root: Expr, names: dict[int, str]) -> list[str]:
+def _moved(kernel: Kernel, slot: int | None) -> str:
+    return "" if slot is None else f" + b{kernel.offsets_arg}[{slot}]"
+
+
+def _expr_lines(root: Expr, names: dict[int, str], kernel: Kernel) -> list[str]:
     lines = []
     local: dict[int, str] = {}
     for node in toposort(root):
         name = f"%{len(names) + len(local)}"
         local[id(node)] = name
         if node.op is Op.LOAD:
-            buf, chain = node.arg
-            desc = f"load b{buf} " + " -> ".join(str(v) for v in chain)
+            buf, chain, slot = node.arg
+            desc = f"load b{buf} " + " -> ".join(str(v) for v in chain) + _moved(kernel, slot)
         elif node.op is Op.CONST:
             desc = f"const {node.arg!r}"
         elif node.op is Op.ACC:

@@ -313,6 +313,7 @@ class _Lowerer:
         self.outer_dims = tuple(d for d, s in enumerate(kernel.outer) if d not in self.axes and s > 1)
         self.n_outer = prod(kernel.outer)
         self.params: list[Inst] = []
+        self.moved: list[Inst] = []  # the runtime offset of each slot (Kernel.offsets_arg), as INDEX
         self.accs: list[Inst | _LaneAcc] = []  # finished value of each reduction, for the current outer index
         self.lane: Inst | None = None  # outer-blocked cpu: the current index in the block
         self.global_size: tuple[int, ...] = (0,)
@@ -323,6 +324,10 @@ class _Lowerer:
         specs = tuple(ParamSpec(a.dtype, a.output, a.size) for a in self.k.args)
         if self.n_outer > 0:
             self.params = [self.b.emit(Opc.PARAM, a.dtype, (), i) for i, a in enumerate(self.k.args)]
+            if self.k.offsets_arg is not None:  # read once, before any loop
+                offsets = self.k.args[self.k.offsets_arg]
+                self.moved = [self.b.cast(self.b.load(self.params[self.k.offsets_arg], self.b.const(j), offsets.dtype, True), INDEX)
+                              for j in range(offsets.size)]
             if self.opts.target == "cpu":
                 self._lower_cpu()
             elif max(self._extents(), default=0) <= self.opts.gpu_serial_max_extent:
@@ -452,6 +457,7 @@ class _Lowerer:
             b.close()
 
         accumulate(acc, b.const(0), b.const(e), 0)
+        del accumulate  # it refers to itself: a reference cycle, which only the cyclic GC frees
         return _LaneAcc(acc, r.dtype)
 
     def _lower_gpu_thread_per_outer(self) -> None:
@@ -556,6 +562,7 @@ class _Lowerer:
             b.close()
 
         accumulate(acc, b.const(0), b.const(e), 0)
+        del accumulate  # (a reference cycle otherwise, as above)
         return b.cast(b.emit(Opc.ACC_READ, dt, (acc,)), r.dtype)
 
     def _sum_blocks(self, r: Reduction, dt: np.dtype, count: int) -> list[int]:
@@ -603,6 +610,7 @@ class _Lowerer:
 
         part = b.emit(Opc.DEFINE_ACC, dt, (), init)
         accumulate(part, b.const(0), b.const(e), 0)
+        del accumulate  # (a reference cycle otherwise, as in _lane_reduce)
         partial = b.emit(Opc.ACC_READ, dt, (part,))
         if smem is None:  # a single thread: its partial is the result
             return b.cast(partial, r.dtype)
@@ -642,7 +650,7 @@ class _Lowerer:
         index = self._phase(s.shape, outer, red)
         out_dtype = self.k.args[s.buf].dtype
         value = self.b.cast(self._expr(s.expr, index), out_dtype)
-        self.b.emit(Opc.STORE, None, (self.params[s.buf], self._view_index(s.view, index), value))
+        self.b.emit(Opc.STORE, None, (self.params[s.buf], self._view_index(s.view, index, self._moved(s.slot)), value))
 
     def _expr(self, root: Expr, index: _PhaseIndex) -> Inst:
         """Lower one phase's expression; each (interned) node once."""
@@ -653,9 +661,12 @@ class _Lowerer:
         return done[id(root)]
 
     def _expr_load(self, node: Expr, srcs: list[Inst], index: _PhaseIndex) -> Inst:
-        buf, chain = node.arg
+        buf, chain, slot = node.arg
         read_only = not self.k.args[buf].output
-        return self.b.load(self.params[buf], self._chain_index(chain, index), node.dtype, read_only)
+        return self.b.load(self.params[buf], self._chain_index(chain, index, self._moved(slot)), node.dtype, read_only)
+
+    def _moved(self, slot: int | None) -> Inst | None:
+        return None if slot is None else self.moved[slot]
 
     def _expr_const(self, node: Expr, srcs: list[Inst], index: _PhaseIndex) -> Inst:
         return self.b.const(node.arg, node.dtype)
@@ -684,24 +695,30 @@ class _Lowerer:
     }
 
     # -- index math
-    def _chain_index(self, chain: ViewChain, index: _PhaseIndex) -> Inst:
+    def _chain_index(self, chain: ViewChain, index: _PhaseIndex, moved: Inst | None) -> Inst:
         """Buffer element index read by a LOAD: the first view maps the phase index; each
         later view maps the previous view's result, a linear index into its shape's contiguous
-        layout, which is unravelled over that shape."""
+        layout, which is unravelled over that shape. `moved`: a runtime offset added to the
+        last view's (a slot, see kernel_params)."""
+        if len(chain) == 1:
+            return self._view_index(chain[0], index, moved)
         lin = self._view_index(chain[0], index)
-        for view in chain[1:]:
+        for k, view in enumerate(chain[1:], 2):
             dims = [(size, stride) for size, stride in zip(view.shape, view.strides) if size != 1]
             terms = self._linear_terms(lin, [s for s, _ in dims], [st for _, st in dims])
-            lin = self._sum(self.b.const(view.offset), terms)
+            lin = self._sum(self._offset(view, moved if k == len(chain) else None), terms)
         return lin
 
-    def _view_index(self, view: View, index: _PhaseIndex) -> Inst:
+    def _offset(self, view: View, moved: Inst | None) -> Inst:
+        return self.b.const(view.offset) if moved is None else self.b.add(moved, self.b.const(view.offset))
+
+    def _view_index(self, view: View, index: _PhaseIndex, moved: Inst | None = None) -> Inst:
         """offset + sum(i[d] * stride[d]) over the phase index. The outer part comes first
         so that it is one loop-invariant value, shared by every view with the same one."""
         assert view.shape == index.shape, (view.shape, index.shape)
         outer = self._linear_terms(index.outer_lin, [view.shape[d] for d in index.outer_dims],
                                    [view.strides[d] for d in index.outer_dims])
-        base = self._sum(self.b.const(view.offset), outer)
+        base = self._sum(self._offset(view, moved), outer)
         if index.red_lin is None:
             return base
         red = self._linear_terms(index.red_lin, [view.shape[d] for d in index.red_dims],

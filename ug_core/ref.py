@@ -62,7 +62,12 @@ def _load(flat: np.ndarray, chain: ViewChain) -> np.ndarray:
     return flat[_chain_indices(chain)]
 
 
-def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], memo: dict[int, np.ndarray]) -> np.ndarray:
+def _moved(view: View, slot: int | None, offsets: list[int]) -> View:
+    """`view` with the runtime offset of its slot added (Kernel.offsets_arg)."""
+    return view if slot is None else View(view.shape, view.strides, view.offset + offsets[slot])
+
+
+def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], offsets: list[int]) -> np.ndarray:
     order = toposort(root)
     # readers left per node: an intermediate array is dropped after its last read, so a long
     # expression holds a few whole arrays at a time, not one per node
@@ -70,13 +75,12 @@ def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], memo
     for node in order:
         for src in node.srcs:
             readers[id(src)] = readers.get(id(src), 0) + 1
+    memo: dict[int, np.ndarray] = {}
     for node in order:
-        if id(node) in memo:
-            continue
         op = node.op
         if op is Op.LOAD:
-            buf, chain = node.arg
-            value = _load(arrays[buf], chain)
+            buf, chain, slot = node.arg
+            value = _load(arrays[buf], chain[:-1] + (_moved(chain[-1], slot, offsets),))
         elif op is Op.CONST:
             value = np.array(node.arg, dtype=node.dtype)
         elif op is Op.ACC:
@@ -97,14 +101,15 @@ def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], memo
 def run_kernel(kernel: Kernel, arrays: list[np.ndarray]) -> None:
     """Execute a kernel on flat host arrays (one per argument)."""
     accs: list[np.ndarray] = []
+    offsets = [] if kernel.offsets_arg is None else [int(v) for v in arrays[kernel.offsets_arg]]
     with np.errstate(all="ignore"):
         for r in kernel.reductions:
-            value = np.broadcast_to(_evaluate(r.expr, arrays, accs, {}), r.shape)
+            value = np.broadcast_to(_evaluate(r.expr, arrays, accs, offsets), r.shape)
             accs.append(REDUCE[r.op].numpy(value, kernel.axes, True, r.dtype))
         for s in kernel.stores:
-            value = np.broadcast_to(_evaluate(s.expr, arrays, accs, {}), s.shape)
+            value = np.broadcast_to(_evaluate(s.expr, arrays, accs, offsets), s.shape)
             if s.view.size:
-                strided(arrays[s.buf], s.view, writeable=True)[...] = value
+                strided(arrays[s.buf], _moved(s.view, s.slot, offsets), writeable=True)[...] = value
 
 
 class RefDevice(Device):

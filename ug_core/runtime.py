@@ -163,6 +163,7 @@ class MatmulLaunch:
 class _Step:
     run: Callable[[list[Buffer | None]], None]
     describe: str
+    uses: tuple[int, ...]  # the slots it reads or writes
     kernel: KernelLaunch | None = None
     matmul: MatmulLaunch | None = None
 
@@ -190,6 +191,7 @@ class CompiledSchedule:
         # slots of lazy nodes whose buffer an in-place assign overwrote (Schedule.clobbered):
         # they stay lazy instead of getting a buffer that holds another value
         self.clobbered = frozenset(self._slot_of[id(n)] for n in schedule.clobbered if id(n) in self._slot_of)
+        self.last_use = _last_uses(self.steps, len(self.slots))
         # what `run` does, as one callable: ug.jit replays call this directly, and most traced
         # functions fuse into a single kernel, whose step function then is the whole run. It
         # holds the steps, not `self`: a bound method stored on self is a reference cycle, which
@@ -235,7 +237,7 @@ class CompiledSchedule:
             def run_kernel(bufs: list[Buffer | None]) -> None:
                 bind(bufs)
                 launch(gather(bufs))
-            return _Step(run_kernel, item.describe(), data)
+            return _Step(run_kernel, item.describe(), tuple(idx), data)
         if isinstance(item, MatmulItem):
             device = registry.get(item.out.device)
             alloc = self._allocator(item.out)
@@ -244,7 +246,7 @@ class CompiledSchedule:
             def run_matmul(bufs: list[Buffer | None]) -> None:
                 alloc(bufs)
                 device.matmul(bufs[idx[0]], bufs[idx[1]], bufs[idx[2]], spec)  # type: ignore[arg-type]
-            return _Step(run_matmul, item.describe(), matmul=MatmulLaunch(device, spec, *idx))
+            return _Step(run_matmul, item.describe(), tuple(idx), matmul=MatmulLaunch(device, spec, *idx))
         if isinstance(item, CustomItem):
             alloc = self._allocator(item.out)
             shapes = [n.shape for n in item.inputs]
@@ -267,7 +269,7 @@ class CompiledSchedule:
                                      f"shape {out.shape} {out.dtype}; it must fill `out` in place (out[...] = ...), "
                                      f"not resize, reshape or replace it")
                 bufs[idx[0]].copy_in(out)  # type: ignore[union-attr]
-            return _Step(run_custom, item.describe())
+            return _Step(run_custom, item.describe(), tuple(idx))
         if isinstance(item, CopyItem):
             alloc = self._allocator(item.out)
 
@@ -275,7 +277,7 @@ class CompiledSchedule:
                 alloc(bufs)
                 bufs[idx[1]].device.synchronize()  # type: ignore[union-attr]
                 bufs[idx[0]].copy_in(bufs[idx[1]].numpy())  # type: ignore[union-attr]
-            return _Step(run_copy, item.describe())
+            return _Step(run_copy, item.describe(), tuple(idx))
         raise AssertionError(item)
 
     def _compile_with_epilogue(self, mm: MatmulItem, item: KernelItem) -> _Step:
@@ -295,13 +297,15 @@ class CompiledSchedule:
             if not device.matmul_epilogue(bufs[out], bufs[a], bufs[b], spec, program, gather(bufs)):  # type: ignore[arg-type]
                 matmul_step.run(bufs)
                 kernel_step.run(bufs)
-        return _Step(run_fused, f"{matmul_step.describe} + epilogue {kernel_step.describe}")
+        return _Step(run_fused, f"{matmul_step.describe} + epilogue {kernel_step.describe}",
+                     matmul_step.uses + kernel_step.uses)
 
-    def run(self, bufs: list[Buffer | None]) -> list[Buffer | None]:
+    def run(self, bufs: list[Buffer | None], drop: frozenset[int] = frozenset()) -> list[Buffer | None]:
+        """Run the steps on `bufs` (one per slot), letting go of the slots in `drop` after
+        their last use (see _run_on)."""
         if self.debug >= 1:
             return self._run_timed(bufs)
-        for step in self.steps:
-            step.run(bufs)
+        _run_dropping([step.run for step in self.steps], self.last_use, bufs, drop)
         return bufs
 
     def _run_timed(self, bufs: list[Buffer | None]) -> list[Buffer | None]:
@@ -321,6 +325,32 @@ def _runner(steps: list[_Step], slots: list[Node], debug: int) -> Callable[[list
             run(bufs)
         return bufs
     return run_steps
+
+
+def _last_uses(steps: list[_Step], n_slots: int) -> list[tuple[int, ...]]:
+    """Per step, the slots no later step uses."""
+    last = [-1] * n_slots
+    for k, step in enumerate(steps):
+        for slot in step.uses:
+            last[slot] = k
+    per_step: list[list[int]] = [[] for _ in steps]
+    for slot, k in enumerate(last):
+        if k >= 0:
+            per_step[k].append(slot)
+    return [tuple(x) for x in per_step]
+
+
+def _run_dropping(runs: list[Callable[[list[Buffer | None]], None]], last_use: list[tuple[int, ...]],
+                  bufs: list[Buffer | None], drop: frozenset[int]) -> None:
+    if not drop:
+        for run in runs:
+            run(bufs)
+        return
+    for run, done in zip(runs, last_use):
+        run(bufs)
+        for slot in done:
+            if slot in drop:
+                bufs[slot] = None  # its buffer goes back to the device's pool for the next steps
 
 
 def _run_timed(steps: list[_Step], slots: list[Node], bufs: list[Buffer | None]) -> list[Buffer | None]:
@@ -368,30 +398,51 @@ def _is_epilogue(mm: MatmulItem, item: KernelItem) -> bool:
     return True
 
 
-def run_schedule(schedule: Schedule) -> CompiledSchedule | None:
+def run_schedule(schedule: Schedule, nodes: list[Node] | None = None) -> CompiledSchedule | None:
     """Compile and run a schedule, then give every produced node its buffer; the compiled
-    schedule (None when there was nothing to run)."""
+    schedule (None when there was nothing to run). `nodes`: the walk of its targets, if known."""
     if not schedule.items:
         return None
     if debug_level() >= 1:
         _log(str(schedule))
     compiled = CompiledSchedule(schedule)
-    _run_on(compiled.run, compiled.slots, compiled.clobbered)
+    _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets,
+            walk(schedule.targets) if nodes is None else nodes)
     return compiled
+
+
+def _intermediates(slots: list[Node], bufs: list[Buffer | None], clobbered: frozenset[int], targets: list[Node],
+                   nodes: list[Node]) -> frozenset[int]:
+    """The slots whose buffers may go after their last use (see _run_on)."""
+    candidates = [i for i, (n, b) in enumerate(zip(slots, bufs)) if b is None and i not in clobbered and not n._creator]
+    if not candidates:
+        return frozenset()
+    inside = {id(n) for n in nodes}
+    keep = {id(t) for t in targets}
+    drop = []
+    for i in candidates:
+        node = slots[i]
+        if id(node) not in keep and all(type(r) is Node and id(r) in inside for r in node.readers()):
+            drop.append(i)
+    return frozenset(drop)
 
 
 @dataclass
 class _Replay:
     """The compiled steps of a realized graph, to run on another graph of the same structure
-    (CompileCache.schedules). It holds no node and no buffer of the graph it was made for."""
+    (CompileCache.schedules). It holds no node and no buffer of the graph it was made for
+    (only constants it reads whatever the graph, such as kernel_params' offsets)."""
 
     steps: list[Callable[[list[Buffer | None]], None]]
-    slots: list[int]      # per buffer slot of the steps: the position of its node in the walk
+    # per buffer slot of the steps: the position of its node in the walk, or a realized node
+    # that the schedule added, which every graph of this structure reads (kernel_params' offsets)
+    slots: list[int | Node]
     programs: int         # compiled programs the steps use (each reuse counts that many hits)
+    last_use: list[tuple[int, ...]]   # CompiledSchedule.last_use
+    clobbered: frozenset[int]         # CompiledSchedule.clobbered
 
-    def run(self, bufs: list[Buffer | None]) -> None:
-        for step in self.steps:
-            step(bufs)
+    def run(self, bufs: list[Buffer | None], drop: frozenset[int] = frozenset()) -> None:
+        _run_dropping(self.steps, self.last_use, bufs, drop)
 
 
 def realize_nodes(targets: list[Node]) -> None:
@@ -416,24 +467,33 @@ def realize_nodes(targets: list[Node]) -> None:
         key = replay = None
     if replay is not None:
         cache.hits += replay.programs
-        _run_on(replay.run, [nodes[i] for i in replay.slots])
+        _run_on(replay.run, [nodes[i] if isinstance(i, int) else i for i in replay.slots], replay.clobbered, targets, nodes)
         return
     looked_up = cache.hits + cache.misses
-    compiled = run_schedule(create_schedule(targets))
+    compiled = run_schedule(create_schedule(targets), nodes)
     if compiled is None:
         return
     position = {id(n): i for i, n in enumerate(nodes)}
-    slots = [position.get(id(n)) for n in compiled.slots]
+    slots = [position.get(id(n), n if n.realized else None) for n in compiled.slots]
     if key is not None and None not in slots:
         steps = [step.run for step in compiled.steps]
-        cache.keep_schedule(key, _Replay(steps, slots, cache.hits + cache.misses - looked_up))  # type: ignore[arg-type]
+        cache.keep_schedule(key, _Replay(steps, slots, cache.hits + cache.misses - looked_up,  # type: ignore[arg-type]
+                                         compiled.last_use, compiled.clobbered))
 
 
-def _run_on(run: Callable[[list[Buffer | None]], object], slots: list[Node], clobbered: frozenset[int] = frozenset()) -> None:
+def _run_on(run: Callable[[list[Buffer | None], frozenset[int]], object], slots: list[Node],
+            clobbered: frozenset[int], targets: list[Node], nodes: list[Node]) -> None:
     """Run compiled steps on the buffers of these slot nodes, then give each node that had
-    none the buffer the steps produced for it (but the clobbered ones, see Schedule.clobbered)."""
+    none the buffer the steps produced for it (but the clobbered ones, see Schedule.clobbered).
+
+    An intermediate's buffer is let go after the last step that uses it, so a chain of k
+    matmuls holds two or three products at a time, not k: one that is no target, that no live
+    tensor holds and that only nodes of this graph (`nodes`, the targets' walk) read. It stays
+    lazy: were it read again after all (through a lazy node that read it and was fused), it
+    would be computed again, from values that cannot have changed (nodes are values)."""
     bufs: list[Buffer | None] = [n.buffer for n in slots]
-    run(bufs)
+    drop = _intermediates(slots, bufs, clobbered, targets, nodes)
+    run(bufs, drop)
     for i, (node, buf) in enumerate(zip(slots, bufs)):
         if not node.realized and buf is not None and i not in clobbered:
             node.set_buffer(buf)

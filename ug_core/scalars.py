@@ -44,19 +44,20 @@ _FOLDED_VALUES = (0, 1, -1, 2, 0.5)
 
 
 class _ScalarCache:
-    """The kept scalar nodes by (registry generation, device name, dtype, value bits), least
-    recently used first. (A device registered again under its name is another device, hence
+    """The kept scalar nodes by (registry generation, device name, dtype, shape, value bits), least
+    recently used first (a kernel's view offsets are kept here too: a small 1-d array each, see
+    kernel_params). (A device registered again under its name is another device, hence
     the generation in the key, as for the runtime's kept schedules.)"""
 
     def __init__(self) -> None:
-        self.nodes: OrderedDict[tuple[int, str, np.dtype, bytes], Node] = OrderedDict()
+        self.nodes: OrderedDict[tuple[int, str, np.dtype, tuple[int, ...], bytes], Node] = OrderedDict()
         self.lock = threading.Lock()
         self.hits = 0
         self.misses = 0
 
-    def node(self, value: np.generic, device: str) -> Node:
+    def node(self, value: np.generic | np.ndarray, device: str) -> Node:
         dtype = value.dtype
-        key = (registry.generation, device, dtype, value.tobytes())
+        key = (registry.generation, device, dtype, value.shape, value.tobytes())
         with self.lock:
             found = self.nodes.get(key)
             if found is not None:
@@ -64,7 +65,7 @@ class _ScalarCache:
                 self.hits += 1
                 return found
         # allocate and copy outside the lock: a device's copy_in may wait for queued work
-        node = from_buffer(private_buffer(value, device), ())
+        node = from_buffer(private_buffer(value, device), value.shape)
         with self.lock:
             self.misses += 1
             self.nodes[key] = node
@@ -82,9 +83,10 @@ class _ScalarCache:
 scalar_cache = _ScalarCache()
 
 
-def private_buffer(value: np.generic, device: str) -> Buffer:
-    """A new one-element buffer on `device` holding `value` (of its dtype)."""
-    return Buffer(registry.get(device), 1, value.dtype).copy_in(np.asarray(value).reshape(1))
+def private_buffer(value: np.generic | np.ndarray, device: str) -> Buffer:
+    """A new buffer on `device` holding `value` (of its dtype; one element for a scalar)."""
+    flat = np.asarray(value).reshape(-1)
+    return Buffer(registry.get(device), flat.size, value.dtype).copy_in(flat)
 
 
 def folds(value: np.generic) -> bool:

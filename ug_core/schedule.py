@@ -29,6 +29,7 @@ from .device import MatmulSpec
 from .dtypes import name as dtype_name
 from .graph import Node
 from .kernel_ir import BufferArg, Expr, ExprBuilder, Kernel, Reduction, Store, toposort
+from .kernel_params import parametrize_offsets
 from .ops import ALU, REDUCE, Op
 from .plugins import registry
 from .view import View, ViewChain, chain_push, contiguous_strides, prod
@@ -404,8 +405,8 @@ def _renumber_loads(root: Expr, n_out: int, eb: ExprBuilder, memo: dict[int, Exp
             continue
         stack.pop()
         if e.op is Op.LOAD:
-            buf, chain = e.arg
-            memo[id(e)] = eb.load(n_out + (-1 - buf), chain, e.dtype)
+            buf, chain, slot = e.arg
+            memo[id(e)] = eb.load(n_out + (-1 - buf), chain, e.dtype, slot)
         else:
             memo[id(e)] = eb.make(e.op, tuple([memo[id(s)] for s in e.srcs]), e.arg, e.dtype)
     return memo[id(root)]
@@ -500,11 +501,17 @@ def _node_size(node: Node) -> int:
     return 16 if op in _HEAVY_OPS else 1
 
 
-def _max_inputs(device_name: str) -> int:
-    """The most input buffers a kernel on the device may read: its `max_kernel_buffers` (see
-    Device) less one for the kernel's output (sys.maxsize: no limit)."""
+def _max_arguments(device_name: str) -> int:
+    """The most buffers (outputs and inputs) a kernel the scheduler builds may take on the
+    device: its `max_kernel_buffers` (see Device) less one for the offsets argument that
+    kernel_params may add (sys.maxsize: no limit)."""
     limit = getattr(registry.get(device_name), "max_kernel_buffers", None)
-    return sys.maxsize if limit is None else max(1, limit - 1)
+    return sys.maxsize if limit is None else max(2, limit - 1)
+
+
+def _max_inputs(device_name: str) -> int:
+    """The most input buffers a kernel of one output may read (see _max_arguments)."""
+    return _max_arguments(device_name) - 1
 
 
 def _bound_kernel_size(nodes: list[Node], realize: set[Node], limit: int = MAX_KERNEL_SIZE) -> None:
@@ -775,6 +782,11 @@ def create_schedule(targets: list[Node]) -> Schedule:
             in_place = set()  # a read depends on the write: write into fresh buffers instead
             continue
         clobbered = {n.srcs[0] for n in in_place if not n.srcs[0].realized}
+        for item in ordered:  # last: the decisions above read the offsets in the kernels' views
+            if isinstance(item, KernelItem):
+                item.kernel, holder = parametrize_offsets(item.kernel, item.outputs[0].device)
+                if holder is not None:
+                    item.buffers.append(holder)
         return Schedule(ordered, targets, clobbered)
 
 
@@ -785,21 +797,26 @@ def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[N
     deps = _dependencies(singles)
     groups: list[list[Node]] = []
     group_of: dict[Node, int] = {}
+    group_inputs: list[set[int]] = []  # ids of the nodes each group's kernel reads
     for node in kernel_nodes:
         k = singles[node].kernel
+        inputs = {id(n) for n in singles[node].buffers[1:]}
         # a write is a kernel of its own (its store may alias its target): no group to look for
         for gi, group in enumerate(groups if node.op is not Op.ASSIGN else ()):
             head = singles[group[0]].kernel
             if (group[0].op is not Op.ASSIGN and group[0].device == node.device
                     and (head.outer, head.axes) == (k.outer, k.axes)
+                    and len(group) + 1 + len(group_inputs[gi] | inputs) <= _max_arguments(node.device)
                     and all(m not in deps[node] and node not in deps[m] for m in group)
                     and not _merge_makes_cycle(gi, node, groups, group_of, deps)):
                 group.append(node)
                 group_of[node] = gi
+                group_inputs[gi] |= inputs
                 break
         else:
             group_of[node] = len(groups)
             groups.append([node])
+            group_inputs.append(inputs)
     items: list[Item] = []
     for group in groups:
         node = group[0]
