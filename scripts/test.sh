@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test command (README "Run the tests"; .ci/run calls this).
-# Installs ug-core with its test extras plus every backend plugin under plugins/, then runs
-# the core suite (on every usable device) and each plugin's own tests.
+# Installs ug-core with its test extras plus every backend plugin under plugins/, then runs, in one
+# pytest process: the device conformance kit (ug_core/testing, installed with ug-core) on every
+# usable device, the repository's own tests (tests/: what needs no device) and each plugin's tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # ug-vulkan: lavapipe (Vulkan on the CPU) and spirv-tools; skipped when installed, apt-get update only if needed
@@ -23,5 +24,6 @@ if [ -f /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ]; then
     export VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json MESA_SHADER_CACHE_DISABLE=true UG_VULKAN_VALIDATE=1
 fi
 ug devices
-# the core suite runs once per usable device (the `device` fixture), then each plugin's own tests
-python -m pytest -q "${paths[@]}" "$@"
+# the kit runs once per usable device (the `device` fixture; --ug-device NAME picks devices), then
+# tests/ and each plugin's own tests (--pyargs: ug_core.testing is a package, the rest are paths)
+python -m pytest -q --pyargs ug_core.testing "${paths[@]}" "$@"

@@ -1,19 +1,14 @@
-"""Deep graphs: chains far past Python's recursion limit schedule, compile and run on every
-device, in kernels of bounded size (schedule.MAX_KERNEL_SIZE), in time linear in the chain.
-
-Before: a chain of 400 elementwise ops raised RecursionError in the scheduler (its kernel
-builder recursed once per node), and a 20,000-op chain with a raised recursion limit crashed
-the interpreter; a chain realized as one kernel also compiled in time superlinear in its length.
-"""
+"""Deep graphs: chains far past Python's recursion limit schedule in kernels of bounded size
+(schedule.MAX_KERNEL_SIZE) and are freed without crashing; nothing here runs on a device (the
+kit's ug_core/testing/test_deep_graphs.py compiles and runs them on each device)."""
 
 import sys
-import time
 
 import numpy as np
-import pytest
 
 import ug_core as ug
 
+DEVICE = "ref"
 schedule_module = sys.modules["ug_core.schedule"]  # (ug_core.schedule is the function)
 
 
@@ -28,25 +23,8 @@ def axpb_chain(x, n):
     return x
 
 
-def test_chain_of_400_ops_realizes(device, close):
-    x0 = np.linspace(0, 1, 64, dtype=np.float32)
-    y = axpb_chain(ug.tensor(x0, device=device), 200)
-    close(y, axpb_chain(x0, 200), rtol=1e-5)
-
-
-def test_chain_far_past_the_recursion_limit(device, close):
-    # 20,000 ops with the default recursion limit (1000): nothing walks the graph recursively
-    x0 = np.linspace(0, 1, 256, dtype=np.float32).reshape(16, 16)
-    y = axpb_chain(ug.tensor(x0, device=device), 10_000)
-    sched = ug.schedule(y)
-    assert all(size <= schedule_module.MAX_KERNEL_SIZE for size in kernel_sizes(sched))
-    assert len(sched.items) > 1  # cut into kernels of bounded size
-    want = axpb_chain(x0.astype(np.float64), 10_000).astype(np.float32)
-    close(y, want, rtol=1e-4)
-
-
-def test_long_chain_is_cut_into_bounded_kernels_that_compile_once(device):
-    x = ug.tensor(np.ones(32, np.float32), device=device)
+def test_long_chain_is_cut_into_bounded_kernels_that_compile_once():
+    x = ug.tensor(np.ones(32, np.float32), device=DEVICE)
     sched = ug.schedule(axpb_chain(x, 5_000))
     sizes = kernel_sizes(sched)
     assert max(sizes) <= schedule_module.MAX_KERNEL_SIZE
@@ -55,92 +33,14 @@ def test_long_chain_is_cut_into_bounded_kernels_that_compile_once(device):
     assert len({item.kernel.key() for item in sched.items}) <= 3
 
 
-def test_mixed_chain_with_transcendentals(device, close):
-    x0 = np.linspace(-1, 1, 64, dtype=np.float32)
-    x, want = ug.tensor(x0, device=device), x0.astype(np.float64)
-    for _ in range(300):
-        x = (x * 1.0001 + 0.5).sin()
-        want = np.sin(want * 1.0001 + 0.5)
-    close(x, want.astype(np.float32), rtol=1e-4, atol=1e-5)
-
-
-def test_deep_chain_of_fused_reductions(device, close):
-    rng = np.random.default_rng(0)
-    x0 = rng.standard_normal((8, 16)).astype(np.float32)
-    x, want = ug.tensor(x0, device=device), x0.astype(np.float64)
-    for _ in range(1_000):
-        x = (x * 0.5 + x.max(axis=1, keepdims=True) * 0.25).tanh()
-        want = np.tanh(want * 0.5 + want.max(axis=1, keepdims=True) * 0.25)
-    close(x, want.astype(np.float32), rtol=1e-4, atol=1e-5)
-
-
-def test_deep_chain_of_reductions_that_cannot_fuse_is_scheduled_in_linear_time(device, close):
-    # every step reduces over both axes, so each reduction needs a buffer of its own; the
-    # scheduler used to find them one per rebuild of the whole schedule (cubic: 75 s for 100 steps,
-    # and a RecursionError before that)
-    rng = np.random.default_rng(1)
-    x0 = rng.standard_normal((8, 16)).astype(np.float32)
-
-    def chain(steps):
-        x, want = ug.tensor(x0, device=device), x0.astype(np.float64)
-        for _ in range(steps):
-            x = (x - x.mean(axis=0, keepdims=True) + x.sum(axis=1, keepdims=True) * 0.01) * 0.9
-            want = (want - want.mean(axis=0, keepdims=True) + want.sum(axis=1, keepdims=True) * 0.01) * 0.9
-        return x, want
-
-    x, want = chain(100)
-    start = time.perf_counter()
-    sched = ug.schedule(x)
-    elapsed = time.perf_counter() - start
-    assert len(sched.items) >= 200
-    assert elapsed < 20, f"scheduling 100 steps took {elapsed:.1f} s"
-    close(x, want.astype(np.float32), rtol=1e-4, atol=1e-4)
-
-
-def test_deep_chain_of_views_that_do_not_merge(device, close):
-    x0 = np.arange(128, dtype=np.float32).reshape(8, 16)
-    x, want = ug.tensor(x0, device=device), x0
-    for i in range(3_000):
-        # a transpose read through a reshape is no single strided view: views pile up in a chain
-        x = x.reshape(16, 8).T.reshape(8, 16)
-        want = want.reshape(16, 8).T.reshape(8, 16)
-        if i % 500 == 499:
-            x, want = x * 0.5 + 1.0, want * np.float32(0.5) + np.float32(1.0)
-    close(x, want)
-
-
-def test_deep_chain_realizes_again_through_the_structure_cache_and_jit(device, close):
-    x0 = np.linspace(0, 1, 64, dtype=np.float32)
-    for k in range(2):  # the second graph has the first one's structure: its compiled steps are reused
-        close(axpb_chain(ug.tensor(x0 + k, device=device), 3_000), axpb_chain(x0 + k, 3_000), rtol=1e-5)
-    f = ug.jit(lambda t: axpb_chain(t, 3_000))
-    for k in range(3):
-        close(f(ug.tensor(x0 * k, device=device)), axpb_chain(x0 * k, 3_000), rtol=1e-5)
-
-
-def test_freeing_a_deep_unrealized_chain_does_not_crash(device):
+def test_freeing_a_deep_unrealized_chain_does_not_crash():
     # each node holds its sources: freeing the last one frees the chain, one deallocation inside
     # the other (CPython's trashcan keeps that off the C stack)
-    x = ug.tensor(np.ones(4, np.float32), device=device)
+    x = ug.tensor(np.ones(4, np.float32), device=DEVICE)
     for _ in range(100_000):
         x = -x
     del x
-    y = ug.tensor(np.ones(4, np.float32), device=device)
+    y = ug.tensor(np.ones(4, np.float32), device=DEVICE)
     for _ in range(20_000):
         y = y.reshape(2, 2).T.reshape(4)
     del y
-
-
-@pytest.mark.slow
-def test_chain_of_100k_ops(device, close):
-    # 33,334 steps of three ops each, realized at once: under ~30 s per device
-    x0 = np.linspace(0, 1, 64, dtype=np.float32)
-    x, want = ug.tensor(x0, device=device), x0.astype(np.float64)
-    for _ in range(33_334):
-        x = (x * 1.0001 + 0.5).sin()
-        want = np.sin(want * 1.0001 + 0.5)
-    start = time.perf_counter()
-    got = x.numpy()
-    elapsed = time.perf_counter() - start
-    close(got, want.astype(np.float32), rtol=1e-4, atol=1e-5)
-    assert elapsed < 60, f"realizing a 100,000-op chain took {elapsed:.1f} s"

@@ -1,10 +1,14 @@
 """Bad input must raise ValueError / IndexError / TypeError when the op is built
-(never deferred to realize), with messages naming the offending shapes/values."""
+(never deferred to realize), with messages naming the offending shapes/values.
+
+These run nothing on a device (the kit's ug_core/testing/test_errors.py has the errors seen when
+something runs): they build their graphs on the built-in `ref` device."""
 import numpy as np
 import pytest
 
 import ug_core as ug
 
+DEVICE = "ref"
 AXIS_ERR = (IndexError, ValueError)
 
 
@@ -24,92 +28,92 @@ def t(shape, device, dtype=np.float32):
     lambda a, b: ug.minimum(a, b),
     lambda a, b: ug.where(a > 0, a, b),
 ], ids=["add", "sub", "mul", "div", "pow", "lt", "eq", "maximum", "minimum", "where"])
-def test_binary_shape_mismatch(device, op):
-    a, b = t((2, 3), device), t((4,), device)
+def test_binary_shape_mismatch(op):
+    a, b = t((2, 3), DEVICE), t((4,), DEVICE)
     with pytest.raises(ValueError) as ei:
         op(a, b)
     msg = str(ei.value)
     assert "(2, 3)" in msg and "(4,)" in msg, msg
 
 
-def test_binary_shape_mismatch_reversed_and_nd(device):
+def test_binary_shape_mismatch_reversed_and_nd():
     with pytest.raises(ValueError) as ei:
-        t((4,), device) + t((2, 3), device)
+        t((4,), DEVICE) + t((2, 3), DEVICE)
     assert "(2, 3)" in str(ei.value) and "(4,)" in str(ei.value)
     with pytest.raises(ValueError) as ei:
-        t((2, 3, 4), device) * t((3, 5), device)
+        t((2, 3, 4), DEVICE) * t((3, 5), DEVICE)
     assert "(2, 3, 4)" in str(ei.value) and "(3, 5)" in str(ei.value)
 
 
-def test_where_condition_mismatch(device):
+def test_where_condition_mismatch():
     with pytest.raises(ValueError):
-        ug.where(t((3,), device) > 0, t((2, 4), device), 0.0)
+        ug.where(t((3,), DEVICE) > 0, t((2, 4), DEVICE), 0.0)
 
 
 @pytest.mark.parametrize("sa,sb", [((3, 4), (5, 6)), ((3,), (4,)), ((3, 4), (3,)), ((5,), (4, 2)),
                                    ((2, 3, 4), (3, 4, 5)), ((2, 3, 4), (2, 5, 6))], ids=str)
-def test_matmul_mismatch(device, sa, sb):
-    a, b = t(sa, device), t(sb, device)
+def test_matmul_mismatch(sa, sb):
+    a, b = t(sa, DEVICE), t(sb, DEVICE)
     with pytest.raises(ValueError):
         a @ b
     with pytest.raises(ValueError):
         ug.matmul(a, b)
 
 
-def test_matmul_mismatch_message_names_shapes(device):
+def test_matmul_mismatch_message_names_shapes():
     with pytest.raises(ValueError) as ei:
-        t((3, 4), device) @ t((5, 6), device)
+        t((3, 4), DEVICE) @ t((5, 6), DEVICE)
     msg = str(ei.value)
     assert ("(3, 4)" in msg and "(5, 6)" in msg) or ("4" in msg and "5" in msg), msg
 
 
 @pytest.mark.parametrize("shape", [(4, 2), (7,), (-1, 4), (-1, -1), (2, 2, 2), (0, 6)], ids=str)
-def test_bad_reshape(device, shape):
-    x = t((2, 3), device)
+def test_bad_reshape(shape):
+    x = t((2, 3), DEVICE)
     with pytest.raises(ValueError):
         x.reshape(*shape)
 
 
-def test_bad_reshape_message(device):
+def test_bad_reshape_message():
     with pytest.raises(ValueError) as ei:
-        t((2, 3), device).reshape(4, 2)
+        t((2, 3), DEVICE).reshape(4, 2)
     msg = str(ei.value)
     assert "(2, 3)" in msg or "6" in msg, msg
 
 
 @pytest.mark.parametrize("name", ["sum", "max", "min", "mean"])
 @pytest.mark.parametrize("axis", [2, -3, 5, (0, 2), (0, -3)], ids=str)
-def test_reduce_axis_out_of_range(device, name, axis):
-    x = t((2, 3), device)
+def test_reduce_axis_out_of_range(name, axis):
+    x = t((2, 3), DEVICE)
     with pytest.raises(AXIS_ERR):
         getattr(x, name)(axis=axis)
 
 
-def test_reduce_duplicate_axis(device):
+def test_reduce_duplicate_axis():
     with pytest.raises(ValueError):
-        t((2, 3), device).sum(axis=(0, 0))
+        t((2, 3), DEVICE).sum(axis=(0, 0))
     with pytest.raises(ValueError):
-        t((2, 3), device).sum(axis=(1, -1))
+        t((2, 3), DEVICE).sum(axis=(1, -1))
 
 
 @pytest.mark.parametrize("axis", [2, -3])
-def test_softmax_axis_out_of_range(device, axis):
-    x = t((2, 3), device)
+def test_softmax_axis_out_of_range(axis):
+    x = t((2, 3), DEVICE)
     with pytest.raises(AXIS_ERR):
         x.softmax(axis=axis)
     with pytest.raises(AXIS_ERR):
         x.log_softmax(axis=axis)
 
 
-def test_max_of_empty(device):
+def test_max_of_empty():
     with pytest.raises(ValueError):
-        ug.zeros((0,), device=device).max()
+        ug.zeros((0,), device=DEVICE).max()
     with pytest.raises(ValueError):
-        ug.zeros((3, 0), device=device).min(axis=1)
+        ug.zeros((3, 0), device=DEVICE).min(axis=1)
 
 
-def test_bad_permute(device):
-    x = t((2, 3, 4), device)
+def test_bad_permute():
+    x = t((2, 3, 4), DEVICE)
     with pytest.raises(AXIS_ERR):
         x.permute(0, 1, 3)
     with pytest.raises(ValueError):
@@ -118,16 +122,16 @@ def test_bad_permute(device):
         x.permute(0, 1)
 
 
-def test_bad_squeeze(device):
-    x = t((2, 1, 3), device)
+def test_bad_squeeze():
+    x = t((2, 1, 3), DEVICE)
     with pytest.raises(ValueError):
         x.squeeze(0)  # size 2, not squeezable
     with pytest.raises(AXIS_ERR):
         x.squeeze(3)
 
 
-def test_bad_expand_dims(device):
-    x = t((2, 3), device)
+def test_bad_expand_dims():
+    x = t((2, 3), DEVICE)
     with pytest.raises(AXIS_ERR):
         x.expand_dims(4)
     with pytest.raises(AXIS_ERR):
@@ -135,14 +139,14 @@ def test_bad_expand_dims(device):
 
 
 @pytest.mark.parametrize("shape", [(2, 4), (3,), (2,), (3, 2)], ids=str)
-def test_bad_broadcast_to(device, shape):
-    x = t((2, 3), device)
+def test_bad_broadcast_to(shape):
+    x = t((2, 3), DEVICE)
     with pytest.raises(ValueError):
         x.broadcast_to(shape)
 
 
-def test_index_out_of_range(device):
-    x = t((3, 4), device)
+def test_index_out_of_range():
+    x = t((3, 4), DEVICE)
     with pytest.raises(IndexError):
         x[3]
     with pytest.raises(IndexError):
@@ -155,9 +159,9 @@ def test_index_out_of_range(device):
         x[..., 0, ...]  # two ellipses
 
 
-def test_slice_step_zero(device):
+def test_slice_step_zero():
     with pytest.raises(ValueError):
-        t((5,), device)[::0]
+        t((5,), DEVICE)[::0]
 
 
 def test_unknown_device_lists_available():
@@ -177,8 +181,8 @@ def test_unknown_device_lists_available():
         ug.arange(3, np.float32, device="no_such_device")
 
 
-def test_to_unknown_device(device):
-    x = t((3,), device)
+def test_to_unknown_device():
+    x = t((3,), DEVICE)
     with pytest.raises(ValueError) as ei:
         x.to("no_such_device")
     for d in ug.devices():
@@ -186,125 +190,57 @@ def test_to_unknown_device(device):
 
 
 @pytest.mark.parametrize("dt", [np.complex64, np.complex128, np.dtype("U3"), np.dtype(object)], ids=str)
-def test_unsupported_dtype(device, dt):
+def test_unsupported_dtype(dt):
     with pytest.raises(TypeError):
-        ug.tensor(np.zeros(3, dtype=dt), device=device)
+        ug.tensor(np.zeros(3, dtype=dt), device=DEVICE)
     with pytest.raises(TypeError):
-        ug.zeros((3,), dtype=dt, device=device)
+        ug.zeros((3,), dtype=dt, device=DEVICE)
 
 
-def test_unsupported_astype(device):
+def test_unsupported_astype():
     with pytest.raises(TypeError):
-        t((3,), device).astype(np.complex64)
+        t((3,), DEVICE).astype(np.complex64)
 
 
 @pytest.mark.parametrize("obj", [object(), "abc", b"abc", {"a": 1}, {1, 2}, None, [object()], ["a", "b"]],
                          ids=["object", "str", "bytes", "dict", "set", "None", "list_of_object", "list_of_str"])
-def test_tensor_unsupported_python_objects(device, obj):
+def test_tensor_unsupported_python_objects(obj):
     with pytest.raises(TypeError):
-        ug.tensor(obj, device=device)
+        ug.tensor(obj, device=DEVICE)
 
 
-def test_ragged_list(device):
+def test_ragged_list():
     with pytest.raises((ValueError, TypeError)):
-        ug.tensor([[1.0, 2.0], [3.0]], device=device)
+        ug.tensor([[1.0, 2.0], [3.0]], device=DEVICE)
 
 
-def test_item_requires_single_element(device):
+def test_item_requires_single_element():
     with pytest.raises(ValueError):
-        t((2,), device).item()
+        t((2,), DEVICE).item()
     with pytest.raises(ValueError):
-        t((0,), device).item()
+        t((0,), DEVICE).item()
 
 
-def test_assign_shape_mismatch(device):
-    x = t((2, 3), device)
-    with pytest.raises(ValueError):
-        x.assign(t((3, 2), device))
-    with pytest.raises(ValueError):
-        x[0] = t((4,), device)
-    with pytest.raises(ValueError):
-        x[1:] = t((2, 3), device)
-    with pytest.raises(IndexError):
-        x[5] = 1.0
-    # the failed writes left x intact
-    np.testing.assert_array_equal(x.numpy(), np.ones((2, 3), np.float32))
-
-
-def test_custom_bad_arguments(device):
-    x = t((3,), device)
+def test_custom_bad_arguments():
+    x = t((3,), DEVICE)
     with pytest.raises(TypeError):
         ug.custom(lambda out, a: None, [x], (3,), np.complex64)
     with pytest.raises((TypeError, ValueError)):
         ug.custom(lambda out, a: None, [x], (-1,), np.float32)
 
 
-def test_errors_do_not_poison_later_work(device):
-    a = np.arange(6, dtype=np.float32).reshape(2, 3)
-    x = ug.tensor(a, device=device)
-    for bad in (lambda: x + t((4,), device), lambda: x.reshape(4, 2), lambda: x.sum(axis=3),
-                lambda: x @ t((4, 1), device)):
-        with pytest.raises((ValueError, IndexError)):
-            bad()
-    np.testing.assert_allclose((x * 2 + 1).sum(axis=1).numpy(), (a * 2 + 1).sum(axis=1))
-
-
-def test_error_raised_deep_in_lazy_graph(device):
+def test_error_raised_deep_in_lazy_graph():
     # the error surfaces while building, even deep inside a larger lazy graph
-    x = t((2, 3), device)
+    x = t((2, 3), DEVICE)
     y = (x.exp() + 1).sum(axis=0)  # shape (3,)
     with pytest.raises(ValueError) as ei:
-        y * t((2,), device)
+        y * t((2,), DEVICE)
     assert "(3,)" in str(ei.value) and "(2,)" in str(ei.value)
 
 
-def test_iterating_a_0d_tensor_raises(device):
-    x = ug.tensor(np.float32(3.0), device=device)
+def test_iterating_a_0d_tensor_raises():
+    x = ug.tensor(np.float32(3.0), device=DEVICE)
     with pytest.raises(TypeError, match="iteration over a 0-d tensor"):
         iter(x)
     with pytest.raises(TypeError, match="0-d"):
         list(x)
-
-
-def test_iterating_yields_rows(device):
-    a = np.arange(6, dtype=np.float32).reshape(3, 2)
-    rows = list(ug.tensor(a, device=device))
-    assert len(rows) == 3 and all(isinstance(r, ug.Tensor) and r.shape == (2,) for r in rows)
-    np.testing.assert_array_equal(np.stack([r.numpy() for r in rows]), a)
-    assert [r.item() for r in ug.tensor(np.arange(4, dtype=np.int32), device=device)] == [0, 1, 2, 3]
-
-
-def test_custom_op_returning_an_array_is_an_error(device):
-    x = ug.tensor(np.arange(4, dtype=np.float32), device=device)
-
-    def doubles_but_returns(out, a):
-        return a * 2   # a common mistake: `out` is left zero
-
-    y = ug.custom(doubles_but_returns, [x], (4,), np.float32)
-    with pytest.raises(TypeError) as e:
-        y.numpy()
-    assert "doubles_but_returns" in str(e.value) and "in place" in str(e.value) and "ndarray" in str(e.value)
-
-
-def _resizes(out, a):
-    out.resize((2,), refcheck=False)
-
-
-def _reshapes(out, a):
-    out.shape = (2, 2)
-    out[...] = 1
-
-
-def _retypes(out, a):
-    out.dtype = np.int32
-
-
-@pytest.mark.parametrize("fn,changed", [(_resizes, "(2,)"), (_reshapes, "(2, 2)"), (_retypes, "int32")],
-                         ids=["resize", "reshape", "dtype"])
-def test_custom_op_that_changes_out_is_an_error(device, fn, changed):
-    x = ug.tensor(np.arange(4, dtype=np.float32), device=device)
-    y = ug.custom(fn, [x], (4,), np.float32)
-    with pytest.raises(ValueError) as e:
-        y.numpy()
-    message = str(e.value)
-    assert fn.__name__ in message and "(4,)" in message and changed in message and "in place" in message

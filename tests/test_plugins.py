@@ -9,6 +9,9 @@ import numpy as np
 import pytest
 
 import ug_core as ug
+import ug_core.plugins
+from ug_core.cli import main as ug_main
+from ug_core.hookspecs import CommandSpec
 from ug_core.plugins import Registry, registry
 from ug_core.ref import RefDevice
 
@@ -276,6 +279,18 @@ _BAD_PLUGINS = {
         def ug_register_devices(register):
             register(ug.DeviceSpec(name="nonedev", factory=lambda: None, plugin="ugtestplugin", priority=1))
     """, "not a ug.Device"),
+    "command-hook-raises": ("""
+        import ug_core as ug
+        from ug_core.ref import RefDevice
+
+        @ug.hookimpl
+        def ug_register_devices(register):
+            register(ug.DeviceSpec(name="cmddev", factory=RefDevice, plugin="ugtestplugin", priority=1))
+
+        @ug.hookimpl
+        def ug_register_commands(register):
+            raise RuntimeError('no commands today')
+    """, "its ug_register_commands hook raised RuntimeError: no commands today"),
 }
 
 
@@ -355,6 +370,135 @@ def test_ug_devices_shows_entry_point_names_and_skipped_plugins(tmp_path):
     skipped = next(line for line in cli.stdout.splitlines() if "ugtestplugin" in line)
     assert "disabled by UG_DISABLE_PLUGINS" in skipped and "never imported" not in cli.stdout
     assert "take entry-point names" in cli.stdout
+
+
+# --- `ug` commands that plugins contribute (ug_register_commands) ------------------------------
+
+
+class _CommandPlugin:
+    """A plugin contributing the given `ug` commands, then raising `error` if one is given."""
+
+    def __init__(self, *commands, error=None):
+        self.commands, self.error = commands, error
+
+    @ug.hookimpl
+    def ug_register_commands(self, register):
+        for command in self.commands:
+            register(command)
+        if self.error is not None:
+            raise self.error
+
+
+def _greet_command(name="greet"):
+    """A command whose arguments ug parses (it declares them with add_arguments)."""
+
+    def add_arguments(parser):
+        parser.add_argument("--who", default="world")
+
+    def run(args):
+        print(f"hello {args.who} {args.argv} {args.from_command_line}")
+        return 3
+
+    return CommandSpec(name=name, help="say hello", run=run, add_arguments=add_arguments)
+
+
+def _echo_command(name="echo"):
+    """A command that parses its own arguments (no add_arguments): it gets the raw rest."""
+    return CommandSpec(name=name, help="print its arguments", run=lambda args: print("echo", args.argv))
+
+
+@pytest.fixture
+def cli_registry(only_ref, monkeypatch):
+    """A fresh registry (ref and the test's plugins) that `ug_core.cli.main` uses."""
+    reg = Registry()
+    monkeypatch.setattr(ug_core.plugins, "registry", reg)
+    return reg
+
+
+def test_plugin_commands_run_and_are_listed_in_help(cli_registry, capsys):
+    cli_registry.register_plugin(_CommandPlugin(_greet_command(), _echo_command()), name="greeter")
+    assert ug_main(["greet", "--who", "ug"]) == 3
+    assert capsys.readouterr().out == "hello ug ['--who', 'ug'] False\n"
+    assert ug_main(["echo", "--who", "-h", "x"]) == 0   # not parsed by ug, --help included
+    assert capsys.readouterr().out == "echo ['--who', '-h', 'x']\n"
+    with pytest.raises(SystemExit) as exited:
+        ug_main(["--help"])
+    assert exited.value.code == 0
+    listing = capsys.readouterr().out
+    assert all(word in listing for word in ("devices", "demo", "greet", "say hello", "echo", "print its arguments"))
+    with pytest.raises(SystemExit):
+        ug_main(["greet", "--help"])
+    assert "--who" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("error", [RuntimeError("no commands today"), SystemExit(4)], ids=["raises", "sys.exit"])
+def test_command_hook_that_raises_is_a_broken_plugin_not_a_crash(error, cli_registry, capsys):
+    cli_registry.register_plugin(_CommandPlugin(_echo_command(), error=error), name="broken-commands")
+    cli_registry.register_plugin(_CommandPlugin(_greet_command()), name="greeter")
+    with pytest.warns(RuntimeWarning, match="'broken-commands' is broken: its ug_register_commands hook raised"):
+        assert ug_main(["devices"]) == 0
+    out = capsys.readouterr().out
+    row = next(line for line in out.splitlines() if "broken-commands" in line)
+    assert "broken plugin" in row and ("no commands today" if isinstance(error, RuntimeError) else "sys.exit") in row
+    assert "preferred device: ref" in out
+    assert ug_main(["greet"]) == 3                    # the other plugin's command works
+    with pytest.raises(SystemExit) as exited:          # what the hook registered before raising is not kept
+        ug_main(["echo"])
+    assert exited.value.code == 2
+
+
+def test_command_name_clashes_are_reported_and_the_first_kept(cli_registry, capsys):
+    cli_registry.register_plugin(_CommandPlugin(_greet_command()), name="first")
+    cli_registry.register_plugin(_CommandPlugin(_echo_command("greet"), _echo_command("devices")), name="second")
+    with pytest.warns(RuntimeWarning) as caught:
+        assert ug_main(["greet"]) == 3
+    messages = [str(w.message) for w in caught]
+    assert any("'second'" in m and "'greet'" in m and "plugin 'first'" in m for m in messages), messages
+    assert any("'second'" in m and "'devices'" in m and "a built-in command" in m for m in messages), messages
+    capsys.readouterr()
+    assert ug_main(["devices"]) == 0                  # still the built-in one
+    assert "preferred device: ref" in capsys.readouterr().out
+
+
+def test_command_whose_add_arguments_raises_is_left_out(cli_registry, capsys):
+    def conflicting(parser):
+        parser.add_argument("--x")
+        parser.add_argument("--x")   # argparse.ArgumentError: conflicting option string
+
+    bad = CommandSpec(name="bad", help="declares --x twice", run=lambda args: 0, add_arguments=conflicting)
+    cli_registry.register_plugin(_CommandPlugin(bad, _greet_command()), name="mixed")
+    with pytest.warns(RuntimeWarning, match="command 'bad' is left out: its add_arguments raised ArgumentError"):
+        assert ug_main(["greet"]) == 3
+        with pytest.raises(SystemExit):
+            ug_main(["bad"])
+
+
+def test_unknown_command_names_the_plugins_not_loaded(cli_registry, capsys):
+    cli_registry.load()
+    if not cli_registry.skipped_plugins:
+        pytest.skip("no plugin installed for UG_PLUGINS to leave out")
+    with pytest.raises(SystemExit):
+        ug_main(["bench"])
+    err = capsys.readouterr().err
+    assert "plugins not loaded (UG_PLUGINS, UG_DISABLE_PLUGINS)" in err and "invalid choice: 'bench'" in err
+
+
+def test_entry_point_plugin_command(tmp_path):
+    env = _fake_dist(tmp_path, """
+        import ug_core as ug
+        from ug_core.hookspecs import CommandSpec
+
+        @ug.hookimpl
+        def ug_register_commands(register):
+            register(CommandSpec(name="hello", help="greets from a plugin", run=lambda args: print("hello", args.argv)))
+    """)
+    out = subprocess.run([sys.executable, "-m", "ug_core", "hello", "a", "--b"], env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "hello ['a', '--b']\n"
+    listing = subprocess.run([sys.executable, "-m", "ug_core", "--help"], env=env, capture_output=True, text=True,
+                             timeout=120)
+    assert listing.returncode == 0 and "greets from a plugin" in listing.stdout, listing.stderr
 
 
 # --- devices() does not start hardware --------------------------------------------------------

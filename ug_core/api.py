@@ -2,17 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
 from .plugins import registry
 from .runtime import realize_nodes
 from .schedule import Schedule, create_schedule
-from .tensor import Tensor
-
-# the module tensor.py, for the tracing hook ug.jit installs there (`from . import tensor` gives
-# the function ug_core.tensor once the package has imported it under that name)
-_tensor_module = sys.modules[Tensor.__module__]
+from .tensor import Tensor, tracing
 
 
 def devices(initialize: bool = False) -> list[str]:
@@ -48,7 +43,6 @@ def realize(*tensors: Tensor) -> Any:
     While ug.jit traces a function (on this thread) it does nothing: the tensors stay lazy and
     the trace computes them (see ug_core.jit)."""
     nodes = _nodes(tensors)
-    tracer = _tensor_module._tracer
-    if tracer is None or not tracer.tracing():
+    if not tracing():
         realize_nodes(nodes)
     return tensors[0] if len(tensors) == 1 else tensors

@@ -1,9 +1,13 @@
-"""The `ug` command: `ug devices`, `ug demo`, `ug bench`."""
+"""The `ug` command: `ug devices`, `ug demo`, and the commands plugins contribute through the
+`ug_register_commands` hook (`ug bench`, from the ug-bench plugin)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import warnings
+
+from .hookspecs import CommandSpec
 
 
 def _devices(args: argparse.Namespace) -> int:
@@ -30,14 +34,32 @@ def _demo(args: argparse.Namespace) -> int:
     return demo_main(device=args.device, seq=args.seq, dim=args.dim, heads=args.heads)
 
 
+def _add_contributed(sub: argparse._SubParsersAction, command: CommandSpec) -> None:
+    """Add a plugin's command to `ug`'s subcommands (so that `ug --help` lists it)."""
+    if command.add_arguments is None:
+        # listed only: main runs it before parsing anything, and it parses its own arguments
+        sub.add_parser(command.name, help=command.help, add_help=False)
+        return
+    # its arguments go on a parser of their own first, so a plugin whose add_arguments raises
+    # leaves nothing half-declared behind (and never breaks `ug devices` or the other commands)
+    arguments = argparse.ArgumentParser(add_help=False)
+    try:
+        command.add_arguments(arguments)
+    except (Exception, SystemExit) as e:
+        warnings.warn(f"ug: command {command.name!r} is left out: its add_arguments raised "
+                      f"{type(e).__name__}: {e}", RuntimeWarning, stacklevel=2)
+        return
+    p = sub.add_parser(command.name, help=command.help, description=command.help, parents=[arguments])
+    p.set_defaults(fn=command.run)
+
+
 def main(argv: list[str] | None = None) -> int:
+    from .plugins import registry
+
     from_command_line = argv is None
     argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["bench"]:  # its own argument parser (see ug_core/bench.py)
-        from .bench import main as bench_main, main_from_command_line
-
-        # from a command line it may restart the process (see ug_core.bench.BLAS_SPIN_ENV)
-        return main_from_command_line(argv[1:]) if from_command_line else bench_main(argv[1:])
+    # what every command gets besides its own parsed arguments (see CommandSpec)
+    args = argparse.Namespace(argv=argv[1:], from_command_line=from_command_line)
     parser = argparse.ArgumentParser(prog="ug", description="ug: lazy tensors fused into compiled kernels")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("devices", help="list devices: plugin, version, usable or why not")
@@ -48,8 +70,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dim", type=int, default=256)
     p.add_argument("--heads", type=int, default=4)
     p.set_defaults(fn=_demo)
-    sub.add_parser("bench", help="benchmark ug against numpy/torch (ug bench --help)")
-    args = parser.parse_args(argv)
+    # a plugin's command named like a built-in one (or like one of a plugin loaded before) is reported and left out
+    contributed = registry.commands(builtin=set(sub.choices))
+    chosen = contributed.get(argv[0]) if argv else None
+    if chosen is not None and chosen.add_arguments is None:  # it parses args.argv itself, --help included
+        return int(chosen.run(args) or 0)
+    for command in contributed.values():
+        _add_contributed(sub, command)
+    if argv and not argv[0].startswith("-") and argv[0] not in sub.choices and registry.skipped_plugins:
+        # e.g. `UG_PLUGINS=llvm ug bench`: the plugin that has the command may be one not loaded
+        print(f"ug: {argv[0]!r} is a command of neither ug nor a loaded plugin; plugins not loaded "
+              f"(UG_PLUGINS, UG_DISABLE_PLUGINS): {', '.join(sorted(registry.skipped_plugins))}", file=sys.stderr)
+    parser.parse_args(argv, namespace=args)
     return int(args.fn(args) or 0)
 
 

@@ -15,8 +15,6 @@ SUPPORTED: tuple[np.dtype, ...] = tuple(
     np.dtype(name) for name in ("float32", "float64", "float16", "int32", "int64", "bool")
 )
 _SUPPORTED_SET = frozenset(SUPPORTED)  # membership by hash: `in` on the tuple compares one by one
-FLOATS = frozenset(d for d in SUPPORTED if d.kind == "f")
-INTS = frozenset(d for d in SUPPORTED if d.kind in "iu")
 BOOL = np.dtype(bool)
 # dtype.name runs numpy Python code (several us); kernel keys and schedule descriptions name
 # the dtype of every expression node

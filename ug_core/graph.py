@@ -22,31 +22,22 @@ if TYPE_CHECKING:
 class Node:
     __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "sig", "buffer", "_readers", "_creator", "__weakref__")
 
-    def __init__(self, op: Op, srcs: tuple["Node", ...], arg: Any, shape: tuple[int, ...], dtype: np.dtype, device: str):
-        self.op = op
-        self.srcs = srcs
-        self.arg = arg
-        self.shape = shape
-        self.dtype = dtype
-        self.device = device
-        # (shape, dtype, device) as one tuple: what ug.jit keys a tensor argument by, read on
-        # every call (one attribute instead of three and a new tuple)
-        self.sig = (shape, dtype, device)
-        self.buffer: Buffer | None = None
-        # who reads this node's value (nodes and tensors); assign uses it to decide
-        # whether writing into this node's buffer in place would be seen by an earlier read
-        # (weak references in a list: cheap to create, and a WeakSet would compare tensors
-        # with their elementwise ==)
-        self._readers: list[weakref.ref[Any]] = []
-        # the id of a tensor made together with this node that is not in `_readers` (ug.jit
-        # replay outputs, see Tensor._maker: a weak reference costs more than the rest of the
-        # output), until it moves on to another node (Tensor._replace_node); 0: none. Its id is
-        # all the node knows of it, so assign takes it for a live reader of this node meanwhile.
-        self._creator = 0
-        if srcs:
-            ref = weakref.ref(self)  # one reference object serves every source's list
-            for src in srcs:
-                src._add_reader_ref(ref)
+    # the fields, all set by new_node (see there for what each holds)
+    op: Op
+    srcs: tuple["Node", ...]
+    arg: Any
+    shape: tuple[int, ...]
+    dtype: np.dtype
+    device: str
+    sig: tuple[tuple[int, ...], np.dtype, str]
+    buffer: "Buffer | None"
+    _readers: list[weakref.ref[Any]]
+    _creator: int
+
+    def __new__(cls, op: Op, srcs: tuple["Node", ...], arg: Any, shape: tuple[int, ...], dtype: np.dtype, device: str,
+                buffer: "Buffer | None" = None) -> "Node":
+        # Node(...) as callers outside the graph's constructors write it (tests): new_node
+        return new_node(op, srcs, arg, (shape, dtype, device), buffer)
 
     def add_reader(self, reader: Any) -> None:
         self._add_reader_ref(weakref.ref(reader))
@@ -76,29 +67,49 @@ class Node:
         return f"<{name} {self.shape} {self.dtype.name} {self.device}{state} #{id(self) & 0xFFFF:04x}>"
 
 
+def new_node(op: Op, srcs: tuple[Node, ...], arg: Any, sig: tuple[tuple[int, ...], np.dtype, str],
+             buffer: "Buffer | None" = None) -> Node:
+    """The one constructor of Node (`Node(...)` calls it too); `sig` is the node's (shape,
+    dtype, device). It is cheap enough for ug.jit's replays, which make a node per output per
+    call: no __init__ call, the signature passed as one tuple (a replay has it already), and no
+    reader bookkeeping for a node without sources (a buffer's)."""
+    node = _new_object(Node)
+    node.op = op
+    node.srcs = srcs
+    node.arg = arg
+    # (shape, dtype, device) as one tuple too: what ug.jit keys a tensor argument by, read on
+    # every call (one attribute instead of three and a new tuple)
+    node.shape, node.dtype, node.device = node.sig = sig
+    # the device buffer holding the value, once realized (see set_buffer)
+    node.buffer = buffer
+    # who reads this node's value (nodes and tensors); assign uses it to decide
+    # whether writing into this node's buffer in place would be seen by an earlier read
+    # (weak references in a list: cheap to create, and a WeakSet would compare tensors
+    # with their elementwise ==)
+    node._readers = []
+    # the id of a tensor made together with this node that is not in `_readers` (ug.jit
+    # replay outputs, see replay._output_maker: a weak reference costs more than the rest of the
+    # output), until it moves on to another node (Tensor._replace_node); 0: none. Its id is
+    # all the node knows of it, so assign takes it for a live reader of this node meanwhile.
+    node._creator = 0
+    if srcs:
+        ref = weakref.ref(node)  # one reference object serves every source's list
+        for src in srcs:
+            src._add_reader_ref(ref)
+    return node
+
+
+# object.__new__, bound once: new_node runs once per node
+_new_object = object.__new__
+
+
 def const(value: Any, dtype: np.dtype, device: str, shape: tuple[int, ...] = ()) -> Node:
-    node = Node(Op.CONST, (), dtype.type(value).item(), (), dtype, device)
+    node = new_node(Op.CONST, (), dtype.type(value).item(), ((), dtype, device))
     return view(node, View(tuple(shape), (0,) * len(shape), 0)) if shape else node
 
 
 def from_buffer(buffer: "Buffer", shape: tuple[int, ...]) -> Node:
-    node = Node(Op.BUFFER, (), None, tuple(shape), buffer.dtype, buffer.device_name)
-    node.buffer = buffer
-    return node
-
-
-def buffer_node(buffer: "Buffer", shape: tuple[int, ...], device: str) -> Node:
-    """`from_buffer` for callers that already have the shape as a tuple and the device's name
-    (ug.jit replays: this runs once per returned tensor per call)."""
-    # what Node(Op.BUFFER, (), None, shape, buffer.dtype, device) does, minus the call into
-    # __init__ and its loop over (no) sources
-    node = Node.__new__(Node)
-    node.op, node.srcs, node.arg, node.shape, node.dtype, node.device = Op.BUFFER, (), None, shape, buffer.dtype, device
-    node.sig = (shape, buffer.dtype, device)
-    node.buffer = buffer
-    node._readers = []
-    node._creator = 0
-    return node
+    return new_node(Op.BUFFER, (), None, (tuple(shape), buffer.dtype, buffer.device_name), buffer)
 
 
 def view(src: Node, v: View) -> Node:
@@ -114,7 +125,7 @@ def view(src: Node, v: View) -> Node:
         if len(merged) != 1:
             break
         src, v = src.srcs[0], merged[0]
-    return Node(Op.VIEW, (src,), v, v.shape, src.dtype, src.device)
+    return new_node(Op.VIEW, (src,), v, (v.shape, src.dtype, src.device))
 
 
 def alu(op: Op, srcs: tuple[Node, ...], dtype: np.dtype) -> Node:
@@ -124,7 +135,7 @@ def alu(op: Op, srcs: tuple[Node, ...], dtype: np.dtype) -> Node:
     shape = first.shape
     for src in srcs:
         assert src.shape == shape, [s.shape for s in srcs]
-    return Node(op, srcs, None, shape, dtype, first.device)
+    return new_node(op, srcs, None, (shape, dtype, first.device))
 
 
 def cast(src: Node, dtype: np.dtype) -> Node:
@@ -132,32 +143,32 @@ def cast(src: Node, dtype: np.dtype) -> Node:
         return src
     if src.op is Op.CONST:
         return const(src.arg, dtype, src.device)
-    return Node(Op.CAST, (src,), dtype, src.shape, dtype, src.device)
+    return new_node(Op.CAST, (src,), dtype, (src.shape, dtype, src.device))
 
 
 def reduce(src: Node, op: Op, axes: tuple[int, ...], dtype: np.dtype) -> Node:
     """Reduction over `axes`. Shape rule: reduced dims are kept with size 1."""
     assert op in REDUCE
     shape = tuple(1 if d in axes else s for d, s in enumerate(src.shape))
-    return Node(Op.REDUCE, (cast(src, dtype),), (op, tuple(sorted(axes))), shape, dtype, src.device)
+    return new_node(Op.REDUCE, (cast(src, dtype),), (op, tuple(sorted(axes))), (shape, dtype, src.device))
 
 
 def matmul(a: Node, b: Node, dtype: np.dtype) -> Node:
     """Shape rule: (..., M, K) @ (..., K, N) -> (..., M, N); batch dims already equal."""
     assert a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2], (a.shape, b.shape)
     shape = a.shape[:-1] + (b.shape[-1],)
-    return Node(Op.MATMUL, (cast(a, dtype), cast(b, dtype)), None, shape, dtype, a.device)
+    return new_node(Op.MATMUL, (cast(a, dtype), cast(b, dtype)), None, (shape, dtype, a.device))
 
 
 def custom(fn: Callable[..., Any], srcs: tuple[Node, ...], shape: tuple[int, ...], dtype: np.dtype, device: str) -> Node:
-    return Node(Op.CUSTOM, srcs, fn, tuple(shape), dtype, device)
+    return new_node(Op.CUSTOM, srcs, fn, (tuple(shape), dtype, device))
 
 
 def copy(src: Node, device: str) -> Node:
-    return Node(Op.COPY, (src,), None, src.shape, src.dtype, device)
+    return new_node(Op.COPY, (src,), None, (src.shape, src.dtype, device))
 
 
 def assign(target: Node, value: Node, region: View | None) -> Node:
     """Write `value` into `target` (all of it, or `region`, a View over target's layout)."""
     assert value.shape == (region.shape if region is not None else target.shape)
-    return Node(Op.ASSIGN, (target, value), region, target.shape, target.dtype, target.device)
+    return new_node(Op.ASSIGN, (target, value), region, target.sig)

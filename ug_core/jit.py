@@ -40,9 +40,12 @@ output: a replay does not store a new one there.
 
 Each call returns new output tensors, so earlier results stay valid. A function that
 compiled to one kernel keeps its last output, and when the caller has dropped it and nothing
-reads it any more (see `_measure_unreferenced`), the next call writes into it and returns it again: that
-spares building a buffer, node and tensor per call (about 1.5 us of a tiny replay). So a
-jitted function holds one output buffer between calls, as a cache.
+reads it any more (see `replay._kernel_replay`), the next call writes into it and returns it
+again: that spares building a buffer, node and tensor per call (about 1.5 us of a tiny replay).
+So a jitted function holds one output buffer between calls, as a cache.
+
+This module traces, keys calls and picks their trace; replay.py holds what a trace keeps and
+replays it.
 """
 
 from __future__ import annotations
@@ -56,20 +59,18 @@ import threading
 import warnings
 import weakref
 from collections import OrderedDict
-from dataclasses import dataclass, field
 from threading import get_ident
 from typing import Any, Callable
 
 import numpy as np
 
-from . import graph
 from .device import Buffer
 from .graph import Node
 from .ops import Op
+from .replay import PY, Capture, Guard, Stale, Trace, Write, general_replay, sig_text
 from .runtime import CompiledSchedule, realize_nodes
 from .schedule import create_schedule, walk
 from .tensor import Tensor
-from .view import prod
 
 # the module tensor.py (where the tracing hooks live); not `from . import tensor`, which gives the
 # function ug_core.tensor once the package has imported it under that name
@@ -90,15 +91,6 @@ class TracerValueError(RuntimeError):
 class RetraceWarning(UserWarning):
     """A jitted function was traced many times: the shapes, dtypes or static values of its
     arguments keep changing (each new one compiles again)."""
-
-
-class _Stale(Exception):
-    """A trace no longer fits the tensors of the enclosing scope it reads (`reason` says how):
-    the call traces again. Raised before a replay runs anything."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 # --- tracing state ------------------------------------------------------------------------
@@ -132,8 +124,9 @@ _thread = _ThreadState()
 
 
 class _Tracer:
-    """The hooks tensor.py and api.py call (through tensor._tracer) while some thread traces;
-    each does nothing on a thread that is not tracing."""
+    """The hooks tensor.py calls (through tensor._tracer, which api.py reads through
+    tensor.tracing()) while some thread traces; each does nothing on a thread that is not
+    tracing."""
 
     @staticmethod
     def tracing() -> bool:
@@ -216,326 +209,9 @@ def _read_error(fn: Callable[..., Any]) -> str:
             f"new value is traced once), or read it outside the jitted function.")
 
 
-# --- what a trace keeps -------------------------------------------------------------------
-
-
-def _sig_text(sig: tuple[Any, ...]) -> str:
-    shape, dtype, device = sig
-    return f"shape {shape} {np.dtype(dtype).name} on {device!r}"
-
-
-class _Capture:
-    """A tensor of the enclosing scope that the function reads (a weight): each replay reads
-    its value then."""
-
-    __slots__ = ("holders", "sig", "slot", "state")
-
-    def __init__(self, holders: list[Tensor], node: Node, slot: int | None):
-        # the tensors made before the call that held the value the trace read: normally one
-        self.holders = holders
-        self.sig = node.sig
-        self.slot = slot      # its buffer slot, None when no step reads it (only returned)
-        buffer = node.buffer
-        assert buffer is not None
-        # (node last seen, its buffer, the buffer's handle): one tuple, replaced whole, so that
-        # a replay on another thread never takes one node's buffer with another's handle
-        self.state: tuple[Node, Buffer, Any] = (node, buffer, buffer.handle)
-
-    def current(self) -> tuple[Node, Buffer, Any]:
-        state = self.state
-        node = state[0]
-        for t in self.holders:
-            if t._node is not node:
-                return self.refresh()
-        return state
-
-    def refresh(self) -> tuple[Node, Buffer, Any]:
-        """The state for the holders' value now (realized first if lazy); _Stale when it does
-        not fit the trace."""
-        first = self.holders[0]
-        node = first._node
-        if any(t._node is not node for t in self.holders):
-            raise _Stale("tensors of the enclosing scope that held one value when it was traced "
-                         "(the function read one of them) now hold different values")
-        if node.sig != self.sig:
-            raise _Stale(f"a tensor of the enclosing scope that it reads changed from "
-                         f"{_sig_text(self.sig)} to {_sig_text(node.sig)}")
-        if node.buffer is None:
-            first.realize()
-        buffer = node.buffer
-        assert buffer is not None
-        self.state = state = (node, buffer, buffer.handle)
-        return state
-
-
-class _Guard:
-    """A lazy constant tensor of the enclosing scope (no buffer under it) that the trace
-    compiled into its kernels: a write to it makes the next call trace again."""
-
-    __slots__ = ("holders", "node")
-
-    def __init__(self, holders: list[Tensor], node: Node):
-        self.holders = holders
-        self.node = node
-
-    def check(self) -> None:
-        for t in self.holders:
-            if t._node is not self.node:
-                raise _Stale("a lazy constant tensor of the enclosing scope that it reads was written")
-
-
-@dataclass
-class _Write:
-    """A tensor the function writes (assign, setitem): each replay gives it its new value."""
-
-    leaf: int | None                # an argument: its position among the tensor leaves
-    tensor: Tensor | None           # else the tensor of the enclosing scope
-    before_slot: int | None         # where the trace reads that tensor's value before the call
-                                    # (for a tensor of the enclosing scope; an argument's is an input)
-    sig: tuple[Any, ...]            # its (shape, dtype, device)
-    after_slot: int                 # the slot of its value after the call
-
-
-@dataclass
-class _Trace:
-    runner: Callable[[list[Buffer | None]], object] | None   # the compiled steps, run on the slots' buffers
-    steps: list[Any]                     # runtime._Step, for the fast paths
-    fixed: list[Buffer | None]           # buffers of constant slots (made or read by the function, no one else's)
-    input_slots: list[int | None]        # per tensor argument (leaf): its slot, if the schedule reads it
-    captures: list[_Capture]
-    guards: list[_Guard]
-    writes: list[_Write]
-    # per output tensor: (kind, index, shape); kinds: "slot" (a new tensor on that slot's buffer),
-    # "arg" (the call's tensor argument itself), "argnode" (a new tensor on that argument's value
-    # before the call), "held" (a tensor of the enclosing scope itself, as it is after the call),
-    # "before" (a new tensor on the value before the call of written tensor `index`), "capnode"
-    # (a new tensor on a capture's value), "const" (a new tensor on a constant node), "same" (an
-    # earlier output again)
-    outputs: list[tuple[str, int, tuple[int, ...]]]
-    output_devices: list[str]            # per output tensor: its device's name
-    held: list[Tensor]                   # tensors of "held" outputs
-    constants: list[Node]                # nodes of "const" outputs
-    pins: list[Tensor]                   # tensors on those nodes: nothing writes them in place
-    structure: Any                       # how to rebuild the return value from the output list
-    arg_index: list[int]                 # per tensor argument: its position in what a replay gets
-    # derived from the above, for the replay path
-    bind: list[tuple[int, int]] = field(init=False)       # (tensor argument, slot) pairs
-    single: tuple[int, tuple[int, ...], str] | None = field(init=False)  # one tensor out, from slot i: (i, shape, device)
-    fast: Callable[[Any], Tensor] | None = field(init=False)  # the whole replay (on the call's args), when it is one kernel or one matmul
-    reads_arg_nodes: bool = field(init=False)              # an output is an argument's value before the call
-
-    def __post_init__(self) -> None:
-        self.bind = [(j, slot) for j, slot in enumerate(self.input_slots) if slot is not None]
-        self.single = None
-        if self.structure == "T" and self.outputs[0][0] == "slot" and self.runner is not None and not self.writes:
-            _, i, shape = self.outputs[0]
-            self.single = (i, shape, self.output_devices[0])
-        self.fast = self._single_kernel_replay() or self._single_matmul_replay()
-        self.reads_arg_nodes = any(kind == "argnode" for kind, _, _ in self.outputs)
-
-    def _lone_step(self) -> Any:
-        """The compiled schedule's one step, when it has one and a run is just that step (no
-        UG_DEBUG timing); else None."""
-        if len(self.steps) != 1 or self.runner is not self.steps[0].run:
-            return None
-        return self.steps[0]
-
-    def _capture_of(self) -> dict[int, int]:
-        return {cap.slot: c for c, cap in enumerate(self.captures) if cap.slot is not None}
-
-    def _single_kernel_replay(self) -> Callable[[Any], Tensor] | None:
-        """The replay of a function that compiled to one kernel writing one fresh output (the
-        common case), as one function written for this trace (_SINGLE_KERNEL_REPLAY).
-        Everything that does not change between calls is worked out here: where each kernel
-        argument comes from (a constant buffer, an input, a captured tensor, the output) and
-        how to make the output. A call then reads the inputs' handles, launches, and returns the
-        output.
-
-        None when the general path is needed: several steps, UG_DEBUG timing, writes, several
-        outputs, or a device without `handle_launcher`."""
-        step, single = self._lone_step(), self.single
-        if step is None or single is None:
-            return None
-        k = step.kernel
-        out_slot, shape, device_name = single
-        if k is None or k.aliases or len(k.fresh) != 1 or k.fresh[0][0] != out_slot:
-            return None
-        # the launch needs no aliasing check: the one buffer the kernel writes is fresh, so it is
-        # no other argument; inputs and constant buffers may repeat (a tensor passed twice), which
-        # is harmless, they are only read
-        launcher = k.device.handle_launcher(k.program)
-        if launcher is None:
-            return None
-        pack, call = launcher
-        pos_of = {slot: pos for pos, slot in enumerate(k.args)}
-        if len(pos_of) != len(k.args):  # a slot passed twice: not something the scheduler makes
-            return None
-        arg_of = {slot: self.arg_index[j] for j, slot in self.bind}
-        capture_of = self._capture_of()
-        # each kernel argument as a Python expression: a constant buffer's handle (kept alive
-        # by self.fixed), an input's from the call's arguments, a captured tensor's (its state,
-        # checked first), or the output's
-        env: dict[str, Any] = {}
-        handles: list[str] = []
-        checks: list[str] = []
-        for pos, slot in enumerate(k.args):
-            buf = self.fixed[slot]
-            if slot == out_slot:
-                handles.append("buffer.handle")
-            elif buf is not None:
-                env[f"constant{pos}"] = buf.handle
-                handles.append(f"constant{pos}")
-            elif slot in arg_of:
-                handles.append(f"call_args[{arg_of[slot]}]._node.buffer.handle")
-            elif slot in capture_of:
-                c = capture_of[slot]
-                cap = self.captures[c]
-                env[f"capture{c}"] = cap
-                moved = " or ".join(f"holder{c}_{h}._node is not state{c}[0]" for h in range(len(cap.holders)))
-                env.update({f"holder{c}_{h}": t for h, t in enumerate(cap.holders)})
-                checks += [f"state{c} = capture{c}.state", f"if {moved}:", f"    state{c} = capture{c}.refresh()"]
-                handles.append(f"state{c}[2]")
-            else:
-                return None
-        for g, guard in enumerate(self.guards):
-            env.update({f"guard{g}": guard, f"guarded{g}": guard.node})
-            env.update({f"guarded{g}_{h}": t for h, t in enumerate(guard.holders)})
-            moved = " or ".join(f"guarded{g}_{h}._node is not guarded{g}" for h in range(len(guard.holders)))
-            checks += [f"if {moved}:", f"    guard{g}.check()"]
-        _, out_device, size, dtype = k.fresh[0]
-        env.update(pack=pack, call=call, make_out=Tensor._maker(out_device, size, dtype, shape, device_name))
-        # the last output(s), as (tensor, node, buffer), to be taken again once nothing else
-        # refers to them (see _measure_unreferenced); one per replay running at the same time, at most
-        spare: list[tuple[Tensor, Any, Any]] = []
-        rc_out, rc_node, rc_buffer = _UNREFERENCED or (-1, -1, -1)
-        env.update(take_spare=spare.pop, keep_spare=spare.append, refs=sys.getrefcount,
-                   rc_out=rc_out, rc_node=rc_node, rc_buffer=rc_buffer)
-        source = _SINGLE_KERNEL_REPLAY.format(checks="".join(f"\n    {line}" for line in checks),
-                                              handles=", ".join(handles),
-                                              keep="keep_spare((out, node, buffer))" if _UNREFERENCED else "pass")
-        exec(compile(source, "<ug.jit single-kernel replay>", "exec"), env)
-        # popped: the function's globals are `env`, and `env` holding it would be a reference
-        # cycle (freed by the cyclic GC only, with the spare output it keeps)
-        return env.pop("replay")  # type: ignore[no-any-return]
-
-    def _single_matmul_replay(self) -> Callable[[Any], Tensor] | None:
-        """The replay of a function that compiled to one matmul into a fresh output (a small
-        model layer), as one closure: the operands' buffers from the call's arguments (or
-        captured tensors, or constants), a new output, `device.matmul`. None when the general
-        path is needed."""
-        step, single = self._lone_step(), self.single
-        if step is None or single is None or self.guards:
-            return None
-        mm = step.matmul
-        out_slot, shape, device_name = single
-        if mm is None or mm.out != out_slot or self.fixed[out_slot] is not None:
-            return None
-        arg_of = {slot: self.arg_index[j] for j, slot in self.bind}
-        if out_slot in arg_of:
-            return None
-        capture_of = self._capture_of()
-
-        def operand(slot: int) -> Callable[[Any], Any] | None:
-            if slot in arg_of:
-                i = arg_of[slot]
-                return lambda call_args: call_args[i]._node.buffer
-            if slot in capture_of:
-                current = self.captures[capture_of[slot]].current
-                return lambda call_args: current()[1]
-            constant = self.fixed[slot]  # kept alive by self.fixed
-            return None if constant is None else (lambda call_args: constant)
-        get_a, get_b = operand(mm.a), operand(mm.b)
-        if get_a is None or get_b is None:
-            return None
-        make_out = Tensor._maker(mm.device, prod(mm.spec.out_shape), mm.spec.dtype, shape, device_name)
-        matmul, spec = mm.device.matmul, mm.spec
-
-        def replay(call_args: Any) -> Tensor:
-            a, b = get_a(call_args), get_b(call_args)  # first: a stale capture raises before anything runs
-            out = make_out()
-            matmul(out._node.buffer, a, b, spec)
-            return out
-        return replay
-
-
-# The single-kernel replay, written out per trace (_Trace._single_kernel_replay): the kernel's
-# arguments are one expression each, in order, so a call builds no list and runs no loop. Python
-# code around a tiny kernel is most of its time, and the generic version of this function (a
-# template list copied and patched per call) took twice as long as this. `checks` (captured
-# tensors' states and guards) come first: a stale one raises before anything runs. The
-# `take_spare` lines must stay as they are: _measure_unreferenced measured the reference counts
-# of exactly this pattern.
-_SINGLE_KERNEL_REPLAY = """
-def replay(call_args):{checks}
-    try:
-        out, node, buffer = take_spare()
-    except IndexError:
-        out = make_out()
-        node, buffer = out._node, out._node.buffer
-    else:
-        if not (out._node is node and node.buffer is buffer and refs(out) == rc_out
-                and refs(node) == rc_node and refs(buffer) == rc_buffer):
-            out = make_out()  # still in use: a new buffer, the earlier result stays valid
-            node, buffer = out._node, out._node.buffer
-    call(pack({handles}))
-    {keep}
-    return out
-"""
-
-
-def _measure_unreferenced() -> tuple[int, int, int] | None:
-    """The reference counts of a replay's last output, its node and its buffer, as the replay
-    reads them after taking them from its spare list, when nothing else refers to them; None
-    (no reuse) where counts cannot tell: builds without the GIL defer reference counting, and
-    a count that does not rise with an extra reference is no use.
-
-    A replay makes a new output each call (buffer, node, tensor: about 1.5 us of the 3-4 us a
-    tiny replay takes, mostly building the three objects and the buffer's __del__). When the
-    caller has dropped the previous output and built nothing on it (no view, no lazy op, no
-    assign), nothing can read its buffer any more, so the replay writes into it again and
-    returns the same tensor. Any other reference (a variable, a container, a node reading it,
-    a view sharing the buffer) raises one of the counts above these."""
-    if not getattr(sys, "_is_gil_enabled", lambda: True)():
-        return None
-
-    class T:
-        __slots__ = ("_node", "__weakref__")
-
-    class N:
-        __slots__ = ("buffer",)
-
-    class B:
-        __slots__ = ("handle",)
-
-    refs = sys.getrefcount
-
-    def probe(extra: bool) -> tuple[int, int, int] | None:
-        spare: list[tuple[Any, Any, Any]] = []
-        t, n, b = T(), N(), B()
-        t._node, n.buffer = n, b
-        spare.append((t, n, b))
-        held = [t, n, b] if extra else []
-        del t, n, b
-        out, node, buffer = spare.pop()
-        if not (out._node is node and node.buffer is buffer):
-            return None
-        counts = (refs(out), refs(node), refs(buffer))
-        del held
-        return counts
-
-    alone, held = probe(False), probe(True)
-    if alone is None or held is None or any(h != a + 1 for a, h in zip(alone, held)):
-        return None
-    return alone
-
-
-_UNREFERENCED = _measure_unreferenced()
-
-
 # --- arguments and results as pytrees -----------------------------------------------------
 
 _TREE_TYPES = (Tensor, tuple, list, dict)   # a positional argument of one of these takes the pytree path
-_PY = "py"                                   # marks a Python value in a structure or a key
 
 
 def _is_namedtuple(value: Any) -> bool:
@@ -557,7 +233,7 @@ def _tree_key(value: Any, leaves: list[Tensor]) -> Any:
         return (kind, tuple([_tree_key(v, leaves) for v in value]))
     if kind is dict or kind is OrderedDict:
         return (kind, tuple([(_static_key(k), _tree_key(v, leaves)) for k, v in value.items()]))
-    return (_PY, _static_key(value))
+    return (PY, _static_key(value))
 
 
 def _flatten_output(value: Any, leaves: list[Tensor]) -> Any:
@@ -571,24 +247,7 @@ def _flatten_output(value: Any, leaves: list[Tensor]) -> Any:
         return (kind, [_flatten_output(v, leaves) for v in value])
     if kind is dict or kind is OrderedDict:
         return (kind, [(k, _flatten_output(v, leaves)) for k, v in value.items()])
-    return (_PY, value)
-
-
-def _unflatten(flat: list[Tensor], structure: Any) -> Any:
-    it = iter(flat)
-
-    def build(s: Any) -> Any:
-        if s == "T":
-            return next(it)
-        kind, parts = s
-        if kind is _PY:
-            return parts
-        if kind is dict or kind is OrderedDict:
-            return kind([(k, build(p)) for k, p in parts])
-        if kind is tuple or kind is list:
-            return kind([build(p) for p in parts])
-        return kind(*[build(p) for p in parts])  # a namedtuple
-    return build(structure)
+    return (PY, value)
 
 
 def _static_key(value: Any) -> Any:
@@ -643,7 +302,7 @@ def _positional_names(fn: Callable[..., Any], n: int) -> list[str]:
 
 def _describe(value: Any, path: str, out: list[tuple[str, str]]) -> None:
     if isinstance(value, Tensor):
-        out.append((path, f"a tensor of {_sig_text(value._node.sig)}"))
+        out.append((path, f"a tensor of {sig_text(value._node.sig)}"))
     elif isinstance(value, (tuple, list)) and value:
         for i, v in enumerate(value):
             _describe(v, f"{path}[{i}]", out)
@@ -731,7 +390,7 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
         raise TypeError(f"ug.jit needs a function, got {type(fn).__name__}")
     if isinstance(max_traces, bool) or not isinstance(max_traces, int) or max_traces < 1:
         raise ValueError(f"ug.jit: max_traces must be a positive int, got {max_traces!r}")
-    traces: OrderedDict[Any, _Trace] = OrderedDict()
+    traces: OrderedDict[Any, Trace] = OrderedDict()
     history = _TraceHistory(fn, max_traces)
     lock = threading.Lock()  # for adding and evicting traces (lookups need none)
     # the key and fast replay of the last call that took the fast path with tensors only as
@@ -762,19 +421,19 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
                 held.trace_count = history.count  # type: ignore[attr-defined]
         return result
 
-    def retrace(stale_trace: _Trace | None, stale: _Stale, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
+    def retrace(stale_trace: Trace | None, stale: Stale, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                 leaves: list[Tensor], arg_index: list[int]) -> Any:
-        """Trace a call whose trace went stale (see _Stale), forgetting that trace."""
+        """Trace a call whose trace went stale (see Stale), forgetting that trace."""
         with lock:
             for kept_as in [k for k, t in traces.items() if t is stale_trace]:
                 del traces[kept_as]
         return trace_into(key, args, kwargs, leaves, arg_index, stale.reason)
 
-    def replay(key: Any, trace: _Trace, seq: Any, leaves: list[Tensor], args: tuple[Any, ...],
+    def replay(key: Any, trace: Trace, seq: Any, leaves: list[Tensor], args: tuple[Any, ...],
                kwargs: dict[str, Any], arg_index: list[int]) -> Any:
         try:
-            return trace.fast(seq) if trace.fast is not None else _replay(trace, leaves)
-        except _Stale as stale:
+            return trace.fast(seq) if trace.fast is not None else general_replay(trace, leaves)
+        except Stale as stale:
             return retrace(trace, stale, key, args, kwargs, leaves, arg_index)
 
     def dispatch(key: Any, seq: Any, leaves: list[Tensor], args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -810,7 +469,6 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        nonlocal last
         if _TRACING and get_ident() in _TRACING:
             return fn(*args, **kwargs)  # called while a function is traced: part of that trace
         if kwargs:
@@ -828,12 +486,12 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
             elif isinstance(a, _TREE_TYPES):  # tensors in containers, or a Tensor subclass
                 return tree_call(args, kwargs)
             else:
-                key += (_PY, _static_key(a))
+                key += (PY, _static_key(a))
         last_key, last_fast = last
         if key == last_key:
             try:
                 return last_fast(args)  # type: ignore[misc]
-            except _Stale as stale:
+            except Stale as stale:
                 # (`last` is only set for calls with tensors only)
                 return retrace(traces.get(key), stale, key, args, kwargs, list(args), list(range(len(args))))
         return positional_call(key, args)
@@ -850,7 +508,7 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
     return wrapper
 
 
-def _used(traces: OrderedDict[Any, _Trace], kept_as: Any) -> None:
+def _used(traces: OrderedDict[Any, Trace], kept_as: Any) -> None:
     """Mark a trace the most recently used (evicted last)."""
     try:
         traces.move_to_end(kept_as)
@@ -862,7 +520,7 @@ def _used(traces: OrderedDict[Any, _Trace], kept_as: Any) -> None:
 
 
 def _trace(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], leaves: list[Tensor],
-           arg_index: list[int]) -> tuple[_Trace, Any]:
+           arg_index: list[int]) -> tuple[Trace, Any]:
     ctx = _TraceContext(fn, [t._node for t in leaves])
     _begin_trace(ctx)
     try:
@@ -902,7 +560,7 @@ def _reads_buffers(node: Node) -> bool:
 
 
 def _compile_trace(ctx: _TraceContext, leaves: list[Tensor], out_leaves: list[Tensor], structure: Any,
-                   arg_index: list[int]) -> _Trace:
+                   arg_index: list[int]) -> Trace:
     """Schedule, compile and run (this call's result) what the trace computed, and record
     where each buffer of a replay comes from."""
     arg_nodes, arg_ids, made = ctx.arg_nodes, ctx.arg_node_ids, ctx.made
@@ -934,9 +592,9 @@ def _compile_trace(ctx: _TraceContext, leaves: list[Tensor], out_leaves: list[Te
     bound = arg_ids | before_ids | captured_ids
     fixed = [n.buffer if n.buffer is not None and id(n) not in bound else None for n in slots]
     computed = {i for i, n in enumerate(slots) if n.buffer is None}
-    captures = [_Capture(holders, n, slot_of.get(id(n))) for holders, n in captured]
-    writes = [_Write(j, None, None, t._node.sig, slot_of[id(t._node)]) for j, t in arg_writes]
-    writes += [_Write(None, t, slot_of.get(id(before)), before.sig, slot_of[id(t._node)]) for t, before in state_writes]
+    captures = [Capture(holders, n, slot_of.get(id(n))) for holders, n in captured]
+    writes = [Write(j, None, None, t._node.sig, slot_of[id(t._node)]) for j, t in arg_writes]
+    writes += [Write(None, t, slot_of.get(id(before)), before.sig, slot_of[id(t._node)]) for t, before in state_writes]
     if compiled is not None:
         _run_first(compiled, computed, ctx.fn)
     del pins
@@ -945,9 +603,9 @@ def _compile_trace(ctx: _TraceContext, leaves: list[Tensor], out_leaves: list[Te
     before_of = {id(before): len(arg_writes) + k for k, (_, before) in enumerate(state_writes)}
     outputs, output_devices, held, constants, kept_pins = _describe_outputs(
         out_leaves, leaf_of, arg_nodes, writes, before_of, captures, slot_of, computed)
-    return _Trace(compiled.runner if compiled is not None else None, compiled.steps if compiled is not None else [],
-                  fixed, [slot_of.get(id(n)) for n in arg_nodes], captures, guards, writes, outputs, output_devices,
-                  held, constants, kept_pins, structure, arg_index)
+    return Trace(compiled.runner if compiled is not None else None, compiled.steps if compiled is not None else [],
+                 fixed, [slot_of.get(id(n)) for n in arg_nodes], captures, guards, writes, outputs, output_devices,
+                 held, constants, kept_pins, structure, arg_index)
 
 
 def _written(ctx: _TraceContext) -> dict[int, tuple[Tensor, Node]]:
@@ -979,11 +637,11 @@ def _realize_scope_values(roots: list[Node], befores: list[Node], arg_ids: set[i
 
 
 def _scope_values(nodes: list[Node], inputs: set[int], traced: set[int], not_holders: set[int]
-                  ) -> tuple[list[tuple[list[Tensor], Node]], list[_Guard]]:
+                  ) -> tuple[list[tuple[list[Tensor], Node]], list[Guard]]:
     """The values the graph reads from tensors of the enclosing scope (but `inputs`): realized
     ones with their holders (captures), lazy constant ones as guards."""
     captured: list[tuple[list[Tensor], Node]] = []
-    guards: list[_Guard] = []
+    guards: list[Guard] = []
     for n in nodes:
         if id(n) in inputs or (n.buffer is None and id(n) in traced):
             continue
@@ -993,7 +651,7 @@ def _scope_values(nodes: list[Node], inputs: set[int], traced: set[int], not_hol
         if n.buffer is not None:
             captured.append((holders, n))
         else:
-            guards.append(_Guard(holders, n))
+            guards.append(Guard(holders, n))
     return captured, guards
 
 
@@ -1012,10 +670,10 @@ def _run_first(compiled: CompiledSchedule, computed: set[int], fn: Callable[...,
             n.set_buffer(buf)
 
 
-def _describe_outputs(out_leaves: list[Tensor], leaf_of: dict[int, int], arg_nodes: list[Node], writes: list[_Write],
-                      before_of: dict[int, int], captures: list[_Capture], slot_of: dict[int, int], computed: set[int]
+def _describe_outputs(out_leaves: list[Tensor], leaf_of: dict[int, int], arg_nodes: list[Node], writes: list[Write],
+                      before_of: dict[int, int], captures: list[Capture], slot_of: dict[int, int], computed: set[int]
                       ) -> tuple[list[tuple[str, int, tuple[int, ...]]], list[str], list[Tensor], list[Node], list[Tensor]]:
-    """Where a replay takes each output tensor from (see _Trace.outputs): (outputs, their
+    """Where a replay takes each output tensor from (see Trace.outputs): (outputs, their
     devices, held tensors, constant nodes, pins of those)."""
     arg_node_of: dict[int, int] = {}
     for j, n in enumerate(arg_nodes):
@@ -1060,69 +718,6 @@ def _describe_outputs(out_leaves: list[Tensor], leaf_of: dict[int, int], arg_nod
         else:
             raise RuntimeError(f"ug.jit: internal error: output {i} ({node!r}) is neither computed nor an input")
     return outputs, devices, held, constants, pins
-
-
-def _value_before(write: _Write) -> Node:
-    """The value now of a tensor of the enclosing scope that the function writes (realized),
-    which the replay reads; _Stale when its shape or dtype changed."""
-    t = write.tensor
-    assert t is not None
-    node = t._node
-    if node.sig != write.sig:
-        raise _Stale(f"a tensor of the enclosing scope that it writes changed from {_sig_text(write.sig)} "
-                     f"to {_sig_text(node.sig)}")
-    if node.buffer is None:
-        t.realize()
-    return node
-
-
-def _replay(trace: _Trace, leaves: list[Tensor]) -> Any:
-    """A replay on the general path: bind every buffer, run the steps, write, build the result."""
-    # everything that may be stale first: nothing has run when _Stale is raised
-    for guard in trace.guards:
-        guard.check()
-    states = [cap.current() for cap in trace.captures]
-    befores = [_value_before(w) if w.tensor is not None else None for w in trace.writes]
-    bufs = trace.fixed.copy()
-    for j, slot in trace.bind:
-        bufs[slot] = leaves[j]._node.buffer
-    for cap, state in zip(trace.captures, states):
-        if cap.slot is not None:
-            bufs[cap.slot] = state[1]
-    for w, before in zip(trace.writes, befores):
-        if before is not None and w.before_slot is not None:
-            bufs[w.before_slot] = before.buffer
-    arg_nodes = [t._node for t in leaves] if trace.reads_arg_nodes else []
-    if trace.runner is not None:
-        trace.runner(bufs)
-    for w in trace.writes:
-        written = leaves[w.leaf] if w.leaf is not None else w.tensor
-        assert written is not None
-        written._replace_node(graph.buffer_node(bufs[w.after_slot], w.sig[0], w.sig[2]))  # type: ignore[arg-type]
-    if trace.single is not None:  # the common case: one tensor out
-        i, shape, device = trace.single
-        return Tensor._of_new_node(graph.buffer_node(bufs[i], shape, device))  # type: ignore[arg-type]
-    outs: list[Tensor] = []
-    for (kind, i, shape), device in zip(trace.outputs, trace.output_devices):
-        if kind == "slot":
-            outs.append(Tensor(graph.buffer_node(bufs[i], shape, device)))  # type: ignore[arg-type]
-        elif kind == "arg":
-            outs.append(leaves[i])
-        elif kind == "argnode":
-            outs.append(Tensor(arg_nodes[i]))
-        elif kind == "held":
-            outs.append(trace.held[i])
-        elif kind == "before":
-            outs.append(Tensor(befores[i]))  # type: ignore[arg-type]
-        elif kind == "capnode":
-            outs.append(Tensor(states[i][0]))
-        elif kind == "const":
-            outs.append(Tensor(trace.constants[i]))
-        elif kind == "same":
-            outs.append(outs[i])
-        else:
-            raise AssertionError(f"unknown output kind {kind!r}")
-    return _unflatten(outs, trace.structure)
 
 
 __all__ = ["DEFAULT_MAX_TRACES", "RetraceWarning", "TracerValueError", "jit"]

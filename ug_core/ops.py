@@ -190,8 +190,6 @@ ALU: dict[Op, Alu] = {
     Op.WHERE: Alu(3, np.where, "where"),
 }
 
-UNARY = frozenset(op for op, d in ALU.items() if d.arity == 1)
-BINARY = frozenset(op for op, d in ALU.items() if d.arity == 2)
 TRANSCENDENTAL = frozenset({Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH})
 """Unary ops that only make sense on floats: integer inputs are cast first (numpy's rule)."""
 

@@ -1,9 +1,10 @@
 """The device registry: loads plugins through pluggy and entry points, creates devices lazily.
 
 One bad plugin never takes anything else down: a plugin whose import fails (even through
-`sys.exit`), whose `ug_register_devices` hook raises, or whose device factory fails or returns
-something that is not a device, becomes a "not usable" row in `ug devices` (and a warning),
-and every other plugin and device keeps working.
+`sys.exit`), whose `ug_register_devices` hook raises (or `ug_register_commands`, which only the
+`ug` command calls), or whose device factory fails or returns something that is not a device,
+becomes a "not usable" row in `ug devices` (and a warning), and every other plugin and device
+keeps working.
 
 What `ug.devices()` promises: the devices listed passed their cheap probe (`DeviceSpec.probe`:
 the driver library loads, the settings are valid) or, for a spec without a probe, were created.
@@ -20,15 +21,18 @@ import threading
 import warnings
 from dataclasses import dataclass
 from importlib import metadata
-from typing import Any
+from typing import Any, Collection, TypeVar
 
 import pluggy
 
 from . import hookspecs
 from .device import Device, DeviceSpec
 from .env import ConfigError
+from .hookspecs import CommandSpec
 
 BUILTIN_PLUGIN = "ref"  # the built-in plugin (ug_core.ref): always loaded, not an entry point
+
+SpecT = TypeVar("SpecT", DeviceSpec, CommandSpec)  # what a plugin's registration hook registers
 
 
 class DeviceUnavailableError(ValueError):
@@ -136,13 +140,19 @@ class Registry:
     def _call_register_hook(self, plugin: Any, plugin_name: str) -> None:
         """Run one plugin's ug_register_devices; its devices are registered only if it returns
         normally (a hook that raised half-way leaves nothing behind)."""
-        others = [p for p in self.pm.get_plugins() if p is not plugin]
-        hook = self.pm.subset_hook_caller("ug_register_devices", remove_plugins=others)
-        collected: list[DeviceSpec] = []
+        for spec in self._collect(plugin, plugin_name, "ug_register_devices", DeviceSpec):
+            self.register(spec, source=plugin_name)
 
-        def register(spec: DeviceSpec) -> None:
-            if not isinstance(spec, DeviceSpec):
-                raise TypeError(f"register() takes a ug.DeviceSpec, got {type(spec).__name__}")
+    def _collect(self, plugin: Any, plugin_name: str, hook_name: str, spec_type: type[SpecT]) -> list[SpecT]:
+        """What one plugin's registration hook (`hook_name`, taking `register(spec_type(...))`)
+        registers; nothing, and the plugin marked broken, if the hook raises."""
+        others = [p for p in self.pm.get_plugins() if p is not plugin]
+        hook = self.pm.subset_hook_caller(hook_name, remove_plugins=others)
+        collected: list[SpecT] = []
+
+        def register(spec: SpecT) -> None:
+            if not isinstance(spec, spec_type):
+                raise TypeError(f"register() takes a {spec_type.__name__}, got {type(spec).__name__}")
             collected.append(spec)
 
         try:
@@ -150,10 +160,29 @@ class Registry:
         except KeyboardInterrupt:
             raise
         except BaseException as e:  # SystemExit too
-            self._mark_broken(plugin_name, f"its ug_register_devices hook raised {_describe(e)}")
-            return
-        for spec in collected:
-            self.register(spec, source=plugin_name)
+            self._mark_broken(plugin_name, f"its {hook_name} hook raised {_describe(e)}")
+            return []
+        return collected
+
+    def commands(self, builtin: Collection[str] = ()) -> dict[str, CommandSpec]:
+        """The `ug` subcommands the loaded plugins contribute (ug_register_commands), by name.
+        Each plugin's hook runs on its own: one that raises is a broken plugin (a warning and a
+        row in `ug devices`) and contributes nothing. A name in `builtin` (the `ug` command's
+        own) or one that a plugin loaded earlier took is reported and the first one kept."""
+        self.load()
+        found: dict[str, CommandSpec] = {}
+        owners: dict[str, str] = {}   # command name -> the plugin that contributed it
+        with self._lock:
+            for plugin_name, plugin in self.pm.list_name_plugin():
+                for spec in self._collect(plugin, plugin_name, "ug_register_commands", CommandSpec):
+                    if spec.name in builtin or spec.name in found:
+                        taken_by = "a built-in command" if spec.name in builtin else f"plugin {owners[spec.name]!r}"
+                        self._warn(f"ug: plugin {plugin_name!r} contributes the command {spec.name!r}, which "
+                                   f"{taken_by} already has; keeping that one")
+                        continue
+                    found[spec.name] = spec
+                    owners[spec.name] = plugin_name
+        return found
 
     def _mark_broken(self, plugin_name: str, message: str) -> None:
         with self._lock:

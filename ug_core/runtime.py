@@ -398,31 +398,31 @@ def _is_epilogue(mm: MatmulItem, item: KernelItem) -> bool:
     return True
 
 
-def run_schedule(schedule: Schedule, nodes: list[Node] | None = None) -> CompiledSchedule | None:
+def run_schedule(schedule: Schedule) -> CompiledSchedule | None:
     """Compile and run a schedule, then give every produced node its buffer; the compiled
-    schedule (None when there was nothing to run). `nodes`: the walk of its targets, if known."""
+    schedule (None when there was nothing to run)."""
     if not schedule.items:
         return None
     if debug_level() >= 1:
         _log(str(schedule))
     compiled = CompiledSchedule(schedule)
-    _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets,
-            walk(schedule.targets) if nodes is None else nodes)
+    _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets)
     return compiled
 
 
-def _intermediates(slots: list[Node], bufs: list[Buffer | None], clobbered: frozenset[int], targets: list[Node],
-                   nodes: list[Node]) -> frozenset[int]:
-    """The slots whose buffers may go after their last use (see _run_on)."""
-    candidates = [i for i, (n, b) in enumerate(zip(slots, bufs)) if b is None and i not in clobbered and not n._creator]
-    if not candidates:
-        return frozenset()
-    inside = {id(n) for n in nodes}
+def _intermediates(slots: list[Node], bufs: list[Buffer | None], clobbered: frozenset[int],
+                   targets: list[Node]) -> frozenset[int]:
+    """The slots whose buffers may go after their last use (see _run_on): computed here, no
+    target, held by no tensor, and read only by nodes that have a buffer or get one in this
+    run. (A reader that stays lazy, e.g. fused into a kernel but held by a tensor, would compute
+    it again from its sources later, and an in-place write may have overwritten those since.)"""
+    computed = {id(n) for i, (n, b) in enumerate(zip(slots, bufs)) if b is None and i not in clobbered}
     keep = {id(t) for t in targets}
     drop = []
-    for i in candidates:
-        node = slots[i]
-        if id(node) not in keep and all(type(r) is Node and id(r) in inside for r in node.readers()):
+    for i, (node, buf) in enumerate(zip(slots, bufs)):
+        if buf is not None or i in clobbered or node._creator or id(node) in keep:
+            continue
+        if all(type(r) is Node and (r.buffer is not None or id(r) in computed) for r in node.readers()):
             drop.append(i)
     return frozenset(drop)
 
@@ -467,10 +467,10 @@ def realize_nodes(targets: list[Node]) -> None:
         key = replay = None
     if replay is not None:
         cache.hits += replay.programs
-        _run_on(replay.run, [nodes[i] if isinstance(i, int) else i for i in replay.slots], replay.clobbered, targets, nodes)
+        _run_on(replay.run, [nodes[i] if isinstance(i, int) else i for i in replay.slots], replay.clobbered, targets)
         return
     looked_up = cache.hits + cache.misses
-    compiled = run_schedule(create_schedule(targets), nodes)
+    compiled = run_schedule(create_schedule(targets))
     if compiled is None:
         return
     position = {id(n): i for i, n in enumerate(nodes)}
@@ -482,17 +482,14 @@ def realize_nodes(targets: list[Node]) -> None:
 
 
 def _run_on(run: Callable[[list[Buffer | None], frozenset[int]], object], slots: list[Node],
-            clobbered: frozenset[int], targets: list[Node], nodes: list[Node]) -> None:
+            clobbered: frozenset[int], targets: list[Node]) -> None:
     """Run compiled steps on the buffers of these slot nodes, then give each node that had
     none the buffer the steps produced for it (but the clobbered ones, see Schedule.clobbered).
 
     An intermediate's buffer is let go after the last step that uses it, so a chain of k
-    matmuls holds two or three products at a time, not k: one that is no target, that no live
-    tensor holds and that only nodes of this graph (`nodes`, the targets' walk) read. It stays
-    lazy: were it read again after all (through a lazy node that read it and was fused), it
-    would be computed again, from values that cannot have changed (nodes are values)."""
+    matmuls holds two or three products at a time, not k (see _intermediates for which)."""
     bufs: list[Buffer | None] = [n.buffer for n in slots]
-    drop = _intermediates(slots, bufs, clobbered, targets, nodes)
+    drop = _intermediates(slots, bufs, clobbered, targets)
     run(bufs, drop)
     for i, (node, buf) in enumerate(zip(slots, bufs)):
         if not node.realized and buf is not None and i not in clobbered:

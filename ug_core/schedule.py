@@ -136,7 +136,7 @@ class Schedule:
         counts: dict[str, int] = {}
         for item in self.items:
             counts[item.kind] = counts.get(item.kind, 0) + 1
-        summary = ", ".join(f"{n} {k}" for k, n in counts.items()) or "nothing to do"
+        summary = ", ".join(f"{n} {k}{'' if n == 1 else 's'}" for k, n in counts.items()) or "nothing to do"
         lines = [f"schedule: {summary}"]
         lines += [f"  [{i}] {item.describe()}" for i, item in enumerate(self.items)]
         return "\n".join(lines)

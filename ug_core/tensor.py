@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import math
 import operator
-import weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
 from . import dtypes, graph, scalars
-from .device import Buffer, Device, _SizedBuffer, memory_counter
+from .device import Buffer
 from .graph import Node
 from .ops import REDUCE, Op
 from .plugins import registry
+from .runtime import realize_nodes
 from .view import View, prod
 
 Scalar = bool | int | float
@@ -238,6 +238,11 @@ def arange(n: int, dtype: Any = None, device: str | None = None) -> "Tensor":
 _tracer: Any = None
 
 
+def tracing() -> bool:
+    """Whether ug.jit is tracing a function on this thread (realizing then does nothing)."""
+    return _tracer is not None and _tracer.tracing()
+
+
 class Tensor:
     """A lazy n-dimensional array on one device.
 
@@ -255,57 +260,6 @@ class Tensor:
         node.add_reader(self)
         if _tracer is not None:
             _tracer.made(self)
-
-    @classmethod
-    def _of_new_node(cls, node: Node) -> "Tensor":
-        """Tensor(node) for a node created just now with no readers (ug.jit replay outputs):
-        add_reader's occasional pruning has nothing to prune, so skip the call."""
-        t = cls.__new__(cls)
-        t._node = node
-        node._readers.append(weakref.ref(t))
-        return t
-
-    @staticmethod
-    def _maker(device: Device, size: int, dtype: np.dtype, shape: tuple[int, ...], device_name: str) -> Callable[[], "Tensor"]:
-        """A function that makes a tensor of `shape` on a new buffer of `size` elements of
-        `device` (registered as `device_name`), for ug.jit's single-kernel replay, where it is a
-        fair share of the per-call cost. Everything but the allocation is worked out here, and
-        a call is one Python frame: the buffer's handle comes from the device's
-        `handle_allocator` for this size, and the buffer, the node and the tensor are built
-        without their __init__. The tensor is the node's creator rather than a weakly
-        referenced reader (see Node._creator)."""
-        dtype = np.dtype(dtype)
-        take, allocate, release = device.handle_allocator((size if size > 0 else 1) * dtype.itemsize)
-        sig = (shape, dtype, device_name)
-        memory = memory_counter(device).sized_count(size * dtype.itemsize)
-
-        def make() -> Tensor:
-            buffer = _SizedBuffer()
-            buffer.device = device
-            buffer.size = size
-            buffer.dtype = dtype
-            buffer.release = release
-            try:
-                buffer.handle = take()
-            except IndexError:  # no freed one to reuse
-                buffer.handle = allocate()
-            buffer.memory = memory  # counted with one increment (see device.SizedCount)
-            memory.made += 1
-            node = _new_node(Node)
-            node.op = _BUFFER
-            node.srcs = ()
-            node.arg = None
-            node.shape = shape
-            node.dtype = dtype
-            node.device = device_name
-            node.sig = sig
-            node.buffer = buffer
-            node._readers = []
-            t = _new_tensor(Tensor)
-            t._node = node
-            node._creator = id(t)
-            return t
-        return make
 
     @property
     def node(self) -> Node:
@@ -361,9 +315,8 @@ class Tensor:
 
     # --- getting values out ---
     def realize(self) -> "Tensor":
-        from .api import realize
-
-        realize(self)
+        if not tracing():  # while ug.jit traces, tensors stay lazy: the trace computes them
+            realize_nodes([self._node])
         return self
 
     def numpy(self) -> np.ndarray:
@@ -825,10 +778,3 @@ def custom(fn: Callable[..., Any], inputs: Iterable[Tensor], shape: Any, dtype: 
     device = devices.pop() if devices else _resolve_device(None)
     dt = _check_supported(dtypes.to_dtype(dtype), device)
     return Tensor(graph.custom(fn, tuple(t._node for t in inputs), _shape_arg(shape), dt, device))
-
-
-# bound once for Tensor._maker: object.__new__, and Op.BUFFER (reading an enum member off its
-# class goes through the enum's metaclass: several times a global's cost)
-_new_node = Node.__new__
-_new_tensor = Tensor.__new__
-_BUFFER = Op.BUFFER

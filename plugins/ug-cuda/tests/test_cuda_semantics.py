@@ -39,9 +39,9 @@ def gpu_program(kernel: Kernel):
 
 
 @pytest.mark.parametrize("op, dt, helper", [
-    (Op.DIV, I32, "ug_floordiv<int, unsigned int>"), (Op.DIV, I64, "ug_floordiv<long long, unsigned long long>"),
-    (Op.RECIP, I32, "ug_irecip<int, unsigned int>"), (Op.POW, I64, "ug_ipow<long long, unsigned long long>"),
-    (Op.MAX, F32, "ug_max("), (Op.MIN, F32, "ug_min("),
+    (Op.DIV, I32, "ug_floordiv_i32("), (Op.DIV, I64, "ug_floordiv_i64("),
+    (Op.RECIP, I32, "ug_irecip_i32("), (Op.POW, I64, "ug_ipow_i64("),
+    (Op.MAX, F32, "ug_max_f32("), (Op.MIN, F32, "ug_min_f32("),
 ])
 def test_semantic_helpers_are_used(op, dt, helper):
     arity = 1 if op is Op.RECIP else 2

@@ -1,9 +1,9 @@
 """`ug bench` runs every workload end to end (tiny sizes) and checks ug against numpy."""
 
 import numpy as np
+import pytest
 
-import ug_core as ug
-from ug_core.bench import WORKLOADS, main, run_bench
+from ug_bench.bench import WORKLOADS, main, run_bench
 
 
 def test_bench_small_all_workloads_match_numpy(device):
@@ -29,7 +29,7 @@ def test_bench_command_quiets_openblas_spinning(monkeypatch):
     import subprocess
     import sys
 
-    from ug_core.bench import BLAS_SPIN_ENV, quiet_blas_command
+    from ug_bench.bench import BLAS_SPIN_ENV, quiet_blas_command
 
     monkeypatch.delenv(BLAS_SPIN_ENV, raising=False)
     assert quiet_blas_command(["--repeat", "1"])[-2:] == ["--repeat", "1"]
@@ -42,6 +42,19 @@ def test_bench_command_quiets_openblas_spinning(monkeypatch):
                            "--no-torch-compile"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert f"{BLAS_SPIN_ENV}=4" in done.stdout and "ug:ref" in done.stdout
+
+
+def test_ug_bench_is_a_command_of_the_plugin(capsys):
+    # registered through ug_register_commands; called from Python (not a command line), it runs
+    # in this process instead of restarting it
+    from ug_core.cli import main as ug_main
+
+    argv = ["bench", "--device", "ref", "--workloads", "W8a", "--scale", "256", "--repeat", "1", "--no-torch-compile"]
+    assert ug_main(argv) == 0
+    assert "ug:ref" in capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        ug_main(["--help"])
+    assert "benchmark ug against numpy/torch" in capsys.readouterr().out
 
 
 def test_bench_labels_show_the_scaled_sizes():

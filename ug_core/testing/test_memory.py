@@ -254,3 +254,18 @@ def test_a_dropped_jit_function_is_freed_without_the_gc(device, gc_disabled, bod
         gc.garbage.clear()
     assert cyclic == [], ", ".join(cyclic)
     assert stats(device)["live_buffers"] <= before
+
+
+def test_an_intermediate_a_lazy_tensor_reads_is_kept_across_an_in_place_write(device):
+    """A realize that writes t0 in place computes t1's matmul products on the way (fusing t1
+    itself into the write); t1 stays lazy and reads them later, after t0's old value is gone.
+    Found by the random-program test: letting such a product go after its last use in the write
+    made t1 recompute from the overwritten t0."""
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    t0 = ug.tensor(a, device=device)
+    t1 = t0 @ t0.T @ t0 * 0.1
+    t0.assign(t1 * 0.5 + t0)
+    e1 = (a @ a.T @ a * 0.1).astype(np.float32)
+    np.testing.assert_allclose(t0.numpy(), e1 * 0.5 + a, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(t1.numpy(), e1, rtol=1e-5, atol=1e-6)

@@ -4,7 +4,15 @@ import pytest
 
 import ug_core as ug
 
-RNG = np.random.default_rng(2024)
+RNG = np.random.default_rng(0)  # replaced by the running test's own generator (see _test_rng)
+
+
+@pytest.fixture(autouse=True)
+def _test_rng(rng):
+    """The helpers draw from RNG: each test sets it to its own `rng` (seeded from the test's id),
+    so that a test's data do not depend on which tests ran before it."""
+    global RNG
+    RNG = rng
 
 
 def rand(shape, dtype=np.float32):

@@ -333,11 +333,11 @@ def quiet_blas_command(argv: list[str]) -> list[str] | None:
     BLAS_SPIN_ENV), or None when that is already so or not wanted (--blas-spin)."""
     if "--blas-spin" in argv or BLAS_SPIN_ENV in os.environ:
         return None
-    return [sys.executable, "-m", "ug_core.bench", *argv]
+    return [sys.executable, "-m", "ug_bench.bench", *argv]
 
 
 def main_from_command_line(argv: list[str]) -> int:
-    """`ug bench` / `python -m ug_core.bench` from a command line: restarts the process once
+    """`ug bench` / `python -m ug_bench.bench` from a command line: restarts the process once
     with BLAS_SPIN_ENV set (it must be set before numpy loads OpenBLAS), then runs main."""
     command = quiet_blas_command(argv)
     if command is not None:

@@ -7,10 +7,18 @@ import pytest
 
 import ug_core as ug
 
-RNG = np.random.default_rng(11)
 ALL = [np.float32, np.float64, np.float16, np.int32, np.int64, np.bool_]
 NUMERIC = [np.float32, np.float64, np.float16, np.int32, np.int64]
 name = lambda d: np.dtype(d).name  # noqa: E731
+RNG = np.random.default_rng(0)  # replaced by the running test's own generator (see _test_rng)
+
+
+@pytest.fixture(autouse=True)
+def _test_rng(rng):
+    """The helpers draw from RNG: each test sets it to its own `rng` (seeded from the test's id),
+    so that a test's data do not depend on which tests ran before it."""
+    global RNG
+    RNG = rng
 
 
 def sample(dt, shape=(3, 4)):

@@ -1,0 +1,1 @@
+"""ug-bench: the `ug bench` command (`plugin` registers it, `bench` is the benchmark)."""

@@ -1,0 +1,79 @@
+"""ug-c's own tests: what the core suite (run on device `c` like on every device) does not
+check. The kit's parts it uses are tested in tests/test_kit.py."""
+
+import hashlib
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import ug_core as ug
+from ug_core.device import CompileError
+from ug_core.kit import KitDevice
+
+pytest.importorskip("ug_c")
+from ug_c import device as c_device  # noqa: E402
+
+
+def test_registered_usable_and_built_on_the_kit():
+    assert "c" in ug.devices()
+    dev = ug.registry.get("c")
+    assert isinstance(dev, KitDevice) and dev.info.lower_options.target == "cpu"
+    out = subprocess.run([sys.executable, "-m", "ug_core.cli", "devices"], capture_output=True, text=True).stdout
+    assert any(line.startswith("c ") and "usable" in line for line in out.splitlines())
+
+
+def test_generated_source_and_results():
+    x = ug.tensor(np.linspace(-3, 3, 50, dtype=np.float32), device="c")
+    y = (x * 2.5).exp() - ug.maximum(x, 0.5)
+    kernel = ug.schedule(y).kernels[0].kernel
+    source = ug.registry.get("c").render(kernel)
+    assert "void " in source and "gid_start" in source and "expf(" in source
+    np.testing.assert_allclose(y.numpy(), np.exp(x.numpy() * 2.5) - np.maximum(x.numpy(), 0.5), rtol=1e-6)
+
+
+def test_a_dtype_it_lacks_is_a_clear_error():
+    with pytest.raises(TypeError, match="float16"):
+        ug.tensor(np.ones(4, np.float16), device="c")
+
+
+def test_compile_errors_carry_the_source(monkeypatch):
+    compiler = c_device.CCompiler()
+    with pytest.raises(CompileError) as info:
+        compiler.compile("void broken(void **args, long long gid_start, long long gid_end) { nonsense; }", "broken")
+    assert "nonsense" in info.value.source and "failed" in str(info.value)
+
+
+def test_no_compiler_is_an_unusable_reason(monkeypatch):
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.delenv("CC", raising=False)
+    with pytest.raises(RuntimeError, match="no C compiler"):
+        c_device.find_compiler()
+
+
+def test_libraries_come_from_the_disk_cache_and_corrupt_ones_are_rebuilt(tmp_path, monkeypatch):
+    monkeypatch.setenv("UG_C_CACHE_DIR", str(tmp_path))
+    kernel = ug.schedule(ug.tensor(np.ones(8, np.float32), device="c") * 3.25).kernels[0].kernel
+    first = c_device.make_device("test")
+    first.compile(kernel)
+    assert first.compiler.stats == {"compiled": 1, "disk_hits": 0}
+    second = c_device.make_device("test")
+    second.compile(kernel)
+    assert second.compiler.stats == {"compiled": 0, "disk_hits": 1}
+    (entry,) = [p for p in tmp_path.iterdir() if p.suffix == ".so"]
+    magic = b"ug-c\n"
+    data = entry.read_bytes()
+    library = data[len(magic) + 32:]
+    cut = library[: len(library) // 2]  # a truncated library whose checksum matches: only the ELF check sees it
+    entry.write_bytes(magic + hashlib.sha256(cut).digest() + cut)
+    os.chmod(entry, 0o600)
+    third = c_device.make_device("test")
+    program = third.compile(kernel)
+    assert third.compiler.disk.stats["corrupt"] == 1 and third.compiler.stats == {"compiled": 1, "disk_hits": 0}
+    assert len(kernel.args) == 3  # out, x, the scalar 3.25
+    buffers = [ug.Buffer(third, 8, np.float32), ug.Buffer(third, 8, np.float32).copy_in(np.ones(8, np.float32)),
+               ug.Buffer(third, 1, np.float32).copy_in(np.array([3.25], np.float32))]
+    third.run(program, buffers)
+    np.testing.assert_array_equal(buffers[0].numpy(), np.full(8, 3.25, np.float32))

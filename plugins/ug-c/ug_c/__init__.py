@@ -1,0 +1,1 @@
+"""ug-c: the `c` device, built on ug_core.kit (see plugin.py and device.py)."""

@@ -1,0 +1,126 @@
+"""The `c` device on the backend kit: each part is what makes C differ, nothing else.
+
+Kernels are C functions `void k(void **args, long long gid_start, long long gid_end)` looping
+over a range of global ids (the kit's cpu target), compiled into a shared library by the
+system C compiler (`$CC`, else cc, gcc or clang on PATH) and called through ctypes. Buffers
+are host memory (numpy byte arrays) pooled by the core; the core caches the libraries on disk.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from typing import Any
+
+import numpy as np
+
+from ug_core import diskcache
+from ug_core.device import CompileError
+from ug_core.kit import C_HELPERS, Allocator, Compiler, CStyleRenderer, DeviceInfo, KitDevice, Runtime
+from ug_core.loop_ir import LoopProgram
+from ug_core.lower import LowerOptions
+
+PRELUDE = "#include <math.h>\n#include <stdbool.h>\n#include <string.h>\n#define UG_FN static inline\n" + C_HELPERS + """
+UG_INT_HELPERS(i32, int, unsigned int)
+UG_INT_HELPERS(i64, long long, unsigned long long)
+UG_FLOAT_HELPERS(f32, float)
+UG_FLOAT_HELPERS(f64, double)
+UG_BITCAST(f32, float, i32, int) UG_BITCAST(i32, int, f32, float)
+UG_BITCAST(f64, double, i64, long long) UG_BITCAST(i64, long long, f64, double)
+"""
+
+SUM_BLOCK = 4  # float sums add blocks of 4 (the C compiler keeps their order: no vector lanes to help)
+
+
+class CRenderer(CStyleRenderer):
+    restrict = ""  # an in-place write passes one buffer as input and output
+
+    def head(self, name: str, program: LoopProgram) -> str:
+        params = [f"  {'' if p.is_output else 'const '}{self.ctype(p.dtype)}* b{i} = args[{i}];"
+                  for i, p in enumerate(program.params)]
+        return "\n".join([f"void {name}(void **args, long long gid_start, long long gid_end) {{", *params])
+
+
+def find_compiler() -> str:
+    for name in ([os.environ["CC"]] if os.environ.get("CC") else []) + ["cc", "gcc", "clang"]:
+        path = shutil.which(name)
+        if path:
+            return path
+    raise RuntimeError("no C compiler: set $CC or install cc, gcc or clang (apt-get install gcc)")
+
+
+class CCompiler(Compiler):
+    name, suffix = "c", "so"
+    flags = ["-O2", "-shared", "-fPIC", "-fno-math-errno", "-ffp-contract=off"]
+
+    def __init__(self) -> None:
+        self.cc = find_compiler()
+        version = subprocess.run([self.cc, "--version"], capture_output=True, text=True).stdout.splitlines()
+        self.version = version[0] if version else self.cc
+        with open(sys.executable, "rb") as f:  # what this machine loads: the interpreter's own ELF header
+            own = diskcache.elf_kind(f.read(64))
+        self.kind = diskcache.ElfKind(own.elf_class, own.data, 3, own.machine)  # ET_DYN: a shared library
+
+    def identity(self) -> str:
+        return " ".join([self.version, *self.flags])
+
+    def compile(self, source: str, name: str) -> bytes:
+        with tempfile.TemporaryDirectory(prefix="ug-c-") as tmp:
+            src, lib = os.path.join(tmp, "k.c"), os.path.join(tmp, "k.so")
+            with open(src, "w") as f:
+                f.write(PRELUDE + source + "\n")
+            done = subprocess.run([self.cc, *self.flags, "-o", lib, src, "-lm"], capture_output=True, text=True)
+            if done.returncode != 0:
+                raise CompileError(f"{self.cc} failed on {name}:\n{done.stderr}", source)
+            with open(lib, "rb") as f:
+                return f.read()
+
+    def validate(self, binary: bytes) -> str | None:
+        return diskcache.elf_problem(binary, self.kind)
+
+
+class HostAllocator(Allocator):
+    def alloc(self, nbytes: int) -> np.ndarray:
+        raw = np.empty(nbytes + self.alignment, np.uint8)
+        start = (-raw.ctypes.data) % self.alignment
+        return raw[start:start + nbytes]
+
+    def free(self, handle: np.ndarray) -> None:
+        pass  # numpy frees it with the last reference
+
+    def copy_in(self, handle: np.ndarray, src: np.ndarray) -> None:
+        handle[: src.nbytes] = src.reshape(-1).view(np.uint8)
+
+    def copy_out(self, handle: np.ndarray, dst: np.ndarray) -> None:
+        dst.reshape(-1).view(np.uint8)[...] = handle[: dst.nbytes]
+
+
+class CRuntime(Runtime):
+    def __init__(self) -> None:
+        self.libraries: list[Any] = []  # loaded libraries stay loaded (their functions are in use)
+
+    def load(self, binary: bytes, program: LoopProgram, name: str) -> Any:
+        with tempfile.NamedTemporaryFile(prefix="ug-c-", suffix=".so") as f:
+            f.write(binary)
+            f.flush()
+            library = ctypes.CDLL(f.name)
+        self.libraries.append(library)
+        entry = getattr(library, name)
+        entry.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_longlong, ctypes.c_longlong]
+        entry.restype = None
+        return entry, ctypes.c_void_p * len(program.params)  # (a ctypes type made per call is a cycle)
+
+    def launch(self, loaded: Any, program: LoopProgram, handles: list[np.ndarray]) -> None:
+        entry, pointers = loaded
+        entry(pointers(*[h.ctypes.data for h in handles]), 0, program.global_size[0])
+
+
+def make_device(version: str) -> KitDevice:
+    compiler = CCompiler()
+    dtypes = frozenset(map(np.dtype, ["float32", "float64", "int32", "int64", "bool"]))
+    info = DeviceInfo("c", dtypes, LowerOptions(target="cpu", sum_block=SUM_BLOCK), f"{version}+{compiler.version}", compiler.version)
+    return KitDevice(info, CRenderer, compiler, HostAllocator(), CRuntime())

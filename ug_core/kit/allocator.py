@@ -1,0 +1,140 @@
+"""Device memory for kit backends: the backend's raw `Allocator`, and the core's pool around it.
+
+A backend says how to get and give back device memory and how to copy to and from it; the
+core keeps freed allocations by size class for reuse (a kernel's outputs are mostly the sizes
+of the last call's) and answers ug.memory_stats. One pool for every backend.
+"""
+
+from __future__ import annotations
+
+import abc
+import functools
+import threading
+from collections import deque
+from typing import Any, Callable
+
+import numpy as np
+
+from ..env import env_int
+
+
+class Allocator(abc.ABC):
+    """What a backend supplies: raw allocations of at least `nbytes` bytes, and copies."""
+
+    alignment: int = 64   # bytes; every size class is a multiple of it
+
+    @abc.abstractmethod
+    def alloc(self, nbytes: int) -> Any: ...
+
+    @abc.abstractmethod
+    def free(self, handle: Any) -> None: ...
+
+    @abc.abstractmethod
+    def copy_in(self, handle: Any, src: np.ndarray) -> None:
+        """Copy the contiguous host array `src` to the start of the allocation."""
+
+    @abc.abstractmethod
+    def copy_out(self, handle: Any, dst: np.ndarray) -> None:
+        """Copy the start of the allocation into the contiguous host array `dst`."""
+
+
+SMALL_CLASS = 1 << 16
+"""Sizes up to this are kept without limit (few bytes each, made on every small call)."""
+
+
+class CachingAllocator:
+    """Freed allocations by size class, reused before the backend allocates again.
+
+    A size class is the size rounded up to the alignment, then, past SMALL_CLASS, to an eighth
+    of its power of two (so a pooled block is at most 12.5% larger than asked). Pooled bytes of
+    the larger classes are capped (`$UG_POOL_CACHE_MB`, default 1024): past it, a freed block
+    goes back to the backend. deque.pop/append are atomic under the GIL, so the common path
+    takes no lock: free may run from any thread's Buffer.__del__."""
+
+    def __init__(self, raw: Allocator, cache_bytes: int | None = None):
+        self.raw = raw
+        self.cache_bytes = env_int("UG_POOL_CACHE_MB", 1024, minimum=0) << 20 if cache_bytes is None else cache_bytes
+        self._free: dict[int, deque[Any]] = {}
+        self._capacity: dict[int, int] = {}   # id(handle) -> its size class, for every live handle
+        self._pooled_large = 0
+        self.allocated = 0                     # bytes of every live handle, pooled or in use
+        self._lock = threading.Lock()
+
+    def size_class(self, nbytes: int) -> int:
+        align = self.raw.alignment
+        size = max(-(-nbytes // align) * align, align)
+        if size > SMALL_CLASS:
+            step = max(1 << (size.bit_length() - 4), align)
+            size = -(-size // step) * step
+        return size
+
+    def _pool(self, capacity: int) -> deque[Any]:
+        blocks = self._free.get(capacity)
+        if blocks is None:
+            blocks = self._free.setdefault(capacity, deque())  # one deque even when threads race
+        return blocks
+
+    def allocate(self, nbytes: int) -> Any:
+        capacity = self.size_class(nbytes)
+        blocks = self._free.get(capacity)
+        if blocks:
+            try:
+                handle = blocks.pop()
+            except IndexError:  # another thread took the last one since the check
+                pass
+            else:
+                if capacity > SMALL_CLASS:
+                    self._pooled_large -= capacity
+                return handle
+        return self._new(capacity)
+
+    def _new(self, capacity: int) -> Any:
+        handle = self.raw.alloc(capacity)
+        with self._lock:
+            self._capacity[id(handle)] = capacity
+            self.allocated += capacity
+        return handle
+
+    def free(self, handle: Any) -> None:
+        capacity = self._capacity[id(handle)]
+        if capacity <= SMALL_CLASS:
+            self._pool(capacity).append(handle)
+        elif self._pooled_large + capacity <= self.cache_bytes:
+            self._pooled_large += capacity
+            self._pool(capacity).append(handle)
+        else:
+            self._release(handle, capacity)
+
+    def _release(self, handle: Any, capacity: int) -> None:
+        with self._lock:
+            del self._capacity[id(handle)]
+            self.allocated -= capacity
+        self.raw.free(handle)
+
+    def handle_allocator(self, nbytes: int) -> tuple[Callable[[], Any], Callable[[], Any], Callable[[Any], None]]:
+        """(take, allocate, free) for one size (see Device.handle_allocator): a small class's
+        free list's own pop and append, so a ug.jit replay pays no Python frame for them."""
+        capacity = self.size_class(nbytes)
+        if capacity > SMALL_CLASS:
+            allocate = functools.partial(self.allocate, nbytes)
+            return allocate, allocate, self.free
+        blocks = self._pool(capacity)
+        return blocks.pop, functools.partial(self._new, capacity), blocks.append
+
+    def pool_bytes(self) -> int:
+        return sum(capacity * len(blocks) for capacity, blocks in list(self._free.items()))
+
+    def memory_usage(self) -> int:
+        return self.allocated - self.pool_bytes()
+
+    def empty_cache(self) -> None:
+        """Give every pooled block back to the backend."""
+        for capacity, blocks in list(self._free.items()):
+            while True:
+                try:
+                    handle = blocks.pop()
+                except IndexError:
+                    break
+                if capacity > SMALL_CLASS:
+                    self._pooled_large -= capacity
+                self._release(handle, capacity)

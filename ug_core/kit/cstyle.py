@@ -1,0 +1,327 @@
+"""A renderer for the C family (C, CUDA C, OpenCL C, Metal...): loop IR -> one C function.
+
+Every value is a `const` local named after its instruction (`v12`), scoped by the C block
+that holds it, which is exactly loop IR's visibility rule. A subclass spells what differs
+between dialects: the type names (`ctypes`), the prelude of helpers, the function head
+(`head`), thread ids (`special`), shared memory and barriers, literals of inf/NaN, bitcasts.
+
+Semantics are those of ug_core.ops, the same on every device (see ops.py):
+* integers wrap on overflow: add/sub/mul/neg go through the unsigned type (no C UB);
+* int DIV is floor division with a // 0 == 0, int RECIP and POW follow ops.py, float max/min
+  propagate NaN and order -0 < +0: helpers named `ug_<what>_<type suffix>` (`ug_floordiv_i32`),
+  which the dialect's prelude defines (C_HELPERS does for C99 and C++);
+* bool is the dialect's 1-byte bool: `bool + bool` is `or`, `bool * bool` is `and`;
+* float16 is stored as 2 bytes and computed in float32 (`to_float` / `from_float`), for the
+  dialects that offer it;
+* index math (thread ids, loop counters, what the lowering computes from them) is int64 that
+  never overflows, so it stays plain signed arithmetic the compiler can strength-reduce.
+
+On the cpu target (local size 1, GLOBAL_ID(0) only) the function takes a range of global ids
+and loops over it: `head` declares `gid_start` and `gid_end`, and GLOBAL_ID opens the loop.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+
+from ..loop_ir import ACC_COMBINE, INDEX, Inst, LoopProgram, Opc, Special
+from ..ops import ALU, Op, check_exhaustive
+from .renderer import Renderer, RenderError
+
+F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
+I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(bool)
+SUFFIX = {F16: "f16", F32: "f32", F64: "f64", I32: "i32", I64: "i64", BOOL: "b"}
+
+_FLOAT_MATH = {Op.EXP: "exp", Op.LOG: "log", Op.SQRT: "sqrt", Op.SIN: "sin", Op.COS: "cos", Op.TANH: "tanh"}
+_CMP = {Op.CMPLT: "<", Op.CMPLE: "<=", Op.CMPEQ: "==", Op.CMPNE: "!="}
+_ARITH = {Op.NEG, Op.RECIP, Op.ABS, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAX, Op.MIN} | set(_FLOAT_MATH)
+check_exhaustive(_ARITH | {Op.WHERE, Op.NOT} | set(_CMP), ALU, "C-style renderer (ALU ops)")
+check_exhaustive({Op.ADD, Op.MAX, Op.MIN}, ACC_COMBINE, "C-style renderer (accumulator combine ops)")
+_INDEX_OPS = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*"}
+
+# The helpers of ops.py's semantics, for C99, C++ and CUDA alike: one definition per type, by
+# macro. The dialect's prelude defines UG_FN, their qualifiers (`static inline` in C; CUDA adds
+# `__device__`). UG_BITCAST needs <string.h>'s memcpy, which compilers turn into a register move.
+C_HELPERS = r"""
+#define UG_INT_HELPERS(S, T, U) \
+UG_FN T ug_floordiv_##S(T a, T b) { if (b == 0) return 0; if (b == -1) return (T)(0u - (U)a); \
+  T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; } \
+UG_FN T ug_irecip_##S(T a) { return a == 0 ? (T)((U)1 << (sizeof(T) * 8 - 1)) : (a == 1 || a == -1) ? a : 0; } \
+UG_FN T ug_ipow_##S(T base, T e) { if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0; \
+  U r = 1, b = (U)base; while (e) { if (e & 1) r *= b; b *= b; e >>= 1; } return (T)r; }
+#define UG_BITCAST(S, T, D, U) UG_FN U ug_bitcast_##S##_##D(T x) { U r; memcpy(&r, &x, sizeof r); return r; }
+#define UG_FLOAT_HELPERS(S, T) \
+UG_FN T ug_max_##S(T a, T b) { if (a > b) return a; if (b > a) return b; return (a == b && a != 0) ? a : a + b; } \
+UG_FN T ug_min_##S(T a, T b) { if (a < b) return a; if (b < a) return b; return (a == b && a != 0) ? a : -((-a) + (-b)); }
+"""
+
+
+class CStyleRenderer(Renderer):
+    complete = False  # a dialect subclass is checked
+
+    ctypes: ClassVar[dict[np.dtype, str]] = {F32: "float", F64: "double", I32: "int", I64: "long long", BOOL: "bool"}
+    unsigned: ClassVar[dict[np.dtype, str]] = {I32: "unsigned int", I64: "unsigned long long"}
+    prelude: ClassVar[str] = ""
+    restrict: ClassVar[str] = "restrict"
+
+    # -- what a dialect spells (overridden by subclasses)
+    def head(self, name: str, program: LoopProgram) -> str:
+        """The function's first line, up to and including `{`; the buffers are `b0`, `b1`, ...
+        (or defined by `op_param`), and on the cpu target `gid_start`, `gid_end`."""
+        raise NotImplementedError
+
+    def special(self, kind: Special, dim: int) -> str:
+        raise RenderError(f"{type(self).__name__}: no thread ids (a cpu-target dialect)")
+
+    def shared(self, ctype: str, name: str, n: int) -> str:
+        raise RenderError(f"{type(self).__name__}: no workgroup shared memory")
+
+    def barrier(self) -> str:
+        raise RenderError(f"{type(self).__name__}: no workgroup barrier")
+
+    def math(self, op: Op, dtype: np.dtype) -> str:
+        """The function computing `op` (a _FLOAT_MATH op, or POW / ABS) on float32 or float64."""
+        base = {Op.POW: "pow", Op.ABS: "fabs"}.get(op) or _FLOAT_MATH[op]
+        return base + ("f" if dtype == F32 else "")
+
+    def float_literal(self, value: float, dtype: np.dtype) -> str:
+        f = "f" if dtype == F32 else ""
+        if math.isnan(value):
+            return f"__builtin_nan{f}(\"\")"
+        if math.isinf(value):
+            return f"({'-' if value < 0 else ''}__builtin_inf{f}())"
+        return float(value).hex() + f  # exact
+
+    def bitcast(self, expr: str, src: np.dtype, dst: np.dtype) -> str:
+        return f"ug_bitcast_{SUFFIX[src]}_{SUFFIX[dst]}({expr})"
+
+    def to_float(self, expr: str) -> str:   # float16 -> float32
+        raise RenderError(f"{type(self).__name__}: no float16")
+
+    def from_float(self, expr: str, src: np.dtype) -> str:   # float32 / float64 -> float16
+        raise RenderError(f"{type(self).__name__}: no float16")
+
+    def helper(self, name: str, dtype: np.dtype) -> str:
+        return f"ug_{name}_{SUFFIX[dtype]}"
+
+    # -- the walk
+    def render(self, program: LoopProgram, name: str) -> str:
+        self.program = program
+        self.lines: list[str] = []
+        self.depth = 1
+        self.closers = 0    # braces the cpu target's gid loop left open
+        self.index: set[int] = set()   # ids of int64 index-math values
+        head = self.head(name, program)
+        self.walk(program)
+        self.lines += ["  " * d + "}" for d in range(self.closers, 0, -1)]
+        return "\n".join([head, *self.lines, "}"])
+
+    def ctype(self, dtype: np.dtype) -> str:
+        try:
+            return self.ctypes[dtype]
+        except KeyError:
+            raise RenderError(f"{type(self).__name__}: no {dtype.name}") from None
+
+    def emit(self, line: str) -> None:
+        self.lines.append("  " * self.depth + line)
+
+    def define(self, inst: Inst, expr: str) -> None:
+        name = f"v{inst.id}"
+        self.emit(f"const {self.ctype(inst.dtype)} {name} = {expr};")
+        self.names[id(inst)] = name
+
+    def literal(self, value: Any, dtype: np.dtype) -> str:
+        if dtype == BOOL:
+            return "true" if value else "false"
+        if dtype == F16:
+            return self.from_float(self.float_literal(float(value), F32), F32)
+        if dtype.kind == "f":
+            return self.float_literal(float(dtype.type(value)), dtype)
+        value = int(value)
+        if dtype == I64:
+            return "(-9223372036854775807LL - 1LL)" if value == -2**63 else f"{value}LL"
+        return "(-2147483647 - 1)" if value == -2**31 else str(value)
+
+    # -- one method per opcode
+    def op_const(self, inst: Inst) -> None:
+        self.names[id(inst)] = self.literal(inst.arg, inst.dtype)
+
+    def op_param(self, inst: Inst) -> None:
+        self.names[id(inst)] = f"b{inst.arg}"
+
+    def op_special(self, inst: Inst) -> None:
+        self.index.add(id(inst))
+        kind, dim = inst.arg
+        if self.program.target == "cpu":
+            assert kind is Special.GLOBAL_ID and dim == 0, inst.arg
+            name = f"v{inst.id}"
+            self.emit(f"for (long long {name} = gid_start; {name} < gid_end; {name}++) {{")
+            self.names[id(inst)] = name
+            self.depth += 1
+            self.closers += 1
+            return
+        self.define(inst, self.special(kind, dim))
+
+    def op_range(self, inst: Inst) -> None:
+        start, end = inst.srcs
+        name = f"v{inst.id}"
+        self.names[id(inst)] = name
+        self.index.add(id(inst))
+        self.emit(f"for (long long {name} = {self.v(start)}; {name} < {self.v(end)}; {name} += {inst.arg}LL) {{")
+        self.depth += 1
+
+    def op_if(self, inst: Inst) -> None:
+        self.emit(f"if ({self.v(inst.srcs[0])}) {{")
+        self.depth += 1
+
+    def op_endrange(self, inst: Inst) -> None:
+        self.depth -= 1
+        self.emit("}")
+
+    op_endif = op_endrange
+
+    def op_load(self, inst: Inst) -> None:
+        param, index = inst.srcs
+        self.define(inst, f"{self.v(param)}[{self.v(index)}]")
+
+    def op_store(self, inst: Inst) -> None:
+        param, index, value = inst.srcs
+        self.emit(f"{self.v(param)}[{self.v(index)}] = {self.v(value)};")
+
+    def op_alu(self, inst: Inst) -> None:
+        srcs = [self.v(s) for s in inst.srcs]
+        if inst.dtype == INDEX and inst.arg in _INDEX_OPS and all(
+                id(s) in self.index or (s.opc is Opc.CONST and s.dtype == INDEX) for s in inst.srcs):
+            self.index.add(id(inst))
+            self.define(inst, f"({srcs[0]} {_INDEX_OPS[inst.arg]} {srcs[1]})")
+            return
+        self.define(inst, self.alu(inst.arg, srcs, inst.srcs[0].dtype, inst.dtype))
+
+    def op_idiv(self, inst: Inst) -> None:
+        self.index.add(id(inst))
+        self.define(inst, f"({self.v(inst.srcs[0])} / {self.v(inst.srcs[1])})")
+
+    def op_mod(self, inst: Inst) -> None:
+        self.index.add(id(inst))
+        self.define(inst, f"({self.v(inst.srcs[0])} % {self.v(inst.srcs[1])})")
+
+    def op_cast(self, inst: Inst) -> None:
+        src = inst.srcs[0]
+        self.define(inst, self.cast(self.v(src), src.dtype, inst.dtype))
+
+    def op_bitcast(self, inst: Inst) -> None:
+        src = inst.srcs[0]
+        self.define(inst, self.bitcast(self.v(src), src.dtype, inst.dtype))
+
+    def op_define_acc(self, inst: Inst) -> None:
+        name = f"acc{inst.id}"
+        self.names[id(inst)] = name
+        self.emit(f"{self.ctype(inst.dtype)} {name} = {self.literal(inst.arg, inst.dtype)};")
+
+    def op_acc_update(self, inst: Inst) -> None:
+        acc, value = inst.srcs
+        self.emit(f"{self.v(acc)} = {self.alu(inst.arg, [self.v(acc), self.v(value)], acc.dtype, acc.dtype)};")
+
+    def op_acc_read(self, inst: Inst) -> None:
+        self.define(inst, self.v(inst.srcs[0]))
+
+    def op_define_local(self, inst: Inst) -> None:
+        name = f"local{inst.id}"
+        self.names[id(inst)] = name
+        if self.program.target == "cpu":  # private to the global id: a plain array
+            self.emit(f"{self.ctype(inst.dtype)} {name}[{inst.arg}];")
+        else:
+            self.emit(self.shared(self.ctype(inst.dtype), name, inst.arg))
+
+    def op_local_load(self, inst: Inst) -> None:
+        local, index = inst.srcs
+        self.define(inst, f"{self.v(local)}[{self.v(index)}]")
+
+    def op_local_store(self, inst: Inst) -> None:
+        local, index, value = inst.srcs
+        self.emit(f"{self.v(local)}[{self.v(index)}] = {self.v(value)};")
+
+    def op_barrier(self, inst: Inst) -> None:
+        self.emit(self.barrier())
+
+    # -- expressions
+    def alu(self, op: Op, a: list[str], operand: np.dtype, dtype: np.dtype) -> str:
+        """The C expression of `op` on operand expressions `a` (of dtype `operand`) giving `dtype`."""
+        if op is Op.WHERE:
+            return f"({a[0]} ? {a[1]} : {a[2]})"
+        if op is Op.NOT:
+            return f"!({self.to_float(a[0]) if operand == F16 else a[0]})"
+        if op in _CMP:
+            x = [self.to_float(s) for s in a] if operand == F16 else a
+            return f"({x[0]} {_CMP[op]} {x[1]})"
+        if dtype == F16:
+            return self.from_float(self._alu_float(op, [self.to_float(s) for s in a], F32), F32)
+        if dtype.kind == "f":
+            return self._alu_float(op, a, dtype)
+        if op in _FLOAT_MATH:  # on ints / bool the tensor layer casts first; compute in double
+            return f"(({self.ctype(dtype)}){self._alu_float(op, [f'(double){a[0]}'], F64)})"
+        if dtype == BOOL:
+            return self._alu_bool(op, a)
+        return self._alu_int(op, a, dtype)
+
+    def _alu_float(self, op: Op, a: list[str], dtype: np.dtype) -> str:
+        if op in _FLOAT_MATH or op in (Op.ABS, Op.POW):
+            return f"{self.math(op, dtype)}({', '.join(a)})"
+        one = "1.0f" if dtype == F32 else "1.0"
+        return {
+            Op.NEG: lambda: f"(-{a[0]})",
+            Op.RECIP: lambda: f"({one} / {a[0]})",
+            Op.ADD: lambda: f"({a[0]} + {a[1]})",
+            Op.SUB: lambda: f"({a[0]} - {a[1]})",
+            Op.MUL: lambda: f"({a[0]} * {a[1]})",
+            Op.DIV: lambda: f"({a[0]} / {a[1]})",
+            Op.MAX: lambda: f"{self.helper('max', dtype)}({a[0]}, {a[1]})",
+            Op.MIN: lambda: f"{self.helper('min', dtype)}({a[0]}, {a[1]})",
+        }[op]()
+
+    def _alu_int(self, op: Op, a: list[str], dtype: np.dtype) -> str:
+        t, u = self.ctype(dtype), self.unsigned[dtype]
+        wrap = lambda sym: f"(({t})(({u}){a[0]} {sym} ({u}){a[1]}))"  # noqa: E731
+        return {
+            Op.NEG: lambda: f"(({t})(0u - ({u}){a[0]}))",
+            Op.RECIP: lambda: f"{self.helper('irecip', dtype)}({a[0]})",
+            Op.ABS: lambda: f"(({t})({a[0]} < 0 ? 0u - ({u}){a[0]} : ({u}){a[0]}))",
+            Op.ADD: lambda: wrap("+"),
+            Op.SUB: lambda: wrap("-"),
+            Op.MUL: lambda: wrap("*"),
+            Op.DIV: lambda: f"{self.helper('floordiv', dtype)}({a[0]}, {a[1]})",
+            Op.POW: lambda: f"{self.helper('ipow', dtype)}({a[0]}, {a[1]})",
+            Op.MAX: lambda: f"({a[0]} > {a[1]} ? {a[0]} : {a[1]})",
+            Op.MIN: lambda: f"({a[0]} < {a[1]} ? {a[0]} : {a[1]})",
+        }[op]()
+
+    @staticmethod
+    def _alu_bool(op: Op, a: list[str]) -> str:
+        return {
+            Op.NEG: lambda: a[0],             # numpy refuses; the tensor layer never builds it
+            Op.RECIP: lambda: a[0],           # 1 / True
+            Op.ABS: lambda: a[0],
+            Op.ADD: lambda: f"({a[0]} || {a[1]})",
+            Op.SUB: lambda: f"({a[0]} != {a[1]})",
+            Op.MUL: lambda: f"({a[0]} && {a[1]})",
+            Op.DIV: lambda: f"({a[0]} && {a[1]})",
+            Op.POW: lambda: f"({a[0]} || !{a[1]})",
+            Op.MAX: lambda: f"({a[0]} || {a[1]})",
+            Op.MIN: lambda: f"({a[0]} && {a[1]})",
+        }[op]()
+
+    def cast(self, expr: str, src: np.dtype, dst: np.dtype) -> str:
+        if src == dst:
+            return expr
+        if dst == F16:
+            if src == BOOL:
+                return self.from_float(f"({expr} ? 1.0f : 0.0f)", F32)
+            return self.from_float(expr if src in (F32, F64) else f"(double){expr}", src if src in (F32, F64) else F64)
+        if src == F16:
+            return f"({self.to_float(expr)} != 0.0f)" if dst == BOOL else f"(({self.ctype(dst)}){self.to_float(expr)})"
+        if dst == BOOL:
+            return f"({expr} != 0)"
+        return f"(({self.ctype(dst)}){expr})"

@@ -1,0 +1,152 @@
+"""A device assembled from kit parts: the core runs lower -> render -> compile -> load -> launch.
+
+A backend supplies a `DeviceInfo`, a `Renderer`, a `Compiler`, an `Allocator` and a `Runtime`
+(binary -> loaded program; program + buffers -> run) and subclasses nothing else; `KitDevice`
+is the `ug_core.device.Device` the scheduler and runtime talk to. A backend that wants its own
+matmul, fast launch paths or epilogues overrides those methods of KitDevice, as it would on
+Device; everything else (the buffer pool, the disk cache, the default matmul, empty launches,
+UG_DEBUG output, compile errors with the source) is the core's.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from ..device import Buffer, CompileError, Device, MatmulSpec, Program
+from ..kernel_ir import Kernel
+from ..loop_ir import LoopProgram
+from ..lower import LowerOptions, lower
+from .allocator import Allocator, CachingAllocator
+from .compiler import CachedCompiler, Compiler
+from .matmul import matmul_kernel
+from .renderer import Renderer, RenderError
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """What the core needs to know about a device to lower for it and to schedule for it."""
+
+    name: str                                  # the device name users pass (`device="c"`)
+    dtypes: frozenset[np.dtype]                # the dtypes its buffers and kernels take
+    lower_options: LowerOptions = LowerOptions()   # target "cpu" or "gpu", workgroup size, ...
+    version: str = "0"                         # the backend's version: part of compile-cache keys
+    description: str = ""                      # e.g. the hardware's or compiler's name (`ug devices`)
+    max_kernel_buffers: int | None = None      # most buffers one kernel may take (None: no limit)
+    capabilities: frozenset[str] = field(default_factory=frozenset)  # e.g. {"f16_math", "f64_math", "atomics"}
+
+
+class Runtime(abc.ABC):
+    """What a backend supplies to run binaries."""
+
+    @abc.abstractmethod
+    def load(self, binary: bytes, program: LoopProgram, name: str) -> Any:
+        """The loaded entry point `name` of `binary` (what `launch` gets)."""
+
+    @abc.abstractmethod
+    def launch(self, loaded: Any, program: LoopProgram, handles: list[Any]) -> None:
+        """Run a loaded program on allocations (Allocator handles) in argument order.
+        Never called for an empty program (global size 0): the core skips those."""
+
+    def synchronize(self) -> None:
+        """Wait for launched work (a runtime that runs synchronously need not override this)."""
+
+
+@dataclass
+class _Loaded:
+    program: LoopProgram
+    entry: Any
+
+
+class KitDevice(Device):
+    """A Device built from kit parts (see the module docstring)."""
+
+    def __init__(self, info: DeviceInfo, renderer: Callable[[], Renderer], compiler: Compiler,
+                 allocator: Allocator, runtime: Runtime):
+        self.info = info
+        self.name = info.name
+        self.version = info.version
+        self.dtypes = frozenset(np.dtype(d) for d in info.dtypes)
+        self.description = info.description
+        self.max_kernel_buffers = info.max_kernel_buffers
+        self.make_renderer = renderer
+        self.compiler = CachedCompiler(compiler)
+        self.memory = CachingAllocator(allocator)
+        self.raw = allocator
+        self.runtime = runtime
+
+    # -- memory: the core's pool around the backend's allocator
+    def allocate(self, nbytes: int) -> Any:
+        return self.memory.allocate(nbytes)
+
+    def free(self, handle: Any) -> None:
+        self.memory.free(handle)
+
+    def handle_allocator(self, nbytes: int) -> tuple[Callable[[], Any], Callable[[], Any], Callable[[Any], None]]:
+        return self.memory.handle_allocator(nbytes)
+
+    def copy_in(self, handle: Any, src: np.ndarray) -> None:
+        self.raw.copy_in(handle, src)
+
+    def copy_out(self, handle: Any, dst: np.ndarray) -> None:
+        self.synchronize()
+        self.raw.copy_out(handle, dst)
+
+    def memory_usage(self) -> int:
+        return self.memory.memory_usage()
+
+    def pool_bytes(self) -> int:
+        return self.memory.pool_bytes()
+
+    def synchronize(self) -> None:
+        self.runtime.synchronize()
+
+    # -- compiling: lower, render, compile (disk cache), load
+    def lower(self, kernel: Kernel) -> LoopProgram:
+        return lower(kernel, self.info.lower_options)
+
+    def render_program(self, program: LoopProgram) -> str:
+        try:
+            return self.make_renderer().render(program, _c_name(program.name))
+        except RenderError as e:
+            raise CompileError(f"{self.name}: cannot render {program.name}: {e}", str(program)) from None
+
+    def render(self, kernel: Kernel) -> str:
+        return self.render_program(self.lower(kernel))
+
+    def compile(self, kernel: Kernel) -> Program:
+        program = self.lower(kernel)
+        if program.is_empty:
+            return Program(kernel.name, _Loaded(program, None), str(program), program.global_size, program.local_size)
+        source = self.render_program(program)
+        binary = self.compiler(source, _c_name(program.name))
+        entry = self.runtime.load(binary, program, _c_name(program.name))
+        return Program(kernel.name, _Loaded(program, entry), source, program.global_size, program.local_size)
+
+    def run(self, program: Program, buffers: list[Buffer]) -> None:
+        loaded: _Loaded = program.handle
+        if loaded.entry is not None:
+            self.runtime.launch(loaded.entry, loaded.program, [b.handle for b in buffers])
+
+    def launcher(self, program: Program) -> Callable[[list[Buffer]], None]:
+        loaded: _Loaded = program.handle
+        if loaded.entry is None:
+            return lambda buffers: None
+        launch, entry, lp = self.runtime.launch, loaded.entry, loaded.program
+        return lambda buffers: launch(entry, lp, [b.handle for b in buffers])
+
+    # -- matmul: a kernel of the core's (a backend with a faster one overrides this)
+    def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
+        from ..runtime import compile_cache  # (the runtime imports the device layer)
+
+        program = compile_cache.get(self, matmul_kernel(spec, a.size, b.size))
+        self.run(program, [out, a, b])
+
+
+def _c_name(name: str) -> str:
+    """An identifier for a kernel name (letters, digits, underscores; not starting with a digit)."""
+    out = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "kernel"
+    return out if not out[0].isdigit() else "k_" + out

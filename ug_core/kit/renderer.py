@@ -1,0 +1,61 @@
+"""The renderer base: loop IR -> source text, one method per opcode, checked when defined.
+
+A backend's renderer subclasses `Renderer` (or `CStyleRenderer`, for the C family) and gives
+a method `op_<opcode>` for every loop IR opcode (`op_const`, `op_range`, ...). When a class
+that says it is complete (`complete = True`, the default for subclasses) lacks one, defining
+it raises TypeError: a backend fails at import, naming what it misses, the day the core adds
+an opcode, not when a kernel first needs it.
+
+The renderer walks the program once, in order (loop IR is SSA and needs no analysis: see
+ug_core.loop_ir), keeping the text it gives each value in `names`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, ClassVar
+
+from ..loop_ir import Inst, LoopProgram, Opc
+
+
+class RenderError(Exception):
+    """A renderer cannot spell an instruction (a dtype or op the target lacks); the device turns
+    it into a CompileError carrying the program."""
+
+
+def handler_name(opc: Opc) -> str:
+    return "op_" + opc.name.lower()
+
+
+class Renderer:
+    """Base of every renderer: dispatch by opcode through a table built at class creation."""
+
+    complete: ClassVar[bool] = False   # subclasses are checked unless they set this False
+    dispatch: ClassVar[dict[Opc, Callable[["Renderer", Inst], None]]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "complete" not in cls.__dict__:
+            cls.complete = True
+        table = {opc: getattr(cls, handler_name(opc), None) for opc in Opc}
+        missing = [handler_name(opc) for opc, fn in table.items() if fn is None]
+        if cls.complete and missing:
+            raise TypeError(f"renderer {cls.__module__}.{cls.__qualname__} has no method for loop IR "
+                            f"opcode(s): {', '.join(missing)}")
+        cls.dispatch = {opc: fn for opc, fn in table.items() if fn is not None}
+
+    def __init__(self) -> None:
+        self.names: dict[int, str] = {}
+
+    def v(self, inst: Inst) -> str:
+        """The text naming `inst`'s value."""
+        return self.names[id(inst)]
+
+    def render(self, program: LoopProgram, name: str) -> str:
+        """The source of `program` as a function called `name`."""
+        raise NotImplementedError
+
+    def walk(self, program: LoopProgram) -> None:
+        """Render every instruction, in order."""
+        dispatch = self.dispatch
+        for inst in program.instructions:
+            dispatch[inst.opc](self, inst)

@@ -1,0 +1,675 @@
+"""ug.jit's replays: running a trace again on a call's arguments.
+
+jit.py traces a function, keys each call and picks its trace (see its docstring for what a
+replay computes); this module holds what a trace keeps (`Trace`) and runs it. A trace is
+replayed one of three ways, chosen once when it is made (`Trace.fast`):
+
+- one kernel writing one fresh output, on a device with `handle_launcher` (most traced
+  functions fuse into one kernel): `_single_kernel_replay`, the hot path;
+- one matmul into a fresh output: `_single_matmul_replay`;
+- anything else: `general_replay`, which binds every buffer slot, runs the compiled steps,
+  makes the writes and builds the return value.
+
+Each replay first checks what may have gone stale (a tensor of the enclosing scope that it
+reads or writes changed) and raises Stale before anything runs; jit.py then traces again.
+
+The fast paths are closures built once per trace, with everything that does not change
+between calls worked out beforehand, since Python code around a tiny kernel is most of its
+time. They never refer to their Trace: the trace holds them, and a cycle would be freed by the
+cyclic GC only (with the output a single-kernel replay keeps for reuse).
+"""
+
+from __future__ import annotations
+
+import sys
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import numpy as np
+
+from .device import Buffer, Device, _SizedBuffer, memory_counter
+from .graph import Node, new_node
+from .ops import Op
+from .tensor import Tensor
+from .view import prod
+
+Replay = Callable[[Sequence[Any]], Tensor]
+"""A fast replay: the call's arguments (positional, or the tensor leaves of a pytree call) ->
+the output tensor."""
+
+PY = "py"
+"""Marks a Python value in an output structure (and, in jit.py, in a trace key)."""
+
+
+class Stale(Exception):
+    """A trace no longer fits the tensors of the enclosing scope it reads (`reason` says how):
+    the call traces again. Raised before a replay runs anything."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+def sig_text(sig: tuple[Any, ...]) -> str:
+    shape, dtype, device = sig
+    return f"shape {shape} {np.dtype(dtype).name} on {device!r}"
+
+
+# --- what a trace keeps -------------------------------------------------------------------
+
+
+class Capture:
+    """A tensor of the enclosing scope that the function reads (a weight): each replay reads
+    its value then."""
+
+    __slots__ = ("holders", "sig", "slot", "state")
+
+    def __init__(self, holders: list[Tensor], node: Node, slot: int | None):
+        # the tensors made before the call that held the value the trace read: normally one
+        self.holders = holders
+        self.sig = node.sig
+        self.slot = slot      # its buffer slot, None when no step reads it (only returned)
+        buffer = node.buffer
+        assert buffer is not None
+        # (node last seen, its buffer, the buffer's handle): one tuple, replaced whole, so that
+        # a replay on another thread never takes one node's buffer with another's handle
+        self.state: tuple[Node, Buffer, Any] = (node, buffer, buffer.handle)
+
+    def current(self) -> tuple[Node, Buffer, Any]:
+        state = self.state
+        node = state[0]
+        for t in self.holders:
+            if t._node is not node:
+                return self.refresh()
+        return state
+
+    def refresh(self) -> tuple[Node, Buffer, Any]:
+        """The state for the holders' value now (realized first if lazy); Stale when it does
+        not fit the trace."""
+        first = self.holders[0]
+        node = first._node
+        if any(t._node is not node for t in self.holders):
+            raise Stale("tensors of the enclosing scope that held one value when it was traced "
+                        "(the function read one of them) now hold different values")
+        if node.sig != self.sig:
+            raise Stale(f"a tensor of the enclosing scope that it reads changed from "
+                        f"{sig_text(self.sig)} to {sig_text(node.sig)}")
+        if node.buffer is None:
+            first.realize()
+        buffer = node.buffer
+        assert buffer is not None
+        self.state = state = (node, buffer, buffer.handle)
+        return state
+
+
+class Guard:
+    """A lazy constant tensor of the enclosing scope (no buffer under it) that the trace
+    compiled into its kernels: a write to it makes the next call trace again."""
+
+    __slots__ = ("holders", "node")
+
+    def __init__(self, holders: list[Tensor], node: Node):
+        self.holders = holders
+        self.node = node
+
+    def check(self) -> None:
+        for t in self.holders:
+            if t._node is not self.node:
+                raise Stale("a lazy constant tensor of the enclosing scope that it reads was written")
+
+
+@dataclass
+class Write:
+    """A tensor the function writes (assign, setitem): each replay gives it its new value."""
+
+    leaf: int | None                # an argument: its position among the tensor leaves
+    tensor: Tensor | None           # else the tensor of the enclosing scope
+    before_slot: int | None         # where the trace reads that tensor's value before the call
+                                    # (for a tensor of the enclosing scope; an argument's is an input)
+    sig: tuple[Any, ...]            # its (shape, dtype, device)
+    after_slot: int                 # the slot of its value after the call
+
+
+@dataclass
+class Trace:
+    runner: Callable[[list[Buffer | None]], object] | None   # the compiled steps, run on the slots' buffers
+    steps: list[Any]                     # runtime._Step, for the fast paths
+    fixed: list[Buffer | None]           # buffers of constant slots (made or read by the function, no one else's)
+    input_slots: list[int | None]        # per tensor argument (leaf): its slot, if the schedule reads it
+    captures: list[Capture]
+    guards: list[Guard]
+    writes: list[Write]
+    # per output tensor: (kind, index, shape); kinds: "slot" (a new tensor on that slot's buffer),
+    # "arg" (the call's tensor argument itself), "argnode" (a new tensor on that argument's value
+    # before the call), "held" (a tensor of the enclosing scope itself, as it is after the call),
+    # "before" (a new tensor on the value before the call of written tensor `index`), "capnode"
+    # (a new tensor on a capture's value), "const" (a new tensor on a constant node), "same" (an
+    # earlier output again)
+    outputs: list[tuple[str, int, tuple[int, ...]]]
+    output_devices: list[str]            # per output tensor: its device's name
+    held: list[Tensor]                   # tensors of "held" outputs
+    constants: list[Node]                # nodes of "const" outputs
+    pins: list[Tensor]                   # tensors on those nodes: nothing writes them in place
+    structure: Any                       # how to rebuild the return value from the output list
+    arg_index: list[int]                 # per tensor argument: its position in what a replay gets
+    # derived from the above, for the replay path
+    bind: list[tuple[int, int]] = field(init=False)       # (tensor argument, slot) pairs
+    single: tuple[int, tuple[int, ...], str] | None = field(init=False)  # one tensor out, from slot i: (i, shape, device)
+    fast: Replay | None = field(init=False)  # the whole replay (on the call's args), when it is one kernel or one matmul
+    reads_arg_nodes: bool = field(init=False)              # an output is an argument's value before the call
+
+    def __post_init__(self) -> None:
+        self.bind = [(j, slot) for j, slot in enumerate(self.input_slots) if slot is not None]
+        self.single = None
+        if self.structure == "T" and self.outputs[0][0] == "slot" and self.runner is not None and not self.writes:
+            _, i, shape = self.outputs[0]
+            self.single = (i, shape, self.output_devices[0])
+        self.fast = _single_kernel_replay(self) or _single_matmul_replay(self)
+        self.reads_arg_nodes = any(kind == "argnode" for kind, _, _ in self.outputs)
+
+
+# --- the general replay -------------------------------------------------------------------
+
+
+def _value_before(write: Write) -> Node:
+    """The value now of a tensor of the enclosing scope that the function writes (realized),
+    which the replay reads; Stale when its shape or dtype changed."""
+    t = write.tensor
+    assert t is not None
+    node = t._node
+    if node.sig != write.sig:
+        raise Stale(f"a tensor of the enclosing scope that it writes changed from {sig_text(write.sig)} "
+                    f"to {sig_text(node.sig)}")
+    if node.buffer is None:
+        t.realize()
+    return node
+
+
+def general_replay(trace: Trace, leaves: list[Tensor]) -> Any:
+    """A replay on the general path: bind every buffer, run the steps, write, build the result."""
+    # everything that may be stale first: nothing has run when Stale is raised
+    for guard in trace.guards:
+        guard.check()
+    states = [cap.current() for cap in trace.captures]
+    befores = [_value_before(w) if w.tensor is not None else None for w in trace.writes]
+    bufs = trace.fixed.copy()
+    for j, slot in trace.bind:
+        bufs[slot] = leaves[j]._node.buffer
+    for cap, state in zip(trace.captures, states):
+        if cap.slot is not None:
+            bufs[cap.slot] = state[1]
+    for w, before in zip(trace.writes, befores):
+        if before is not None and w.before_slot is not None:
+            bufs[w.before_slot] = before.buffer
+    arg_nodes = [t._node for t in leaves] if trace.reads_arg_nodes else []
+    if trace.runner is not None:
+        trace.runner(bufs)
+    for w in trace.writes:
+        written = leaves[w.leaf] if w.leaf is not None else w.tensor
+        assert written is not None
+        buffer = bufs[w.after_slot]
+        assert buffer is not None
+        written._replace_node(new_node(_BUFFER, (), None, (w.sig[0], buffer.dtype, w.sig[2]), buffer))
+    if trace.single is not None:  # the common case: one tensor out
+        i, shape, device = trace.single
+        buffer = bufs[i]
+        assert buffer is not None
+        return _tensor_on_new_node(new_node(_BUFFER, (), None, (shape, buffer.dtype, device), buffer))
+    outs: list[Tensor] = []
+    for (kind, i, shape), device in zip(trace.outputs, trace.output_devices):
+        if kind == "slot":
+            buffer = bufs[i]
+            assert buffer is not None
+            outs.append(Tensor(new_node(_BUFFER, (), None, (shape, buffer.dtype, device), buffer)))
+        elif kind == "arg":
+            outs.append(leaves[i])
+        elif kind == "argnode":
+            outs.append(Tensor(arg_nodes[i]))
+        elif kind == "held":
+            outs.append(trace.held[i])
+        elif kind == "before":
+            outs.append(Tensor(befores[i]))  # type: ignore[arg-type]
+        elif kind == "capnode":
+            outs.append(Tensor(states[i][0]))
+        elif kind == "const":
+            outs.append(Tensor(trace.constants[i]))
+        elif kind == "same":
+            outs.append(outs[i])
+        else:
+            raise AssertionError(f"unknown output kind {kind!r}")
+    return unflatten(outs, trace.structure)
+
+
+def unflatten(flat: list[Tensor], structure: Any) -> Any:
+    """The return value of structure `structure` (see jit._flatten_output) with the tensors
+    `flat`."""
+    return _build(iter(flat), structure)
+
+
+def _build(tensors: Iterator[Tensor], structure: Any) -> Any:
+    # a module function, not a closure in unflatten: one that calls itself is a reference
+    # cycle, which kept the returned tensors' buffers alive until the cyclic GC ran
+    if structure == "T":
+        return next(tensors)
+    kind, parts = structure
+    if kind is PY:
+        return parts
+    if kind is dict or kind is OrderedDict:
+        return kind([(k, _build(tensors, p)) for k, p in parts])
+    if kind is tuple or kind is list:
+        return kind([_build(tensors, p) for p in parts])
+    return kind(*[_build(tensors, p) for p in parts])  # a namedtuple
+
+
+def _tensor_on_new_node(node: Node) -> Tensor:
+    """Tensor(node) for a node made just now, which has no readers yet: Node.add_reader's
+    occasional pruning has nothing to prune, and no trace is running (replays inside a trace
+    run inline), so Tensor.__init__ is skipped."""
+    out = _new_tensor(Tensor)
+    out._node = node
+    node._readers.append(weakref.ref(out))
+    return out
+
+
+# --- the fast paths -----------------------------------------------------------------------
+
+
+def _lone_step(trace: Trace) -> Any:
+    """The compiled schedule's one step, when it has one and a run is just that step (no
+    UG_DEBUG timing); else None."""
+    if len(trace.steps) != 1 or trace.runner is not trace.steps[0].run:
+        return None
+    return trace.steps[0]
+
+
+def _capture_of(trace: Trace) -> dict[int, int]:
+    """slot -> the index of the capture read from it."""
+    return {cap.slot: c for c, cap in enumerate(trace.captures) if cap.slot is not None}
+
+
+def _output_maker(device: Device, size: int, dtype: np.dtype, shape: tuple[int, ...], device_name: str
+                  ) -> Callable[[], Tensor]:
+    """A function that makes a tensor of `shape` on a new buffer of `size` elements of `device`
+    (registered as `device_name`): a fast path's output, a fair share of its per-call cost.
+    Everything but the allocation is worked out here, and a call is one Python frame besides
+    the node's constructor: the buffer's handle comes from the device's `handle_allocator`
+    for this size, and the buffer and the tensor are built without their __init__. The tensor
+    is the node's creator rather than a weakly referenced reader (see graph.new_node)."""
+    dtype = np.dtype(dtype)
+    take, allocate, release = device.handle_allocator((size if size > 0 else 1) * dtype.itemsize)
+    memory = memory_counter(device).sized_count(size * dtype.itemsize)
+    sig = (shape, dtype, device_name)
+
+    def make_output() -> Tensor:
+        buffer = _SizedBuffer()
+        buffer.device = device
+        buffer.size = size
+        buffer.dtype = dtype
+        buffer.release = release
+        try:
+            buffer.handle = take()
+        except IndexError:  # no freed one to reuse
+            buffer.handle = allocate()
+        buffer.memory = memory  # counted with one increment (see device.SizedCount)
+        memory.made += 1
+        out = _new_tensor(Tensor)
+        out._node = node = new_node(_BUFFER, (), None, sig, buffer)
+        node._creator = id(out)
+        return out
+    return make_output
+
+
+def _single_kernel_replay(trace: Trace) -> Replay | None:
+    """The replay of a function that compiled to one kernel writing one fresh output (the
+    common case). Everything that does not change between calls is worked out here: where
+    each kernel argument comes from (a constant buffer, an input, a captured tensor, the
+    output) and how to make the output. A call then checks the captured tensors, reads the
+    inputs' handles, launches, and returns the output (see _kernel_replay).
+
+    None when the general path is needed: several steps, UG_DEBUG timing, writes, several
+    outputs, or a device without `handle_launcher`."""
+    step, single = _lone_step(trace), trace.single
+    if step is None or single is None:
+        return None
+    k = step.kernel
+    out_slot, shape, device_name = single
+    if k is None or k.aliases or len(k.fresh) != 1 or k.fresh[0][0] != out_slot:
+        return None
+    # the output is the first argument (the scheduler puts a kernel's outputs first); a slot
+    # passed twice is not something the scheduler makes
+    if k.args[0] != out_slot or len(set(k.args)) != len(k.args):
+        return None
+    # the launch needs no aliasing check: the one buffer the kernel writes is fresh, so it is
+    # no other argument; inputs and constant buffers may repeat (a tensor passed twice), which
+    # is harmless, they are only read
+    launcher = k.device.handle_launcher(k.program)
+    if launcher is None:
+        return None
+    pack, call = launcher
+    arg_of = {slot: trace.arg_index[j] for j, slot in trace.bind}
+    capture_of = _capture_of(trace)
+    # each other kernel argument's handle: a call argument's, or an item of the scope handles
+    # (the constant buffers' handles, which trace.fixed keeps alive, then the captured
+    # tensors' handles as they are at the call)
+    constant_handles: list[Any] = []
+    captures: list[Capture] = []
+    places: list[tuple[str, int]] = []
+    for slot in k.args[1:]:
+        buf = trace.fixed[slot]
+        if buf is not None:
+            places.append(("constant", len(constant_handles)))
+            constant_handles.append(buf.handle)
+        elif slot in arg_of:
+            places.append(("argument", arg_of[slot]))
+        elif slot in capture_of:
+            places.append(("capture", len(captures)))
+            captures.append(trace.captures[capture_of[slot]])
+        else:
+            return None
+    constants = tuple(constant_handles)
+    guards = trace.guards
+    state_is_scope = _state_is_scope(constants, captures, guards)
+    capture_at = [_STATE_HANDLE] if state_is_scope else [len(constants) + c for c in range(len(captures))]
+    # where the replay takes each handle: i >= 0: call argument i's, i < 0: scope handle ~i
+    at = [i if place == "argument" else ~(capture_at[i] if place == "capture" else i) for place, i in places]
+    _, out_device, size, dtype = k.fresh[0]
+    replay = _kernel_replay(_output_maker(out_device, size, dtype, shape, device_name), pack, call, at, constants)
+    if not captures and not guards:
+        return replay  # its scope handles are the constants
+    return _reading_scope(replay, constants, captures, guards, state_is_scope)
+
+
+_STATE_HANDLE = 2
+"""Where a Capture's state, (node, buffer, handle), holds the handle."""
+
+
+def _state_is_scope(constants: tuple[Any, ...], captures: list[Capture], guards: list[Guard]) -> bool:
+    """Whether a single-kernel replay's scope handles are a captured tensor's state itself,
+    (node, buffer, handle): for one captured tensor read by one name (`x * w`), no constants and
+    no guards, which spares building a tuple per call."""
+    return not constants and not guards and len(captures) == 1 and len(captures[0].holders) == 1
+
+
+def _reading_scope(replay: Callable[..., Tensor], constants: tuple[Any, ...], captures: list[Capture],
+                   guards: list[Guard], state_is_scope: bool) -> Replay:
+    """`replay` given the scope handles of each call, the handles its kernel reads from outside
+    the call's arguments: `constants`, then each captured tensor's handle now (or the one
+    capture's state, see _state_is_scope). They are read first, checking that the trace still
+    fits: a captured tensor that holds a new value is read anew (Capture.refresh, Stale when it
+    no longer fits), then the guards are checked; a stale trace raises before anything runs."""
+    if len(captures) == 1 and len(captures[0].holders) == 1 and not guards:
+        # one weight read by one name: the common case, with Capture.current written out
+        capture, holder = captures[0], captures[0].holders[0]
+        if state_is_scope:
+            def single_kernel_replay_capture(call_args: Sequence[Any]) -> Tensor:
+                state = capture.state
+                if holder._node is not state[0]:
+                    state = capture.refresh()
+                return replay(call_args, state)
+            return single_kernel_replay_capture
+
+        def single_kernel_replay_capture_constants(call_args: Sequence[Any]) -> Tensor:
+            state = capture.state
+            if holder._node is not state[0]:
+                state = capture.refresh()
+            return replay(call_args, constants + (state[2],))
+        return single_kernel_replay_capture_constants
+
+    def single_kernel_replay_scope(call_args: Sequence[Any]) -> Tensor:
+        scope = constants + tuple([capture.current()[_STATE_HANDLE] for capture in captures])
+        for guard in guards:
+            guard.check()
+        return replay(call_args, scope)
+    return single_kernel_replay_scope
+
+
+def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any], call: Callable[[Any], Any],
+                   at: list[int], constants: tuple[Any, ...]) -> Callable[..., Tensor]:
+    """The single-kernel replay: take the output, launch `call(pack(the output's handle, the
+    inputs' handles...))`, return the output. `at` says where each input's handle comes from:
+    i >= 0: call argument i's buffer, i < 0: item ~i of the scope handles, the replay's second
+    argument (see _reading_scope), which are `constants` when it is not given.
+
+    The output is the last call's when the caller dropped it and nothing reads it any more
+    (its reference counts are those _UNREFERENCED measured): writing into it again spares
+    building a buffer, node and tensor per call (about 1.5 us of a tiny replay). So the replay
+    holds one output between calls, as a cache (`spare`: one per replay running at the same
+    time, at most). `out`, `node` and `buffer` must stay plain locals taken from the popped
+    tuple: _measure_unreferenced measured exactly that pattern.
+
+    Written for speed, since Python code around a tiny kernel is most of its time: one
+    closure per number of inputs up to four, each input's handle one expression (a loop over
+    `at`, or a function call for the pack, cost a tenth of a call). A call also pays about
+    4 ns for each variable its frame holds (the closure's cells are copied in, its locals
+    cleared out): what is the same for every replay is a module global (_RC_OUT...), the
+    scope handles are a parameter rather than read through a variable, and one closure for
+    all numbers of inputs, with the variables of all, took 5-8% longer per jitted call."""
+    spare: list[tuple[Tensor, Node, Buffer]] = []
+    take_spare = spare.pop
+    keep_spare = spare.append if _UNREFERENCED is not None else _keep_none  # (None: no reuse)
+
+    if len(at) == 1:
+        (i1,) = at
+
+        def single_kernel_replay_1(call_args: Sequence[Any], scope: tuple[Any, ...] = constants) -> Tensor:
+            try:
+                out, node, buffer = take_spare()
+            except IndexError:
+                out = make_output()
+                node = out._node
+                buffer = node.buffer
+            else:
+                if not (out._node is node and node.buffer is buffer and _refs(out) == _RC_OUT
+                        and _refs(node) == _RC_NODE and _refs(buffer) == _RC_BUFFER):
+                    out = make_output()  # still in use: a new buffer, the earlier result stays valid
+                    node = out._node
+                    buffer = node.buffer
+            call(pack(buffer.handle,
+                      call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1]))
+            keep_spare((out, node, buffer))
+            return out
+        return single_kernel_replay_1
+
+    if len(at) == 2:
+        i1, i2 = at
+
+        def single_kernel_replay_2(call_args: Sequence[Any], scope: tuple[Any, ...] = constants) -> Tensor:
+            try:
+                out, node, buffer = take_spare()
+            except IndexError:
+                out = make_output()
+                node = out._node
+                buffer = node.buffer
+            else:
+                if not (out._node is node and node.buffer is buffer and _refs(out) == _RC_OUT
+                        and _refs(node) == _RC_NODE and _refs(buffer) == _RC_BUFFER):
+                    out = make_output()
+                    node = out._node
+                    buffer = node.buffer
+            call(pack(buffer.handle,
+                      call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
+                      call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2]))
+            keep_spare((out, node, buffer))
+            return out
+        return single_kernel_replay_2
+
+    if len(at) == 3:
+        i1, i2, i3 = at
+
+        def single_kernel_replay_3(call_args: Sequence[Any], scope: tuple[Any, ...] = constants) -> Tensor:
+            try:
+                out, node, buffer = take_spare()
+            except IndexError:
+                out = make_output()
+                node = out._node
+                buffer = node.buffer
+            else:
+                if not (out._node is node and node.buffer is buffer and _refs(out) == _RC_OUT
+                        and _refs(node) == _RC_NODE and _refs(buffer) == _RC_BUFFER):
+                    out = make_output()
+                    node = out._node
+                    buffer = node.buffer
+            call(pack(buffer.handle,
+                      call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
+                      call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2],
+                      call_args[i3]._node.buffer.handle if i3 >= 0 else scope[~i3]))
+            keep_spare((out, node, buffer))
+            return out
+        return single_kernel_replay_3
+
+    if len(at) == 4:
+        i1, i2, i3, i4 = at
+
+        def single_kernel_replay_4(call_args: Sequence[Any], scope: tuple[Any, ...] = constants) -> Tensor:
+            try:
+                out, node, buffer = take_spare()
+            except IndexError:
+                out = make_output()
+                node = out._node
+                buffer = node.buffer
+            else:
+                if not (out._node is node and node.buffer is buffer and _refs(out) == _RC_OUT
+                        and _refs(node) == _RC_NODE and _refs(buffer) == _RC_BUFFER):
+                    out = make_output()
+                    node = out._node
+                    buffer = node.buffer
+            call(pack(buffer.handle,
+                      call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
+                      call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2],
+                      call_args[i3]._node.buffer.handle if i3 >= 0 else scope[~i3],
+                      call_args[i4]._node.buffer.handle if i4 >= 0 else scope[~i4]))
+            keep_spare((out, node, buffer))
+            return out
+        return single_kernel_replay_4
+
+    def single_kernel_replay_any(call_args: Sequence[Any], scope: tuple[Any, ...] = constants) -> Tensor:
+        try:
+            out, node, buffer = take_spare()
+        except IndexError:
+            out = make_output()
+            node = out._node
+            buffer = node.buffer
+        else:
+            if not (out._node is node and node.buffer is buffer and _refs(out) == _RC_OUT
+                    and _refs(node) == _RC_NODE and _refs(buffer) == _RC_BUFFER):
+                out = make_output()
+                node = out._node
+                buffer = node.buffer
+        call(_pack_any(pack, buffer.handle, call_args, scope, at))
+        keep_spare((out, node, buffer))
+        return out
+    return single_kernel_replay_any
+
+
+def _pack_any(pack: Callable[..., Any], out_handle: Any, call_args: Sequence[Any], scope: tuple[Any, ...],
+              at: list[int]) -> Any:
+    """_kernel_replay's pack call for any number of inputs (a function of its own: a
+    comprehension in the replay would make its arguments cell variables, which every call
+    pays for)."""
+    return pack(out_handle, *[call_args[i]._node.buffer.handle if i >= 0 else scope[~i] for i in at])
+
+
+def _single_matmul_replay(trace: Trace) -> Replay | None:
+    """The replay of a function that compiled to one matmul into a fresh output (a small
+    model layer): the operands' buffers from the call's arguments (or captured tensors, or
+    constants), a new output, `device.matmul`. None when the general path is needed."""
+    step, single = _lone_step(trace), trace.single
+    if step is None or single is None or trace.guards:
+        return None
+    mm = step.matmul
+    out_slot, shape, device_name = single
+    if mm is None or mm.out != out_slot or trace.fixed[out_slot] is not None:
+        return None
+    arg_of = {slot: trace.arg_index[j] for j, slot in trace.bind}
+    if out_slot in arg_of:
+        return None
+    capture_of = _capture_of(trace)
+    captures, fixed = trace.captures, trace.fixed
+
+    def operand(slot: int) -> Callable[[Sequence[Any]], Any] | None:
+        if slot in arg_of:
+            return _argument_buffer(arg_of[slot])
+        if slot in capture_of:
+            current = captures[capture_of[slot]].current
+            return lambda call_args: current()[1]
+        constant = fixed[slot]  # kept alive by trace.fixed
+        return None if constant is None else (lambda call_args: constant)
+    get_a, get_b = operand(mm.a), operand(mm.b)
+    if get_a is None or get_b is None:
+        return None
+    make_output = _output_maker(mm.device, prod(mm.spec.out_shape), mm.spec.dtype, shape, device_name)
+    matmul, spec = mm.device.matmul, mm.spec
+
+    def single_matmul_replay(call_args: Sequence[Any]) -> Tensor:
+        a, b = get_a(call_args), get_b(call_args)  # first: a stale capture raises before anything runs
+        out = make_output()
+        matmul(out._node.buffer, a, b, spec)
+        return out
+    return single_matmul_replay
+
+
+def _argument_buffer(i: int) -> Callable[[Sequence[Any]], Any]:
+    return lambda call_args: call_args[i]._node.buffer
+
+
+def _measure_unreferenced() -> tuple[int, int, int] | None:
+    """The reference counts of a single-kernel replay's last output, its node and its buffer,
+    as the replay reads them after taking them from its spare list, when nothing else refers
+    to them; None (no reuse) where counts cannot tell: builds without the GIL defer reference
+    counting, and a count that does not rise with an extra reference is no use.
+
+    A replay makes a new output each call (buffer, node, tensor: about 1.5 us of the 3-4 us a
+    tiny replay takes, mostly building the three objects and the buffer's __del__). When the
+    caller has dropped the previous output and built nothing on it (no view, no lazy op, no
+    assign), nothing can read its buffer any more, so the replay writes into it again and
+    returns the same tensor. Any other reference (a variable, a container, a node reading it,
+    a view sharing the buffer) raises one of the counts above these."""
+    if not getattr(sys, "_is_gil_enabled", lambda: True)():
+        return None
+
+    class T:
+        __slots__ = ("_node", "__weakref__")
+
+    class N:
+        __slots__ = ("buffer",)
+
+    class B:
+        __slots__ = ("handle",)
+
+    refs = sys.getrefcount
+
+    def probe(extra: bool) -> tuple[int, int, int] | None:
+        spare: list[tuple[Any, Any, Any]] = []
+        t, n, b = T(), N(), B()
+        t._node, n.buffer = n, b
+        spare.append((t, n, b))
+        held = [t, n, b] if extra else []
+        del t, n, b
+        out, node, buffer = spare.pop()
+        if not (out._node is node and node.buffer is buffer):
+            return None
+        counts = (refs(out), refs(node), refs(buffer))
+        del held
+        return counts
+
+    alone, held = probe(False), probe(True)
+    if alone is None or held is None or any(h != a + 1 for a, h in zip(alone, held)):
+        return None
+    return alone
+
+
+_UNREFERENCED = _measure_unreferenced()
+# for _kernel_replay: the reference counts of an output it can reuse (see there)
+_RC_OUT, _RC_NODE, _RC_BUFFER = _UNREFERENCED or (-1, -1, -1)
+_refs = sys.getrefcount
+
+
+def _keep_none(output: tuple[Tensor, Node, Buffer]) -> None:
+    """_kernel_replay's keep_spare where reference counts cannot tell an unreferenced output."""
+
+# bound once, for the per-call paths: object.__new__ for Tensor, and Op.BUFFER (reading an enum
+# member off its class goes through the enum's metaclass: several times a global's cost)
+_new_tensor = Tensor.__new__
+_BUFFER = Op.BUFFER

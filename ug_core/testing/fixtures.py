@@ -1,0 +1,166 @@
+"""Fixtures of ug's device conformance kit, for the kit's tests and any others that want them.
+
+A conftest.py takes them with ``from ug_core.testing.fixtures import *`` (the kit's own
+``ug_core/testing/conftest.py`` and the repository's ``tests/conftest.py`` do).
+
+Fixtures
+--------
+device        -- the name of the device under test. A test that takes it runs once per device
+                 under test: the ``--ug-device NAME`` options (repeatable, or comma-separated),
+                 else ``$UG_TEST_DEVICES`` (comma-separated), else every usable device that
+                 starts (``ug.devices(initialize=True)``). Take it only to run something on it.
+rng           -- a numpy Generator of the test's own, seeded from its id (module, name and
+                 parameters): a test's data do not depend on which tests ran before it, and
+                 are the same for every run of it (the device is part of the id).
+require_dtype -- require_dtype(np.float64): skip the test if the device under test does not
+                 support that dtype (creating a tensor of it raises TypeError).
+close         -- close(got, expected, rtol=None, atol=None, check_dtype=True): compare a ug
+                 tensor (or ndarray) with a numpy oracle, checking shape and dtype, with
+                 tolerances chosen from the dtype (`TOLERANCES`).
+
+The hypothesis profile "ug" (40 examples, no deadline) is loaded on import;
+``UG_HYPOTHESIS_PROFILE=ug-thorough`` runs 400 examples per property instead.
+"""
+from __future__ import annotations
+
+import os
+import zlib
+
+import numpy as np
+import pytest
+
+import ug_core as ug
+from ug_core.plugins import registry
+
+__all__ = ["close", "device", "require_dtype", "rng", "pytest_generate_tests", "TOLERANCES", "assert_close",
+           "devices_under_test", "seed_of"]
+
+try:
+    from hypothesis import HealthCheck, settings
+except ImportError:  # hypothesis is a test extra (pip install ug-core[test]); only the property tests need it
+    pass
+else:
+    settings.register_profile(
+        "ug",
+        deadline=None,
+        max_examples=40,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
+                               HealthCheck.data_too_large, HealthCheck.filter_too_much],
+    )
+    settings.register_profile(
+        "ug-thorough",
+        parent=settings.get_profile("ug"),
+        max_examples=400,
+    )
+    settings.load_profile(os.environ.get("UG_HYPOTHESIS_PROFILE", "ug"))
+
+
+_DEVICES = pytest.StashKey[list]()
+
+
+def devices_under_test(config: pytest.Config) -> list[str]:
+    """The device names the `device` fixture runs over (see the module doc); worked out once per
+    session. A named device that is unknown or does not start ends the run (a usage error) saying why."""
+    names = config.stash.get(_DEVICES, None)
+    if names is not None:
+        return names
+    try:
+        options = config.getoption("ug_device")
+    except ValueError:  # the plugin (ug_core.testing.plugin) is not loaded: no --ug-device
+        options = []
+    names = [n.strip() for opt in options or [] for n in opt.split(",") if n.strip()]
+    source = "--ug-device"
+    if not names:
+        names = [n.strip() for n in os.environ.get("UG_TEST_DEVICES", "").split(",") if n.strip()]
+        source = "UG_TEST_DEVICES"
+    if names:
+        for name in names:
+            try:
+                registry.get(name)  # starts it: an unknown or broken device is said here, not in every test
+            except Exception as e:
+                raise pytest.UsageError(f"{source}: device {name!r} cannot be tested: {e}") from e
+        names = list(dict.fromkeys(names))
+    else:
+        names = list(ug.devices(initialize=True))  # the devices that really start, not only pass their probe
+    config.stash[_DEVICES] = names
+    return names
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "device" in metafunc.fixturenames:
+        names = devices_under_test(metafunc.config)
+        metafunc.parametrize("device", names, ids=names, indirect=True, scope="session")
+
+
+@pytest.fixture(scope="session")
+def device(request):
+    """The device under test (parametrized by pytest_generate_tests)."""
+    return request.param
+
+
+def seed_of(node: pytest.Item) -> int:
+    """A stable 32-bit seed for a test: crc32 of its module's name and its name with parameters
+    (not its path, so that the kit seeds the same wherever it is installed)."""
+    module = getattr(node, "module", None)
+    key = f"{module.__name__ if module else node.path.name}::{node.nodeid.split('::', 1)[-1]}"
+    return zlib.crc32(key.encode())
+
+
+@pytest.fixture
+def rng(request) -> np.random.Generator:
+    """This test's own generator, seeded from its id (`seed_of`)."""
+    return np.random.default_rng(seed_of(request.node))
+
+
+@pytest.fixture(scope="session")
+def require_dtype(device):
+    """Return a function that skips the current test when `device` lacks a dtype."""
+
+    def _require(*dtypes):
+        for dt in dtypes:
+            dt = np.dtype(dt)
+            try:
+                ug.tensor(np.zeros(1, dtype=dt), device=device)
+            except TypeError as e:  # the documented "unsupported dtype" error
+                pytest.skip(f"device {device!r} does not support {dt}: {e}")
+
+    return _require
+
+
+# default (rtol, atol) per result dtype
+TOLERANCES = {
+    np.dtype(np.float16): (2e-3, 2e-3),
+    np.dtype(np.float32): (1e-5, 1e-6),
+    np.dtype(np.float64): (1e-10, 1e-12),
+}
+
+
+def assert_close(got, expected, rtol=None, atol=None, check_dtype=True):
+    expected = np.asarray(expected)
+    if isinstance(got, np.ndarray):
+        arr = got
+    else:
+        assert tuple(got.shape) == expected.shape, f"shape {got.shape} != expected {expected.shape}"
+        if check_dtype:
+            assert got.dtype == expected.dtype, f"dtype {got.dtype} != expected {expected.dtype}"
+        arr = got.numpy()
+        assert isinstance(arr, np.ndarray), f".numpy() returned {type(arr)}"
+    assert arr.shape == expected.shape, f"numpy() shape {arr.shape} != expected {expected.shape}"
+    if check_dtype:
+        assert arr.dtype == expected.dtype, f"numpy() dtype {arr.dtype} != expected {expected.dtype}"
+    if expected.dtype.kind in "biu" and arr.dtype.kind in "biu":
+        np.testing.assert_array_equal(arr, expected)
+        return
+    d_rtol, d_atol = TOLERANCES.get(expected.dtype, (1e-5, 1e-6))
+    np.testing.assert_allclose(
+        arr.astype(np.float64),
+        expected.astype(np.float64),
+        rtol=d_rtol if rtol is None else rtol,
+        atol=d_atol if atol is None else atol,
+        equal_nan=True,
+    )
+
+
+@pytest.fixture(scope="session")
+def close():
+    return assert_close
