@@ -11,7 +11,7 @@ if ! dpkg -s "${vk_pkgs[@]}" >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v
     { apt-get install -y -qq "${vk_pkgs[@]}" || { apt-get update -qq && apt-get install -y -qq "${vk_pkgs[@]}"; }; } >/dev/null \
         || { echo "error: could not install ${vk_pkgs[*]} (needed to test the vulkan device)" >&2; exit 1; }
 fi
-python -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test]"
+python -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".[test,typecheck]"
 for plugin in plugins/*/; do
     if [ -f "$plugin/pyproject.toml" ]; then
         python -m pip install -q --disable-pip-version-check --root-user-action=ignore -e "$plugin"
@@ -24,6 +24,7 @@ if [ -f /usr/share/vulkan/icd.d/lvp_icd.x86_64.json ]; then
     export VK_ICD_FILENAMES=/usr/share/vulkan/icd.d/lvp_icd.x86_64.json MESA_SHADER_CACHE_DISABLE=true UG_VULKAN_VALIDATE=1
 fi
 ug devices
+python -m mypy ug_core   # the core is typed (pyproject.toml [tool.mypy])
 # the kit runs once per usable device (the `device` fixture; --ug-device NAME picks devices), then
 # tests/ and each plugin's own tests (--pyargs: ug_core.testing is a package, the rest are paths)
 python -m pytest -q --pyargs ug_core.testing "${paths[@]}" "$@"

@@ -7,7 +7,8 @@ CLI) and build their graphs on the built-in ``ref`` device; a test here takes th
 fixture only when it runs something on every device and cannot live in the installed kit
 (test_readme.py reads the repository's README).
 
-Fixtures: ``rng`` (the test's own generator, seeded from its id), ``close``, ``device``,
-``require_dtype``; see ug_core.testing.fixtures.
+Fixtures: ``rng`` (the test's own generator, seeded from its id; ug_core.testing.data draws from
+it), ``close``, ``device``, ``require_dtype``, ``compile_cache``; see ug_core.testing.fixtures.
 """
-from ug_core.testing.fixtures import close, device, pytest_generate_tests, require_dtype, rng  # noqa: F401
+from ug_core.testing.fixtures import (  # noqa: F401
+    close, compile_cache, device, pytest_generate_tests, require_dtype, rng)

@@ -43,7 +43,25 @@ class InterpError(RuntimeError):
     pass
 
 
-_COMBINE = {Op.ADD: np.add, Op.MAX: np.maximum, Op.MIN: np.minimum}
+_COMBINE = {Op.ADD: np.add, Op.MAX: ALU[Op.MAX].numpy, Op.MIN: ALU[Op.MIN].numpy}   # ops.py's meaning
+_UFUNC = {Op.ADD: np.add, Op.MAX: np.maximum, Op.MIN: np.minimum}
+
+
+def _combine_at(op: Op, arr: np.ndarray, idx: np.ndarray, v: np.ndarray) -> None:
+    """arr[idx[i]] = combine(arr[idx[i]], v[i]) for each i in order. numpy's maximum/minimum
+    leave a zero's sign to chance: a zero result is -0.0 (MIN) or +0.0 (MAX) if any combined
+    value was, as ops.maximum / ops.minimum say."""
+    before = arr.copy()
+    v = np.broadcast_to(v, np.shape(idx))
+    _UFUNC[op].at(arr, idx, v)
+    if arr.dtype.kind != "f" or op is Op.ADD:
+        return
+    negative = op is Op.MIN
+    preferred = (before == 0) & (np.signbit(before) == negative)
+    np.logical_or.at(preferred, idx, (v == 0) & (np.signbit(v) == negative))
+    zero = arr == 0
+    arr[zero & preferred] = -0.0 if negative else 0.0
+    arr[zero & ~preferred] = 0.0 if negative else -0.0
 check_exhaustive(_COMBINE, ACC_COMBINE, "loop_interp accumulators")
 
 
@@ -306,12 +324,11 @@ class _Interp:
     def _acc_update(self, inst, ctx):
         acc, value = inst.srcs
         actx, arr = self.accs[acc.id]
-        combine = _COMBINE[inst.arg]
         v = self.lanes(value, ctx)
         if actx is ctx:
-            arr[...] = combine(arr, v)
+            arr[...] = _COMBINE[inst.arg](arr, v)
         else:  # one update per iteration, applied in order
-            combine.at(arr, ctx.map_to(actx), v)
+            _combine_at(inst.arg, arr, ctx.map_to(actx), v)
 
     def _acc_read(self, inst, ctx):
         actx, arr = self.accs[inst.srcs[0].id]

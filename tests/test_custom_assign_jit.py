@@ -5,36 +5,10 @@ import numpy as np
 import pytest
 
 import ug_core as ug
+from ug_core.testing.data import rand
+from ug_core.testing.test_custom_assign_jit import KINDS, Counter
 
 DEVICE = "ref"
-KINDS = {"kernel", "matmul", "custom", "copy"}
-RNG = np.random.default_rng(0)  # replaced by the running test's own generator (see _test_rng)
-
-
-@pytest.fixture(autouse=True)
-def _test_rng(rng):
-    """The helpers draw from RNG: each test sets it to its own `rng` (seeded from the test's id),
-    so that a test's data do not depend on which tests ran before it."""
-    global RNG
-    RNG = rng
-
-
-def rand(shape, dtype=np.float32):
-    return RNG.standard_normal(shape).astype(dtype)
-
-
-class Counter:
-    """A custom-op body that records how often and with what it was called."""
-
-    def __init__(self, body):
-        self.body = body
-        self.calls = 0
-        self.seen = []
-
-    def __call__(self, out, *ins):
-        self.calls += 1
-        self.seen.append((out.shape, out.dtype, [(i.shape, i.dtype) for i in ins]))
-        self.body(out, *ins)
 
 
 def test_custom_in_schedule():

@@ -2,33 +2,21 @@
 (schedule.MAX_KERNEL_SIZE) and are freed without crashing; nothing here runs on a device (the
 kit's ug_core/testing/test_deep_graphs.py compiles and runs them on each device)."""
 
-import sys
-
 import numpy as np
 
 import ug_core as ug
+from ug_core.schedule import MAX_KERNEL_SIZE
+from ug_core.testing.test_deep_graphs import axpb_chain, kernel_sizes
 
 DEVICE = "ref"
-schedule_module = sys.modules["ug_core.schedule"]  # (ug_core.schedule is the function)
-
-
-def kernel_sizes(sched):
-    """The fused ops of each kernel (KernelItem.fused names each fused node once)."""
-    return [len(item.fused) for item in sched.items if item.kind == "kernel"]
-
-
-def axpb_chain(x, n):
-    for _ in range(n):
-        x = x * 1.0001 + 0.5
-    return x
 
 
 def test_long_chain_is_cut_into_bounded_kernels_that_compile_once():
     x = ug.tensor(np.ones(32, np.float32), device=DEVICE)
     sched = ug.schedule(axpb_chain(x, 5_000))
     sizes = kernel_sizes(sched)
-    assert max(sizes) <= schedule_module.MAX_KERNEL_SIZE
-    assert len(sizes) <= 2 * 10_000 // schedule_module.MAX_KERNEL_SIZE + 2  # not cut needlessly small
+    assert max(sizes) <= MAX_KERNEL_SIZE
+    assert len(sizes) <= 2 * 10_000 // MAX_KERNEL_SIZE + 2  # not cut needlessly small
     # a regular chain is cut regularly: its kernels are one program, compiled once
     assert len({item.kernel.key() for item in sched.items}) <= 3
 

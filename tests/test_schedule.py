@@ -10,27 +10,15 @@ from ug_core.graph import Node
 from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Store
 from ug_core.ops import Op
 from ug_core.schedule import KernelItem, ScheduleError, _order
+from ug_core.testing.data import rand
 from ug_core.view import View
 
 DEVICE = "ref"
-RNG = np.random.default_rng(0)  # replaced by the running test's own generator (see _test_rng)
-
-
-@pytest.fixture(autouse=True)
-def _test_rng(rng):
-    """The helpers draw from RNG: each test sets it to its own `rng` (seeded from the test's id),
-    so that a test's data do not depend on which tests ran before it."""
-    global RNG
-    RNG = rng
-
-
-def rand(*shape):
-    return RNG.standard_normal(shape).astype(np.float32)
 
 
 def test_reduction_is_never_inlined_per_element():
     # every REDUCE becomes an accumulator phase: the stores only read it through ACC
-    x = ug.tensor(rand(8, 16), device=DEVICE)
+    x = ug.tensor(rand((8, 16)), device=DEVICE)
     y = x - x.max(1, keepdims=True)
     (item,) = ug.schedule(y).items
     store_ops = set()
@@ -44,7 +32,7 @@ def test_reduction_is_never_inlined_per_element():
 
 
 def test_schedule_prints():
-    x = ug.tensor(rand(4, 4), device=DEVICE)
+    x = ug.tensor(rand((4, 4)), device=DEVICE)
     text = str(ug.schedule(x.softmax()))
     assert "kernel" in text and "max" in text and "sum" in text
 

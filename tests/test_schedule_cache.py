@@ -3,34 +3,12 @@ registered again under its name runs the kept graphs (the kit's ug_core/testing/
 checks the reuse on each device)."""
 
 import numpy as np
-import pytest
 
 import ug_core as ug
-from ug_core.runtime import compile_cache
-
-RNG = np.random.default_rng(0)  # replaced by the running test's own generator (see _test_rng)
+from ug_core.testing.data import rand
 
 
-@pytest.fixture(autouse=True)
-def _test_rng(rng):
-    """The helpers draw from RNG: each test sets it to its own `rng` (seeded from the test's id),
-    so that a test's data do not depend on which tests ran before it."""
-    global RNG
-    RNG = rng
-
-
-def rand(*shape):
-    return RNG.standard_normal(shape).astype(np.float32)
-
-
-@pytest.fixture
-def cache():
-    compile_cache.clear()
-    yield compile_cache
-    compile_cache.clear()
-
-
-def test_a_device_registered_again_runs_the_kept_graphs(cache):
+def test_a_device_registered_again_runs_the_kept_graphs(compile_cache):
     from ug_core.ref import RefDevice
 
     ran_on = []

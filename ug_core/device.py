@@ -17,7 +17,14 @@ import numpy as np
 
 if TYPE_CHECKING:
     from .kernel_ir import Kernel
+    from .loop_ir import LoopProgram
     from .view import View
+
+
+class RenderError(Exception):
+    """A program holds something the device cannot spell: an (op, dtype) pair ug_core.ops does
+    not define (the core's legalization says so), or a dtype or feature the target lacks (its
+    renderer says so). The device turns it into a CompileError carrying the program."""
 
 
 class CompileError(RuntimeError):
@@ -147,6 +154,11 @@ class Device(abc.ABC):
         device that keeps no pool."""
         return 0
 
+    def lower(self, kernel: "Kernel") -> "LoopProgram | None":
+        """The loop program this device renders for a kernel, as its renderer gets it (legalized),
+        for UG_DEBUG=2; None for a device that does not lower kernels (ref interprets them)."""
+        return None
+
     def render(self, kernel: "Kernel") -> str:
         """Source code for a kernel, for UG_DEBUG=3; devices without text source return the IR."""
         return str(kernel)
@@ -177,7 +189,7 @@ class DeviceSpec:
 
 
 class SizedCount:
-    """Buffers of one byte size made by ug.jit's single-kernel replay (`Tensor._maker`), which
+    """Buffers of one byte size made by ug.jit's single-kernel replay (`replay._output_maker`), which
     counts them with one increment each way (`made` when it makes one, `freed` in its __del__):
     such a replay takes about 2 us, and the full bookkeeping of MemoryCounter.add would add ~15%."""
 
@@ -314,10 +326,12 @@ class Buffer:
 class _SizedBuffer(Buffer):
     """A Buffer whose handle comes from the device's `handle_allocator` for its size, and goes
     back through that allocator's `free`, which is cheaper than `device.free`: ug.jit replay
-    outputs (made by `Tensor._maker`, which sets every attribute and counts it in its
+    outputs (made by `replay._output_maker`, which sets every attribute and counts it in its
     SizedCount, `memory`)."""
 
     __slots__ = ("release",)
+    release: Callable[[Any], None]
+    memory: SizedCount  # a cheaper counter than Buffer's MemoryCounter
     # calling the class skips Buffer.__init__ (and is cheaper than object.__new__(_SizedBuffer))
     __init__ = object.__init__
 

@@ -60,6 +60,7 @@ import warnings
 import weakref
 from collections import OrderedDict
 from threading import get_ident
+from types import FrameType
 from typing import Any, Callable
 
 import numpy as np
@@ -74,7 +75,7 @@ from .tensor import Tensor
 
 # the module tensor.py (where the tracing hooks live); not `from . import tensor`, which gives the
 # function ug_core.tensor once the package has imported it under that name
-tensor_module = sys.modules[Tensor.__module__]
+tensor_module: Any = sys.modules[Tensor.__module__]   # (its _tracer is set while tracing)
 
 DEFAULT_MAX_TRACES = 64
 """Traces a jitted function keeps (least recently used goes first), unless ug.jit is given
@@ -184,7 +185,7 @@ _READS = {"numpy": ".numpy()", "item": ".item()", "__float__": "float()", "__int
 def _outside_frame() -> tuple[Any, str]:
     """The innermost frame outside ug_core (the user's line) and the outermost ug_core
     function under it that reads a value (`_READS`), as the error names it."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     what = "reading a value"
     while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(_PACKAGE_DIR):
         what = _READS.get(frame.f_code.co_name, what)

@@ -112,7 +112,9 @@ class Inst:
 
     def __init__(self, opc: Opc, dtype: np.dtype | None, srcs: tuple["Inst", ...] = (), arg: Any = None):
         self.opc = opc
-        self.dtype = dtype
+        # the value's dtype; None only for the instructions that make no value (NO_VALUE), which
+        # nothing reads a dtype from: typed as a dtype so that every value's use needs no check
+        self.dtype: np.dtype = dtype  # type: ignore[assignment]
         self.srcs = srcs
         self.arg = arg
         self.id = -1  # position-based name, set when the program is finalized
@@ -198,11 +200,11 @@ def index_bound(inst: Inst, global_size: tuple[int, ...], memo: dict[int, int | 
             bound = min(known)
         elif len(known) == len(parts):
             if inst.arg is Op.ADD:
-                bound = parts[0] + parts[1]
+                bound = known[0] + known[1]
             elif inst.arg is Op.MUL:
-                bound = parts[0] * parts[1]
+                bound = known[0] * known[1]
             elif inst.arg is Op.MAX:
-                bound = max(parts)
+                bound = max(known)
     if memo is not None:
         memo[inst.id] = bound
     return bound

@@ -404,6 +404,11 @@ class _Lowerer:
             if i is not None:
                 b.close()
 
+    def _lane(self) -> Inst:
+        """The lane index of the open `for lane in block` loop (outer-blocked cpu lowering)."""
+        assert self.lane is not None, "no lane loop is open"
+        return self.lane
+
     def _lane_reduce(self, r: Reduction, block: int, lanes: Callable[[], Inst], lanes_only: Callable[[], Inst],
                      end_lanes: Callable[[], None]) -> Inst | _LaneAcc:
         b = self.b
@@ -417,19 +422,19 @@ class _Lowerer:
 
         def fill(local: Inst) -> None:
             lanes_only()
-            b.emit(Opc.LOCAL_STORE, None, (local, self.lane, b.const(init, dt)))
+            b.emit(Opc.LOCAL_STORE, None, (local, self._lane(), b.const(init, dt)))
             end_lanes()
 
         def update(local: Inst, i: Inst) -> None:
             outer = lanes()
             value = self._phase_value(r.expr, r.shape, outer, i, dt)
-            cur = b.emit(Opc.LOCAL_LOAD, dt, (local, self.lane))
-            b.emit(Opc.LOCAL_STORE, None, (local, self.lane, b.alu(combine, (cur, value), dt)))
+            cur = b.emit(Opc.LOCAL_LOAD, dt, (local, self._lane()))
+            b.emit(Opc.LOCAL_STORE, None, (local, self._lane(), b.alu(combine, (cur, value), dt)))
             end_lanes()
 
         if e == 1:
             outer = lanes()
-            b.emit(Opc.LOCAL_STORE, None, (acc, self.lane, self._phase_value(r.expr, r.shape, outer, None, dt)))
+            b.emit(Opc.LOCAL_STORE, None, (acc, self._lane(), self._phase_value(r.expr, r.shape, outer, None, dt)))
             end_lanes()
             return _LaneAcc(acc, r.dtype)
         fill(acc)
@@ -450,9 +455,9 @@ class _Lowerer:
                 stop = b.alu(Op.MIN, (stop, b.const(e)), INDEX)
             accumulate(part, start, stop, level + 1)
             lanes_only()
-            total = b.alu(combine, (b.emit(Opc.LOCAL_LOAD, dt, (into, self.lane)),
-                                    b.emit(Opc.LOCAL_LOAD, dt, (part, self.lane))), dt)
-            b.emit(Opc.LOCAL_STORE, None, (into, self.lane, total))
+            total = b.alu(combine, (b.emit(Opc.LOCAL_LOAD, dt, (into, self._lane())),
+                                    b.emit(Opc.LOCAL_LOAD, dt, (part, self._lane()))), dt)
+            b.emit(Opc.LOCAL_STORE, None, (into, self._lane(), total))
             end_lanes()
             b.close()
 
@@ -654,7 +659,6 @@ class _Lowerer:
 
     def _expr(self, root: Expr, index: _PhaseIndex) -> Inst:
         """Lower one phase's expression; each (interned) node once."""
-        b = self.b
         done: dict[int, Inst] = {}
         for node in toposort(root):
             done[id(node)] = self._EXPR[node.op](self, node, [done[id(s)] for s in node.srcs], index)

@@ -190,6 +190,30 @@ ALU: dict[Op, Alu] = {
     Op.WHERE: Alu(3, np.where, "where"),
 }
 
+FLOAT, INT, BOOL_KIND = "f", "i", "b"
+_NUMBERS = frozenset({FLOAT, INT})
+_EVERY_KIND = frozenset({FLOAT, INT, BOOL_KIND})
+KINDS: dict[Op, frozenset[str]] = {
+    **{op: frozenset({FLOAT}) for op in (Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH)},
+    **{op: _NUMBERS for op in (Op.NEG, Op.RECIP, Op.SUB, Op.DIV, Op.POW)},
+    **{op: _EVERY_KIND for op in (Op.ABS, Op.NOT, Op.ADD, Op.MUL, Op.MAX, Op.MIN,
+                                  Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE, Op.WHERE)},
+}
+"""The operand dtype kinds (numpy's dtype.kind, "u" counted as "i") each ALU op is defined on,
+as the comments above say: the pairs the frontend never builds (bool NEG, int EXP, ...) are
+not. The core's legalization (ug_core.legalize) refuses the rest, the same on every device, so
+a renderer spells exactly these pairs. WHERE's kind is its value operands'."""
+
+def kind(dtype: np.dtype) -> str:
+    k = np.dtype(dtype).kind
+    return INT if k == "u" else k
+
+
+def defined(op: Op, operand: np.dtype) -> bool:
+    """Whether ALU op `op` is defined on operands of dtype `operand`."""
+    return kind(operand) in KINDS[op]
+
+
 TRANSCENDENTAL = frozenset({Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH})
 """Unary ops that only make sense on floats: integer inputs are cast first (numpy's rule)."""
 
@@ -210,20 +234,20 @@ def _reduce_sum(values: np.ndarray, axis: tuple[int, ...], keepdims: bool, dtype
     off), so the ref device is as accurate as the devices must be, whatever the layout, without
     copying the values (a broadcast input stays a view)."""
     if np.dtype(dtype).kind == "f" and np.dtype(dtype).itemsize < 8:
-        wide = np.add.reduce(values, axis=axis, keepdims=keepdims, dtype=np.float64)
+        wide = np.add.reduce(values, axis=axis, keepdims=keepdims, dtype=np.float64)  # type: ignore[call-overload]
         return wide.astype(dtype)
-    return np.add.reduce(values, axis=axis, keepdims=keepdims, dtype=dtype)
+    return np.add.reduce(values, axis=axis, keepdims=keepdims, dtype=dtype)  # type: ignore[call-overload]
 
 
 def _reduce_extreme(values: np.ndarray, axis: Any, keepdims: bool, dtype: np.dtype, largest: bool) -> np.ndarray:
     """The MAX (MIN) of the values: NaN if any is NaN; a zero result is +0.0 (-0.0) if any
     value is +0.0 (-0.0), whatever the order (maximum/minimum are commutative)."""
     ufunc = np.maximum if largest else np.minimum
-    out = ufunc.reduce(values, axis=axis, keepdims=keepdims, dtype=dtype)
+    out = ufunc.reduce(values, axis=axis, keepdims=keepdims, dtype=dtype)  # type: ignore[call-overload]
     if out.dtype.kind != "f" or not np.any(out == 0):
         return out
     preferred = (values == 0) & (np.signbit(values) != largest)
-    has = np.logical_or.reduce(preferred, axis=axis, keepdims=keepdims)
+    has = np.logical_or.reduce(preferred, axis=axis, keepdims=keepdims)  # type: ignore[call-overload]
     zero = np.where(has == largest, out.dtype.type(0.0), out.dtype.type(-0.0))
     return np.where(out == 0, zero, out)
 
@@ -248,3 +272,4 @@ def check_exhaustive(handled: Iterable[Op], required: Iterable[Op], who: str) ->
 
 # every op lives in exactly one group
 check_exhaustive(set(ALU) | {Op.CAST} | set(REDUCE) | GRAPH_ONLY | LEAVES, Op, "ops tables")
+check_exhaustive(KINDS, ALU, "ops.KINDS")

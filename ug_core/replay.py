@@ -446,7 +446,7 @@ def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any], 
     cleared out): what is the same for every replay is a module global (_RC_OUT...), the
     scope handles are a parameter rather than read through a variable, and one closure for
     all numbers of inputs, with the variables of all, took 5-8% longer per jitted call."""
-    spare: list[tuple[Tensor, Node, Buffer]] = []
+    spare: list[tuple[Tensor, Node, Any]] = []   # (the node's buffer: set on every output)
     take_spare = spare.pop
     keep_spare = spare.append if _UNREFERENCED is not None else _keep_none  # (None: no reuse)
 
@@ -466,7 +466,7 @@ def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any], 
                     out = make_output()  # still in use: a new buffer, the earlier result stays valid
                     node = out._node
                     buffer = node.buffer
-            call(pack(buffer.handle,
+            call(pack(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
                       call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1]))
             keep_spare((out, node, buffer))
             return out
@@ -488,7 +488,7 @@ def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any], 
                     out = make_output()
                     node = out._node
                     buffer = node.buffer
-            call(pack(buffer.handle,
+            call(pack(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
                       call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
                       call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2]))
             keep_spare((out, node, buffer))
@@ -511,7 +511,7 @@ def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any], 
                     out = make_output()
                     node = out._node
                     buffer = node.buffer
-            call(pack(buffer.handle,
+            call(pack(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
                       call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
                       call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2],
                       call_args[i3]._node.buffer.handle if i3 >= 0 else scope[~i3]))
@@ -535,7 +535,7 @@ def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any], 
                     out = make_output()
                     node = out._node
                     buffer = node.buffer
-            call(pack(buffer.handle,
+            call(pack(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
                       call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
                       call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2],
                       call_args[i3]._node.buffer.handle if i3 >= 0 else scope[~i3],
@@ -557,7 +557,7 @@ def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any], 
                 out = make_output()
                 node = out._node
                 buffer = node.buffer
-        call(_pack_any(pack, buffer.handle, call_args, scope, at))
+        call(_pack_any(pack, buffer.handle, call_args, scope, at))  # type: ignore[union-attr]  # an output node has a buffer
         keep_spare((out, node, buffer))
         return out
     return single_kernel_replay_any
@@ -631,9 +631,11 @@ def _measure_unreferenced() -> tuple[int, int, int] | None:
 
     class T:
         __slots__ = ("_node", "__weakref__")
+        _node: Any
 
     class N:
         __slots__ = ("buffer",)
+        buffer: Any
 
     class B:
         __slots__ = ("handle",)
@@ -666,7 +668,7 @@ _RC_OUT, _RC_NODE, _RC_BUFFER = _UNREFERENCED or (-1, -1, -1)
 _refs = sys.getrefcount
 
 
-def _keep_none(output: tuple[Tensor, Node, Buffer]) -> None:
+def _keep_none(output: tuple[Tensor, Node, Any]) -> None:
     """_kernel_replay's keep_spare where reference counts cannot tell an unreferenced output."""
 
 # bound once, for the per-call paths: object.__new__ for Tensor, and Op.BUFFER (reading an enum

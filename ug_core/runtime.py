@@ -76,9 +76,9 @@ class CompileCache:
         level = debug_level()
         if level >= 2:
             _log(f"--- kernel IR ({device.name}) ---\n{kernel}")
-            from .lower import LowerOptions, lower
-
-            _log(f"--- loop IR (cpu lowering) ---\n{lower(kernel, LowerOptions(target='cpu'))}")
+            loop = device.lower(kernel)
+            if loop is not None:
+                _log(f"--- loop IR ({device.name}, as its renderer gets it) ---\n{loop}")
         if level >= 3:
             _log(f"--- {device.name} source ---\n{device.render(kernel)}")
         start = time.perf_counter()

@@ -22,9 +22,6 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
-import numpy as np
-
-from . import dag
 from .device import MatmulSpec
 from .dtypes import name as dtype_name
 from .graph import Node
@@ -376,7 +373,7 @@ def _build(roots: list[_Root], realize: set[Node], note: str = "") -> KernelItem
     n_out = len(roots)
     inputs = builder.inputs
     # loads were numbered before the outputs were known; put outputs first
-    eb, memo = ExprBuilder(), {}
+    eb, memo = ExprBuilder(), dict[int, Expr]()
     reductions = tuple(Reduction(r.op, r.shape, _renumber_loads(r.expr, n_out, eb, memo), r.dtype)
                        for r in builder.reductions)
     stores_final = tuple(Store(s.buf, s.shape, s.view, _renumber_loads(s.expr, n_out, eb, memo)) for s in stores)

@@ -9,10 +9,11 @@ worked example.
 
 from .allocator import Allocator, CachingAllocator
 from .compiler import CachedCompiler, Compiler
-from .cstyle import C_HELPERS, CStyleRenderer
+from .cstyle import C_HELPERS, C_SOFT_HALF, CStyleRenderer
 from .device import DeviceInfo, KitDevice, Runtime
+from ..legalize import NATIVE_F16, NATIVE_MATH
 from .matmul import matmul_kernel
 from .renderer import Renderer, RenderError
 
-__all__ = ["Allocator", "CachingAllocator", "CachedCompiler", "Compiler", "C_HELPERS", "CStyleRenderer",
-           "DeviceInfo", "KitDevice", "Runtime", "matmul_kernel", "Renderer", "RenderError"]
+__all__ = ["Allocator", "CachingAllocator", "CachedCompiler", "Compiler", "C_HELPERS", "C_SOFT_HALF", "CStyleRenderer",
+           "DeviceInfo", "KitDevice", "NATIVE_F16", "NATIVE_MATH", "Runtime", "matmul_kernel", "Renderer", "RenderError"]

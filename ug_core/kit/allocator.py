@@ -40,6 +40,7 @@ class Allocator(abc.ABC):
 
 SMALL_CLASS = 1 << 16
 """Sizes up to this are kept without limit (few bytes each, made on every small call)."""
+MAX_REMEMBERED_SIZES = 4096
 
 
 class CachingAllocator:
@@ -56,6 +57,7 @@ class CachingAllocator:
         self.cache_bytes = env_int("UG_POOL_CACHE_MB", 1024, minimum=0) << 20 if cache_bytes is None else cache_bytes
         self._free: dict[int, deque[Any]] = {}
         self._capacity: dict[int, int] = {}   # id(handle) -> its size class, for every live handle
+        self._classes: dict[int, int] = {}    # nbytes -> size class, of the sizes asked for lately
         self._pooled_large = 0
         self.allocated = 0                     # bytes of every live handle, pooled or in use
         self._lock = threading.Lock()
@@ -68,14 +70,23 @@ class CachingAllocator:
             size = -(-size // step) * step
         return size
 
+    def _class_of(self, nbytes: int) -> int:
+        """size_class(nbytes), remembered: allocate runs for every buffer, mostly of sizes seen before."""
+        if len(self._classes) >= MAX_REMEMBERED_SIZES:
+            self._classes.clear()
+        capacity = self._classes[nbytes] = self.size_class(nbytes)
+        return capacity
+
     def _pool(self, capacity: int) -> deque[Any]:
         blocks = self._free.get(capacity)
         if blocks is None:
             blocks = self._free.setdefault(capacity, deque())  # one deque even when threads race
         return blocks
 
+    # allocate and free run for every buffer (free from its __del__), so their common paths are
+    # written out rather than calling the helpers above
     def allocate(self, nbytes: int) -> Any:
-        capacity = self.size_class(nbytes)
+        capacity = self._classes.get(nbytes) or self._class_of(nbytes)
         blocks = self._free.get(capacity)
         if blocks:
             try:
@@ -97,13 +108,13 @@ class CachingAllocator:
 
     def free(self, handle: Any) -> None:
         capacity = self._capacity[id(handle)]
-        if capacity <= SMALL_CLASS:
-            self._pool(capacity).append(handle)
-        elif self._pooled_large + capacity <= self.cache_bytes:
+        if capacity > SMALL_CLASS:
+            if self._pooled_large + capacity > self.cache_bytes:
+                self._release(handle, capacity)
+                return
             self._pooled_large += capacity
-            self._pool(capacity).append(handle)
-        else:
-            self._release(handle, capacity)
+        blocks = self._free.get(capacity)
+        (blocks if blocks is not None else self._pool(capacity)).append(handle)
 
     def _release(self, handle: Any, capacity: int) -> None:
         with self._lock:

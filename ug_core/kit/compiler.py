@@ -10,7 +10,11 @@ compiler's `identity()`, so a kernel compiled once is never compiled again on th
 from __future__ import annotations
 
 import abc
+from typing import Callable, TypeVar
+
 from .. import diskcache
+
+T = TypeVar("T")
 
 
 class Compiler(abc.ABC):
@@ -45,17 +49,38 @@ class CachedCompiler:
                                         compiler.suffix, f"ug-{compiler.name}\n".encode(), validate=compiler.validate)
         self.stats = {"compiled": 0, "disk_hits": 0}
 
+    def key(self, source: str, name: str) -> str:
+        """The disk cache's entry name for the binary of `source`."""
+        return self.disk.key(self.compiler.identity(), name, source)
+
     def __call__(self, source: str, name: str) -> bytes:
+        """The binary for `source`: from the disk cache, else compiled (and cached)."""
+        return self.load(source, name, _binary)
+
+    def load(self, source: str, name: str, loader: Callable[[bytes], T]) -> T:
+        """loader(binary) for the binary of `source`. A cached binary passed `validate`, but only
+        the loader knows that it loads (links, has the entry point): one it refuses (raises) is
+        removed from the cache and compiled again, never an error of the user's."""
         use_disk = self.disk.enabled()
-        key = self.disk.key(self.compiler.identity(), name, source) if use_disk else ""
+        key = self.key(source, name) if use_disk else ""
         if use_disk:
             found = self.disk.read(key)
             if found.payload is not None:
-                self.stats["disk_hits"] += 1
-                return found.payload
+                try:
+                    loaded = loader(found.payload)
+                except Exception:
+                    self.disk.remove(key)
+                    self.disk.stats["corrupt"] += 1   # (the disk cache's own count of entries it dropped)
+                else:
+                    self.stats["disk_hits"] += 1
+                    return loaded
         binary = self.compiler.compile(source, name)
         self.stats["compiled"] += 1
+        loaded = loader(binary)
         if use_disk:
             self.disk.write(key, binary)
-        return binary
+        return loaded
 
+
+def _binary(binary: bytes) -> bytes:
+    return binary

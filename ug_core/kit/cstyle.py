@@ -58,6 +58,26 @@ UG_FN T ug_max_##S(T a, T b) { if (a > b) return a; if (b > a) return b; return 
 UG_FN T ug_min_##S(T a, T b) { if (a < b) return a; if (b < a) return b; return (a == b && a != 0) ? a : -((-a) + (-b)); }
 """
 
+# float16 <-> float32/float64 in software, for C dialects without a half type (C99): a value is
+# its 16 bits in an unsigned short. Rounding is to nearest even from the exact double (a float
+# converts to double exactly), so float64 -> float16 is correctly rounded, not rounded twice.
+C_SOFT_HALF = r"""
+UG_FN float ug_half_to_float(unsigned short h) {
+  int exp = (h >> 10) & 0x1f, man = h & 0x3ff; float f;
+  if (exp == 0x1f) { unsigned int bits = ((unsigned int)(h & 0x8000) << 16) | 0x7f800000u | ((unsigned int)man << 13);
+    memcpy(&f, &bits, sizeof f); return f; }
+  f = exp ? ldexpf((float)(man | 0x400), exp - 25) : ldexpf((float)man, -24);
+  return (h & 0x8000) ? -f : f; }
+UG_FN unsigned short ug_double_to_half(double x) {
+  unsigned short sign = signbit(x) ? 0x8000 : 0; double a = fabs(x), q; int e;
+  if (a != a) return sign | 0x7e00;
+  if (a >= 65520.0) return sign | 0x7c00;
+  if (a < 6.103515625e-05) return sign | (unsigned short)nearbyint(a * 16777216.0);  /* subnormal: units of 2**-24 */
+  q = nearbyint(frexp(a, &e) * 2048.0);  /* 11 significant bits, in [1024, 2048] */
+  if (q == 2048.0) { q = 1024.0; e += 1; }
+  return sign | (unsigned short)(((e + 14) << 10) + ((int)q - 1024)); }
+"""
+
 
 class CStyleRenderer(Renderer):
     complete = False  # a dialect subclass is checked

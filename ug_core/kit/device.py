@@ -16,14 +16,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..device import Buffer, CompileError, Device, MatmulSpec, Program
+from ..device import Buffer, CompileError, Device, MatmulSpec, Program, RenderError
 from ..kernel_ir import Kernel
 from ..loop_ir import LoopProgram
+from ..legalize import legalize
 from ..lower import LowerOptions, lower
 from .allocator import Allocator, CachingAllocator
 from .compiler import CachedCompiler, Compiler
 from .matmul import matmul_kernel
-from .renderer import Renderer, RenderError
+from .renderer import Renderer
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,9 @@ class DeviceInfo:
     version: str = "0"                         # the backend's version: part of compile-cache keys
     description: str = ""                      # e.g. the hardware's or compiler's name (`ug devices`)
     max_kernel_buffers: int | None = None      # most buffers one kernel may take (None: no limit)
-    capabilities: frozenset[str] = field(default_factory=frozenset)  # e.g. {"f16_math", "f64_math", "atomics"}
+    # what the target does itself, which the core's legalization would otherwise do for it:
+    # ug_core.legalize.NATIVE_F16 (float16 ops rounded once), NATIVE_MATH (accurate exp/log/...)
+    capabilities: frozenset[str] = field(default_factory=frozenset)
 
 
 class Runtime(abc.ABC):
@@ -104,13 +107,19 @@ class KitDevice(Device):
     def synchronize(self) -> None:
         self.runtime.synchronize()
 
-    # -- compiling: lower, render, compile (disk cache), load
+    # -- compiling: lower, legalize, render, compile (disk cache), load
     def lower(self, kernel: Kernel) -> LoopProgram:
-        return lower(kernel, self.info.lower_options)
+        """The loop program the renderer gets: lowered for this target, then legalized for its
+        capabilities (ug_core.legalize)."""
+        program = lower(kernel, self.info.lower_options)
+        try:
+            return legalize(program, self.info.capabilities, self.dtypes)
+        except RenderError as e:
+            raise CompileError(f"{self.name}: cannot compile {program.name}: {e}", str(program)) from None
 
     def render_program(self, program: LoopProgram) -> str:
         try:
-            return self.make_renderer().render(program, _c_name(program.name))
+            return self.make_renderer().render(program, c_name(program.name))
         except RenderError as e:
             raise CompileError(f"{self.name}: cannot render {program.name}: {e}", str(program)) from None
 
@@ -122,8 +131,9 @@ class KitDevice(Device):
         if program.is_empty:
             return Program(kernel.name, _Loaded(program, None), str(program), program.global_size, program.local_size)
         source = self.render_program(program)
-        binary = self.compiler(source, _c_name(program.name))
-        entry = self.runtime.load(binary, program, _c_name(program.name))
+        name = c_name(program.name)
+        # a cached binary the runtime refuses to load is dropped and compiled again (CachedCompiler.load)
+        entry = self.compiler.load(source, name, lambda binary: self.runtime.load(binary, program, name))
         return Program(kernel.name, _Loaded(program, entry), source, program.global_size, program.local_size)
 
     def run(self, program: Program, buffers: list[Buffer]) -> None:
@@ -146,7 +156,7 @@ class KitDevice(Device):
         self.run(program, [out, a, b])
 
 
-def _c_name(name: str) -> str:
-    """An identifier for a kernel name (letters, digits, underscores; not starting with a digit)."""
+def c_name(name: str) -> str:
+    """The entry point's name for a kernel name: an identifier for a kernel name (letters, digits, underscores; not starting with a digit)."""
     out = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "kernel"
     return out if not out[0].isdigit() else "k_" + out

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, ClassVar
 
+from ..device import RenderError
 from ..loop_ir import Inst, LoopProgram, Opc
 
-
-class RenderError(Exception):
-    """A renderer cannot spell an instruction (a dtype or op the target lacks); the device turns
-    it into a CompileError carrying the program."""
+__all__ = ["Renderer", "RenderError", "handler_name"]
 
 
 def handler_name(opc: Opc) -> str:

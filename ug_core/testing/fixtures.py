@@ -11,12 +11,15 @@ device        -- the name of the device under test. A test that takes it runs on
                  starts (``ug.devices(initialize=True)``). Take it only to run something on it.
 rng           -- a numpy Generator of the test's own, seeded from its id (module, name and
                  parameters): a test's data do not depend on which tests ran before it, and
-                 are the same for every run of it (the device is part of the id).
+                 are the same for every run of it (the device is part of the id). Autouse:
+                 `ug_core.testing.data` (``RNG``, ``rand``) draws from it, for module helpers.
 require_dtype -- require_dtype(np.float64): skip the test if the device under test does not
                  support that dtype (creating a tensor of it raises TypeError).
 close         -- close(got, expected, rtol=None, atol=None, check_dtype=True): compare a ug
                  tensor (or ndarray) with a numpy oracle, checking shape and dtype, with
                  tolerances chosen from the dtype (`TOLERANCES`).
+compile_cache -- the runtime's in-memory compile cache (ug_core.runtime.compile_cache), emptied
+                 before and after the test, for tests that count its hits and misses.
 
 The hypothesis profile "ug" (40 examples, no deadline) is loaded on import;
 ``UG_HYPOTHESIS_PROFILE=ug-thorough`` runs 400 examples per property instead.
@@ -30,10 +33,12 @@ import numpy as np
 import pytest
 
 import ug_core as ug
+from ug_core import runtime
 from ug_core.plugins import registry
+from ug_core.testing import data
 
-__all__ = ["close", "device", "require_dtype", "rng", "pytest_generate_tests", "TOLERANCES", "assert_close",
-           "devices_under_test", "seed_of"]
+__all__ = ["close", "compile_cache", "device", "require_dtype", "rng", "pytest_generate_tests", "TOLERANCES",
+           "assert_close", "devices_under_test", "seed_of"]
 
 try:
     from hypothesis import HealthCheck, settings
@@ -106,10 +111,21 @@ def seed_of(node: pytest.Item) -> int:
     return zlib.crc32(key.encode())
 
 
-@pytest.fixture
+@pytest.fixture(autouse=True)
 def rng(request) -> np.random.Generator:
-    """This test's own generator, seeded from its id (`seed_of`)."""
-    return np.random.default_rng(seed_of(request.node))
+    """This test's own generator, seeded from its id (`seed_of`); `data.RNG` draws from it too.
+    Autouse, so that no helper drawing from `data.RNG` ever gets another test's generator."""
+    generator = np.random.default_rng(seed_of(request.node))
+    data.RNG.use(generator)
+    return generator
+
+
+@pytest.fixture
+def compile_cache():
+    """The runtime's compile cache, empty when the test starts, emptied again after it."""
+    runtime.compile_cache.clear()
+    yield runtime.compile_cache
+    runtime.compile_cache.clear()
 
 
 @pytest.fixture(scope="session")

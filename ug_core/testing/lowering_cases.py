@@ -10,6 +10,7 @@ numpy Generator its data come from.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -83,6 +84,9 @@ def chained(rng) -> Case:
     return Case(k, {0: a}, {1: a.T.reshape(3, 8).T.reshape(2, 12)})
 
 
+REDUCE_ORACLE: dict[Op, Callable[..., np.ndarray]] = {Op.SUM: np.sum, Op.RMAX: np.max, Op.RMIN: np.min}
+
+
 def row_reduce(rng, r, n, op=Op.SUM, dtype=F32) -> Case:
     eb = ExprBuilder()
     x = eb.load(0, (c((r, n)),), dtype)
@@ -90,7 +94,7 @@ def row_reduce(rng, r, n, op=Op.SUM, dtype=F32) -> Case:
                (r, 1), (1,), (Reduction(op, (r, n), x, dtype),),
                (Store(1, (r, 1), c((r, 1)), eb.acc(0, dtype)),))
     a = rand(rng, r, n, dtype=dtype) if dtype.kind == "f" else rng.integers(-50, 50, (r, n)).astype(dtype)
-    ref = {Op.SUM: np.sum, Op.RMAX: np.max, Op.RMIN: np.min}[op](a.astype(np.float64), axis=1)
+    ref = REDUCE_ORACLE[op](a.astype(np.float64), axis=1)
     tol = (2e-3, 2e-2) if dtype == np.float16 else (1e-5, 1e-4)
     return Case(k, {0: a}, {1: ref.astype(dtype)}, rtol=tol[0], atol=tol[1])
 
@@ -211,7 +215,7 @@ def int_reduce(rng, op) -> Case:
     k = Kernel("int_reduce", (BufferArg(I32, 45, False), BufferArg(I64, 5, True)), (5, 1), (1,),
                (Reduction(op, (5, 9), eb.cast(x, I64), I64),), (Store(1, (5, 1), c((5, 1)), eb.acc(0, I64)),))
     a = rng.integers(-1000, 1000, (5, 9)).astype(I32)
-    ref = {Op.SUM: np.sum, Op.RMAX: np.max, Op.RMIN: np.min}[op](a.astype(np.int64), axis=1)
+    ref = REDUCE_ORACLE[op](a.astype(np.int64), axis=1)
     return Case(k, {0: a}, {1: ref})
 
 
@@ -324,6 +328,8 @@ def alu_case(rng, op: Op) -> Case:
     arity = ALU[op].arity
     eb = ExprBuilder()
     n = 37
+    dtypes_in: list[np.dtype]
+    out_dtype: np.dtype
     if op is Op.NOT:
         dtypes_in, out_dtype = [BOOL], BOOL
     elif op is Op.WHERE:

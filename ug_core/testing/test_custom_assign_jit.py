@@ -5,21 +5,9 @@ import numpy as np
 import pytest
 
 import ug_core as ug
+from ug_core.testing.data import RNG, rand
 
 KINDS = {"kernel", "matmul", "custom", "copy"}
-RNG = np.random.default_rng(0)  # replaced by the running test's own generator (see _test_rng)
-
-
-@pytest.fixture(autouse=True)
-def _test_rng(rng):
-    """The helpers draw from RNG: each test sets it to its own `rng` (seeded from the test's id),
-    so that a test's data do not depend on which tests ran before it."""
-    global RNG
-    RNG = rng
-
-
-def rand(shape, dtype=np.float32):
-    return RNG.standard_normal(shape).astype(dtype)
 
 
 class Counter:

@@ -6,19 +6,14 @@ import numpy as np
 import pytest
 
 import ug_core as ug
+from ug_core.testing.data import RNG
+from ug_core.testing.oracles import softmax
 
 ALL = [np.float32, np.float64, np.float16, np.int32, np.int64, np.bool_]
 NUMERIC = [np.float32, np.float64, np.float16, np.int32, np.int64]
 name = lambda d: np.dtype(d).name  # noqa: E731
-RNG = np.random.default_rng(0)  # replaced by the running test's own generator (see _test_rng)
-
-
-@pytest.fixture(autouse=True)
-def _test_rng(rng):
-    """The helpers draw from RNG: each test sets it to its own `rng` (seeded from the test's id),
-    so that a test's data do not depend on which tests ran before it."""
-    global RNG
-    RNG = rng
+# a bool, an int32 and a float32 operand of one shape, for the promotion tests
+MIXED = (np.array([True, False, True]), np.array([1, 2, 3], np.int32), np.array([0.5, 1.5, 2.5], np.float32))
 
 
 def sample(dt, shape=(3, 4)):
@@ -140,10 +135,8 @@ def test_int_true_division_follows_numpy(device, close, require_dtype):
 
 def test_where_promotion(device, close, require_dtype):
     require_dtype(np.int32, np.float64)
-    c = np.array([True, False, True])
-    a = np.array([1, 2, 3], np.int32)
-    b = np.array([0.5, 1.5, 2.5], np.float32)
-    ct, at, bt = (ug.tensor(v, device=device) for v in (c, a, b))
+    c, a, b = MIXED
+    ct, at, bt = (ug.tensor(v, device=device) for v in MIXED)
     close(ug.where(ct, at, at * 2), np.where(c, a, a * 2))
     close(ug.where(ct, at, bt), np.where(c, a, b))
     close(ug.where(ct, bt, bt.astype(np.float64)), np.where(c, b, b.astype(np.float64)))
@@ -264,16 +257,10 @@ def test_float16_ops(device, close, require_dtype):
     x, y = ug.tensor(a, device=device), ug.tensor(b, device=device)
     for got, exp in [(x + y, a + b), (x * y, a * b), (x / y, a / b), (x.exp(), np.exp(a)),
                      (x.tanh(), np.tanh(a)), (x.relu(), np.maximum(a, np.float16(0))),
-                     (x.softmax(axis=-1), _softmax16(a)), (x.max(axis=0), a.max(axis=0))]:
+                     (x.softmax(axis=-1), softmax(a).astype(np.float16)), (x.max(axis=0), a.max(axis=0))]:
         assert got.dtype == np.float16
         close(got, exp, rtol=1e-2, atol=1e-2)
     close(x.astype(np.float32).sum(axis=1), a.astype(np.float32).sum(axis=1), rtol=1e-5, atol=1e-5)
-
-
-def _softmax16(a):
-    a = a.astype(np.float32)
-    e = np.exp(a - a.max(-1, keepdims=True))
-    return (e / e.sum(-1, keepdims=True)).astype(np.float16)
 
 
 def test_bool_tensors(device, close, require_dtype):
@@ -292,10 +279,8 @@ def test_bool_tensors(device, close, require_dtype):
 
 def test_bool_and_numeric_promotion(device, close, require_dtype):
     require_dtype(np.bool_, np.int32)
-    c = np.array([True, False, True])
-    i = np.array([1, 2, 3], np.int32)
-    f = np.array([0.5, 1.5, 2.5], np.float32)
-    ct, it, ft = (ug.tensor(v, device=device) for v in (c, i, f))
+    c, i, f = MIXED
+    ct, it, ft = (ug.tensor(v, device=device) for v in MIXED)
     close(ct + it, c + i)
     close(ct * ft, c * f)
     close(ft * ct, f * c)

@@ -3,20 +3,8 @@ import numpy as np
 import pytest
 
 import ug_core as ug
-
-RNG = np.random.default_rng(0)  # replaced by the running test's own generator (see _test_rng)
-
-
-@pytest.fixture(autouse=True)
-def _test_rng(rng):
-    """The helpers draw from RNG: each test sets it to its own `rng` (seeded from the test's id),
-    so that a test's data do not depend on which tests ran before it."""
-    global RNG
-    RNG = rng
-
-
-def rand(shape, dtype=np.float32):
-    return RNG.standard_normal(shape).astype(dtype)
+from ug_core.testing.data import rand
+from ug_core.testing.oracles import gelu, softmax
 
 
 def tol(dtype, k):
@@ -199,12 +187,9 @@ def test_epilogue_batched_and_folded(device, close):
     close(A @ B * 2 + C, a @ b * 2 + c, rtol=1e-4, atol=1e-4)
     w, bias = rng.standard_normal((24, 50), dtype=np.float32), rng.standard_normal((50,), dtype=np.float32)
     W, Bias = ug.tensor(w, device=device), ug.tensor(bias, device=device)
-    close((A @ W + Bias).gelu(), _gelu(a @ w + bias), rtol=1e-4, atol=1e-4)   # x @ weight: one tall product
+    # x @ weight: one tall product
+    close((A @ W + Bias).gelu(), gelu(a @ w + bias).astype(np.float32), rtol=1e-4, atol=1e-4)
     close((A @ W).reshape(3 * 40 * 50) + 1, (a @ w).reshape(-1) + 1, rtol=1e-4, atol=1e-4)
-
-
-def _gelu(z):
-    return (0.5 * z * (1 + np.tanh(np.sqrt(2 / np.pi) * (z + 0.044715 * z ** 3)))).astype(z.dtype)
 
 
 def test_epilogue_that_must_not_run_per_row_block(device, close):
@@ -215,7 +200,7 @@ def test_epilogue_that_must_not_run_per_row_block(device, close):
     A, B = ug.tensor(a, device=device), ug.tensor(b, device=device)
     close((A @ B).T + (A @ B), (a @ b).T + a @ b, rtol=1e-4, atol=1e-4)
     close((A @ B)[1:] + 1, (a @ b)[1:] + 1, rtol=1e-4, atol=1e-4)      # a view: not the same index space
-    close((A @ B).softmax(axis=-1), _softmax(a @ b), rtol=1e-4, atol=1e-5)
+    close((A @ B).softmax(axis=-1), softmax(a @ b).astype(np.float32), rtol=1e-4, atol=1e-5)
     x = ug.tensor(a.copy(), device=device).realize()
     x.assign(x @ B + 1)              # writes the matmul's operand: never while the product is made
     close(x, a @ b + 1, rtol=1e-4, atol=1e-4)
@@ -224,11 +209,6 @@ def test_epilogue_that_must_not_run_per_row_block(device, close):
     ug.realize(p, q)                 # the product is an output too
     close(p, a @ b, rtol=1e-4, atol=1e-4)
     close(q, np.maximum(a @ b + 1, 0), rtol=1e-4, atol=1e-4)
-
-
-def _softmax(z):
-    e = np.exp(z - z.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
 
 
 def test_epilogue_float16_and_jit(device, close, require_dtype):

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import ug_core as ug
+from ug_core.testing.oracles import gelu, sigmoid
 
 EPS32 = float(np.finfo(np.float32).eps)
 
@@ -51,14 +52,6 @@ def test_long_max_min_of_any_length(device, n):
 
 # --- activations -------------------------------------------------------------------------------
 
-def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def _gelu(x):
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-
-
 def _gelu_stable(x):
     u = math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)
     return x / (1.0 + np.exp(-2.0 * u))   # the same function, no cancellation in float64 either
@@ -81,7 +74,7 @@ def test_sigmoid_is_accurate_where_it_is_tiny(device):
     x = np.concatenate([np.linspace(-103.9, -80, 4001), np.linspace(-80, 80, 4001)]).astype(np.float32)
     got = ug.tensor(x, device=device).sigmoid().numpy()
     # 1 / (1 + exp(100)) was 1 / inf = 0; now exp(x) / (1 + exp(x)): subnormal results are right
-    assert_close_with_subnormals(got, _sigmoid(x.astype(np.float64)), 4 * EPS32, 1)
+    assert_close_with_subnormals(got, sigmoid(x.astype(np.float64)), 4 * EPS32, 1)
     assert (got[x > -103] > 0).all()
 
 
@@ -89,7 +82,7 @@ def test_silu_is_accurate_where_it_is_tiny(device):
     x = np.concatenate([np.linspace(-105, -80, 4001), np.linspace(-80, 80, 4001)]).astype(np.float32)
     got = ug.tensor(x, device=device).silu().numpy()
     x64 = x.astype(np.float64)
-    assert_close_with_subnormals(got, x64 * _sigmoid(x64), 8 * EPS32, 1)
+    assert_close_with_subnormals(got, x64 * sigmoid(x64), 8 * EPS32, 1)
     assert (got[(x > -100) & (x < 0)] < 0).all()
 
 
@@ -103,6 +96,6 @@ def test_gelu_negative_tail_does_not_cancel(device):
     assert (got < 0).all()
     assert_close_with_subnormals(got, exact, 5e-5, 1)
     y = np.linspace(-5, 5, 1001).astype(np.float32)
-    assert_close_with_subnormals(ug.tensor(y, device=device).gelu().numpy(), _gelu(y.astype(np.float64)), 1e-5, 1)
+    assert_close_with_subnormals(ug.tensor(y, device=device).gelu().numpy(), gelu(y.astype(np.float64)), 1e-5, 1)
 
 

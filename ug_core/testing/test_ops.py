@@ -1,33 +1,15 @@
 """Elementwise ops, creation functions, tensor properties and conversions."""
-import math
-
 import numpy as np
 import pytest
 
 import ug_core as ug
-
-RNG = np.random.default_rng(0)  # replaced by the running test's own generator (see _test_rng)
-
-
-@pytest.fixture(autouse=True)
-def _test_rng(rng):
-    """The helpers draw from RNG: each test sets it to its own `rng` (seeded from the test's id),
-    so that a test's data do not depend on which tests ran before it."""
-    global RNG
-    RNG = rng
+from ug_core.testing.data import RNG
+from ug_core.testing.oracles import gelu, sigmoid
 
 
 def rand(shape, dtype=np.float32, lo=-3.0, hi=3.0, seed=None):
     rng = RNG if seed is None else np.random.default_rng(seed)
     return rng.uniform(lo, hi, size=shape).astype(dtype)
-
-
-def _sigmoid(x):
-    return 1.0 / (1.0 + np.exp(-x))
-
-
-def _gelu(x):
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 
 # name -> (ug fn, numpy fn computed in float64 then cast, (lo, hi) input domain, loose?)
@@ -42,9 +24,9 @@ UNARY = {
     "abs": (lambda t: t.abs(), np.abs, (-3, 3), False),
     "reciprocal": (lambda t: t.reciprocal(), np.reciprocal, (0.1, 5), True),
     "relu": (lambda t: t.relu(), lambda x: np.maximum(x, 0), (-3, 3), False),
-    "sigmoid": (lambda t: t.sigmoid(), _sigmoid, (-8, 8), True),
-    "gelu": (lambda t: t.gelu(), _gelu, (-5, 5), True),
-    "silu": (lambda t: t.silu(), lambda x: x * _sigmoid(x), (-6, 6), True),
+    "sigmoid": (lambda t: t.sigmoid(), sigmoid, (-8, 8), True),
+    "gelu": (lambda t: t.gelu(), gelu, (-5, 5), True),
+    "silu": (lambda t: t.silu(), lambda x: x * sigmoid(x), (-6, 6), True),
 }
 
 FLOAT_DTYPES = [np.float32, np.float64, np.float16]
@@ -86,7 +68,7 @@ def test_unary_special_values(device, close):
     x = ug.tensor(a, device=device)
     close(x.exp(), np.exp(a).astype(np.float32), rtol=2e-5, atol=1e-30)
     close(x.tanh(), np.tanh(a), rtol=2e-5, atol=2e-6)
-    close(x.sigmoid(), _sigmoid(a.astype(np.float64)).astype(np.float32), rtol=2e-5, atol=2e-6)
+    close(x.sigmoid(), sigmoid(a.astype(np.float64)).astype(np.float32), rtol=2e-5, atol=2e-6)
     close(x.relu(), np.maximum(a, 0))
     close(x.abs(), np.abs(a))
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -352,8 +334,8 @@ def test_gelu_mlp_like_chain(device, close):
     x = ug.tensor(a, device=device)
     y = ((x * 0.5 + 1).gelu() - x.silu()) * x.sigmoid() + x.tanh()
     a64 = a.astype(np.float64)
-    s = _sigmoid(a64)
-    expected = (_gelu(a64 * 0.5 + 1) - a64 * s) * s + np.tanh(a64)
+    s = sigmoid(a64)
+    expected = (gelu(a64 * 0.5 + 1) - a64 * s) * s + np.tanh(a64)
     close(y, expected.astype(np.float32), rtol=1e-4, atol=1e-5)
 
 

@@ -113,7 +113,7 @@ MAX_RANK = 4
 MAX_SIZE = 256
 
 
-_SUPPORTED = {}
+_SUPPORTED: dict[tuple, bool] = {}
 
 
 def supported(device, dt):

@@ -3,21 +3,8 @@ import numpy as np
 import pytest
 
 import ug_core as ug
-
-RNG = np.random.default_rng(0)  # replaced by the running test's own generator (see _test_rng)
-
-
-@pytest.fixture(autouse=True)
-def _test_rng(rng):
-    """The helpers draw from RNG: each test sets it to its own `rng` (seeded from the test's id),
-    so that a test's data do not depend on which tests ran before it."""
-    global RNG
-    RNG = rng
-
-
-def rand(shape, dtype=np.float32):
-    return RNG.standard_normal(shape).astype(dtype)
-
+from ug_core.testing.data import RNG, rand
+from ug_core.testing.oracles import log_softmax, softmax
 
 AXES = [None, 0, 1, 2, -1, -2, -3, (0, 2), (1, -1), (0, 1, 2), (2, 0), (-1, 0, 1)]
 REDUCE = {
@@ -221,38 +208,26 @@ def test_variance(device, close):
 
 
 # --------------------------------------------------------------------------- softmax / log_softmax
-def _softmax(a, axis):
-    a = a.astype(np.float64)
-    e = np.exp(a - a.max(axis=axis, keepdims=True))
-    return e / e.sum(axis=axis, keepdims=True)
-
-
-def _log_softmax(a, axis):
-    a = a.astype(np.float64)
-    m = a.max(axis=axis, keepdims=True)
-    return a - m - np.log(np.exp(a - m).sum(axis=axis, keepdims=True))
-
-
 @pytest.mark.parametrize("axis", [-1, 0, 1])
 @pytest.mark.parametrize("shape", [(4, 10), (3, 5, 7)], ids=str)
 def test_softmax(device, close, shape, axis):
     a = rand(shape) * 3
     x = ug.tensor(a, device=device)
-    close(x.softmax(axis=axis), _softmax(a, axis).astype(np.float32), rtol=1e-5, atol=1e-6)
-    close(x.log_softmax(axis=axis), _log_softmax(a, axis).astype(np.float32), rtol=1e-5, atol=1e-5)
+    close(x.softmax(axis=axis), softmax(a, axis).astype(np.float32), rtol=1e-5, atol=1e-6)
+    close(x.log_softmax(axis=axis), log_softmax(a, axis).astype(np.float32), rtol=1e-5, atol=1e-5)
 
 
 def test_softmax_default_axis(device, close):
     a = rand((3, 6))
     x = ug.tensor(a, device=device)
-    close(x.softmax(), _softmax(a, -1).astype(np.float32), rtol=1e-5, atol=1e-6)
-    close(x.log_softmax(), _log_softmax(a, -1).astype(np.float32), rtol=1e-5, atol=1e-5)
+    close(x.softmax(), softmax(a, -1).astype(np.float32), rtol=1e-5, atol=1e-6)
+    close(x.log_softmax(), log_softmax(a, -1).astype(np.float32), rtol=1e-5, atol=1e-5)
     close(x.softmax(axis=-1).sum(axis=-1), np.ones(3, np.float32), rtol=1e-5)
 
 
 def test_softmax_1d(device, close):
     a = rand((17,))
-    close(ug.tensor(a, device=device).softmax(), _softmax(a, -1).astype(np.float32), rtol=1e-5, atol=1e-6)
+    close(ug.tensor(a, device=device).softmax(), softmax(a, -1).astype(np.float32), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("axis", [-1, 0])
@@ -261,10 +236,10 @@ def test_softmax_large_logits(device, close, axis):
     x = ug.tensor(a, device=device)
     sm = x.softmax(axis=axis).numpy()
     assert np.all(np.isfinite(sm))
-    close(sm, _softmax(a, axis).astype(np.float32), rtol=1e-5, atol=1e-6)
+    close(sm, softmax(a, axis).astype(np.float32), rtol=1e-5, atol=1e-6)
     ls = x.log_softmax(axis=axis).numpy()
     assert np.all(np.isfinite(ls))
-    close(ls, _log_softmax(a, axis).astype(np.float32), rtol=1e-5, atol=1e-5)
+    close(ls, log_softmax(a, axis).astype(np.float32), rtol=1e-5, atol=1e-5)
 
 
 def test_log_softmax_very_negative_tail(device, close):
@@ -273,21 +248,21 @@ def test_log_softmax_very_negative_tail(device, close):
     x = ug.tensor(a, device=device)
     ls = x.log_softmax(axis=-1).numpy()
     assert np.all(np.isfinite(ls))
-    close(ls, _log_softmax(a, -1).astype(np.float32), rtol=1e-5, atol=1e-4)
+    close(ls, log_softmax(a, -1).astype(np.float32), rtol=1e-5, atol=1e-4)
 
 
 def test_softmax_on_view_and_computed(device, close):
     a = rand((6, 4))
     x = ug.tensor(a, device=device)
-    close(x.T.softmax(axis=-1), _softmax(a.T, -1).astype(np.float32), rtol=1e-5, atol=1e-6)
-    close((x * 2 + 1)[::2].log_softmax(axis=0), _log_softmax((a * 2 + 1)[::2], 0).astype(np.float32),
+    close(x.T.softmax(axis=-1), softmax(a.T, -1).astype(np.float32), rtol=1e-5, atol=1e-6)
+    close((x * 2 + 1)[::2].log_softmax(axis=0), log_softmax((a * 2 + 1)[::2], 0).astype(np.float32),
           rtol=1e-5, atol=1e-5)
 
 
 def test_softmax_float64(device, close, require_dtype):
     require_dtype(np.float64)
     a = RNG.standard_normal((4, 9)) * 10
-    close(ug.tensor(a, device=device).softmax(axis=-1), _softmax(a, -1), rtol=1e-10, atol=1e-12)
+    close(ug.tensor(a, device=device).softmax(axis=-1), softmax(a, -1), rtol=1e-10, atol=1e-12)
 
 
 # --------------------------------------------------------------------------- compositions
@@ -320,7 +295,7 @@ def test_cross_entropy_like(device, close):
     onehot = np.eye(10, dtype=np.float32)[labels]
     lt, ot = ug.tensor(logits, device=device), ug.tensor(onehot, device=device)
     loss = -(lt.log_softmax(axis=-1) * ot).sum(axis=-1).mean()
-    ref = -(_log_softmax(logits, -1) * onehot).sum(-1).mean()
+    ref = -(log_softmax(logits, -1) * onehot).sum(-1).mean()
     close(loss, np.float32(ref), rtol=1e-5, atol=1e-5)
 
 
@@ -339,7 +314,7 @@ def test_softmax_with_neg_inf_mask(device, close):
     a = np.array([[-np.inf, 0.0, 1.0], [2.0, -np.inf, -np.inf]], np.float32)
     x = ug.tensor(a, device=device)
     with np.errstate(invalid="ignore"):
-        close(x.softmax(axis=-1), _softmax(a, -1).astype(np.float32), rtol=1e-5, atol=1e-6)
+        close(x.softmax(axis=-1), softmax(a, -1).astype(np.float32), rtol=1e-5, atol=1e-6)
 
 
 def test_max_propagates_nan(device, close):

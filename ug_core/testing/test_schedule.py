@@ -8,20 +8,7 @@ import pytest
 
 import ug_core as ug
 from ug_core.ops import Op
-
-RNG = np.random.default_rng(0)  # replaced by the running test's own generator (see _test_rng)
-
-
-@pytest.fixture(autouse=True)
-def _test_rng(rng):
-    """The helpers draw from RNG: each test sets it to its own `rng` (seeded from the test's id),
-    so that a test's data do not depend on which tests ran before it."""
-    global RNG
-    RNG = rng
-
-
-def rand(*shape):
-    return RNG.standard_normal(shape).astype(np.float32)
+from ug_core.testing.data import RNG, rand
 
 
 def kinds(sched):
@@ -45,7 +32,7 @@ def layernorm(x, w, b, eps=1e-5):
 def test_elementwise_chain_is_one_kernel(device):
     # (up to the scheduler's kernel size bound, schedule.MAX_KERNEL_SIZE: longer chains are cut
     # into kernels of bounded size, see test_deep_graphs.py)
-    x = ug.tensor(rand(64, 32), device=device)
+    x = ug.tensor(rand((64, 32)), device=device)
     y = x
     for i in range(12):
         y = (y * 1.01 + 0.5).tanh() if i % 2 else y.exp().sin() - x
@@ -59,7 +46,7 @@ def test_elementwise_chain_is_one_kernel(device):
 
 
 def test_broadcasting_and_views_fuse(device):
-    a = ug.tensor(rand(8, 1), device=device)
+    a = ug.tensor(rand((8, 1)), device=device)
     b = ug.tensor(rand(16), device=device)
     y = (a + b).T[2:10] * 2
     assert kinds(ug.schedule(y)) == ["kernel"]
@@ -68,7 +55,7 @@ def test_broadcasting_and_views_fuse(device):
 
 @pytest.mark.parametrize("axis", [-1, 0])
 def test_softmax_is_one_kernel(device, axis):
-    x = ug.tensor(rand(32, 48) * 30, device=device)
+    x = ug.tensor(rand((32, 48)) * 30, device=device)
     y = x.softmax(axis)
     sched = ug.schedule(y)
     assert kinds(sched) == ["kernel"]
@@ -79,7 +66,7 @@ def test_softmax_is_one_kernel(device, axis):
 
 
 def test_log_softmax_is_one_kernel(device):
-    x = ug.tensor(rand(16, 40) * 100, device=device)
+    x = ug.tensor(rand((16, 40)) * 100, device=device)
     y = x.log_softmax()
     assert kinds(ug.schedule(y)) == ["kernel"]
     a = x.numpy().astype(np.float64)
@@ -88,7 +75,7 @@ def test_log_softmax_is_one_kernel(device):
 
 
 def test_layernorm_is_one_kernel(device):
-    x = ug.tensor(rand(24, 64), device=device)
+    x = ug.tensor(rand((24, 64)), device=device)
     w = ug.tensor(rand(64), device=device)
     b = ug.tensor(rand(64), device=device)
     y = layernorm(x, w, b)
@@ -102,9 +89,9 @@ def test_layernorm_is_one_kernel(device):
 
 
 def test_attention_is_two_matmuls_and_one_kernel(device):
-    q = ug.tensor(rand(4, 32, 16), device=device)
-    k = ug.tensor(rand(4, 32, 16), device=device)
-    v = ug.tensor(rand(4, 32, 16), device=device)
+    q = ug.tensor(rand((4, 32, 16)), device=device)
+    k = ug.tensor(rand((4, 32, 16)), device=device)
+    v = ug.tensor(rand((4, 32, 16)), device=device)
     out = ((q @ k.permute(0, 2, 1)) / math.sqrt(16)).softmax(-1) @ v
     sched = ug.schedule(out)
     assert kinds(sched) == ["matmul", "kernel", "matmul"]
@@ -115,14 +102,14 @@ def test_attention_is_two_matmuls_and_one_kernel(device):
 
 
 def test_reduction_fuses_with_producers_and_consumers(device):
-    x = ug.tensor(rand(16, 32), device=device)
+    x = ug.tensor(rand((16, 32)), device=device)
     y = ((x * 2).exp().sum(1) + 1).sqrt()
     assert kinds(ug.schedule(y)) == ["kernel"]
     np.testing.assert_allclose(y.numpy(), np.sqrt(np.exp(x.numpy() * 2).sum(1) + 1), rtol=1e-5)
 
 
 def test_shared_reduction_is_computed_once(device):
-    x = ug.tensor(rand(16, 32), device=device)
+    x = ug.tensor(rand((16, 32)), device=device)
     s = x.sum(1, keepdims=True)
     a = x / s
     b = x * s
@@ -139,7 +126,7 @@ def test_shared_reduction_is_computed_once(device):
 
 
 def test_reduction_needed_by_two_kernels_gets_a_buffer(device):
-    x = ug.tensor(rand(16, 32), device=device)
+    x = ug.tensor(rand((16, 32)), device=device)
     s = x.sum(1, keepdims=True)
     a = x / s                    # rows of x
     b = (s * x.T.sum(0)[:, None])  # another iteration space (a different reduction)
@@ -154,7 +141,7 @@ def test_reduction_needed_by_two_kernels_gets_a_buffer(device):
 
 
 def test_nested_reductions_over_other_axes(device):
-    x = ug.tensor(rand(8, 16), device=device)
+    x = ug.tensor(rand((8, 16)), device=device)
     y = (x - x.mean(1, keepdims=True)).sum(0)   # reduce over 0 of something reduced over 1
     sched = ug.schedule(y)
     assert n_kernels(sched) <= 2
@@ -164,7 +151,7 @@ def test_nested_reductions_over_other_axes(device):
 
 
 def test_independent_outputs_share_a_kernel_and_dependent_ones_do_not(device):
-    x = ug.tensor(rand(8, 8), device=device)
+    x = ug.tensor(rand((8, 8)), device=device)
     a, b = x + 1, x * 2
     assert n_kernels(ug.schedule(a, b)) == 1
     c = x + 1
@@ -178,8 +165,8 @@ def test_independent_outputs_share_a_kernel_and_dependent_ones_do_not(device):
 
 
 def test_matmul_custom_copy_are_items(device):
-    a = ug.tensor(rand(8, 4), device=device)
-    w = ug.tensor(rand(3, 4), device=device)
+    a = ug.tensor(rand((8, 4)), device=device)
+    w = ug.tensor(rand((3, 4)), device=device)
     y = (a @ w.T).relu()
     assert kinds(ug.schedule(y)) == ["matmul", "kernel"]   # the view w.T goes to matmul as is
     c = ug.custom(lambda out, x: np.multiply(x, 3, out=out), [y], y.shape, np.float32)
@@ -230,10 +217,10 @@ def test_assign_in_place_when_nobody_else_reads(device):
 def test_compile_cache_reuses_programs(device):
     from ug_core.runtime import compile_cache
 
-    x = ug.tensor(rand(8, 8), device=device)
+    x = ug.tensor(rand((8, 8)), device=device)
     (x.exp() + 1).realize()
     hits = compile_cache.hits
-    y = ug.tensor(rand(8, 8), device=device)
+    y = ug.tensor(rand((8, 8)), device=device)
     (y.exp() + 1).realize()          # same kernel up to buffer identity: a cache hit
     assert compile_cache.hits == hits + 1
 

@@ -34,9 +34,23 @@ def test_generated_source_and_results():
     np.testing.assert_allclose(y.numpy(), np.exp(x.numpy() * 2.5) - np.maximum(x.numpy(), 0.5), rtol=1e-6)
 
 
+def test_float16_is_computed_in_float32_by_the_core_legalization():
+    """C99 has no half type: the kit legalizes float16 arithmetic into float32, and the dialect
+    spells only the conversions (C_SOFT_HALF), correctly rounded from float64 too."""
+    values = np.array([1.0, -2.5, 65504.0, 65519.99, 65520.0, 1e-7, 2.0**-24 * 1.5, -0.0, np.inf, np.nan, 3.14159])
+    x = ug.tensor(values, device="c")
+    with np.errstate(over="ignore"):
+        want = values.astype(np.float16), values.astype(np.float16) ** 2 + values.astype(np.float16)
+    np.testing.assert_array_equal(x.astype(np.float16).numpy(), want[0])
+    h = ug.tensor(want[0], device="c")
+    np.testing.assert_array_equal((h * h + h).numpy(), want[1])
+    source = ug.registry.get("c").render(ug.schedule(h * h).kernels[0].kernel)
+    assert "ug_half_to_float(" in source and "ug_double_to_half(" in source
+
+
 def test_a_dtype_it_lacks_is_a_clear_error():
-    with pytest.raises(TypeError, match="float16"):
-        ug.tensor(np.ones(4, np.float16), device="c")
+    with pytest.raises(TypeError, match="uint8"):
+        ug.tensor(np.ones(4, np.uint8), device="c")
 
 
 def test_compile_errors_carry_the_source(monkeypatch):

@@ -20,11 +20,11 @@ import numpy as np
 
 from ug_core import diskcache
 from ug_core.device import CompileError
-from ug_core.kit import C_HELPERS, Allocator, Compiler, CStyleRenderer, DeviceInfo, KitDevice, Runtime
+from ug_core.kit import C_HELPERS, C_SOFT_HALF, NATIVE_MATH, Allocator, Compiler, CStyleRenderer, DeviceInfo, KitDevice, Runtime
 from ug_core.loop_ir import LoopProgram
 from ug_core.lower import LowerOptions
 
-PRELUDE = "#include <math.h>\n#include <stdbool.h>\n#include <string.h>\n#define UG_FN static inline\n" + C_HELPERS + """
+PRELUDE = "#include <math.h>\n#include <stdbool.h>\n#include <string.h>\n#define UG_FN static inline\n" + C_HELPERS + C_SOFT_HALF + """
 UG_INT_HELPERS(i32, int, unsigned int)
 UG_INT_HELPERS(i64, long long, unsigned long long)
 UG_FLOAT_HELPERS(f32, float)
@@ -38,6 +38,13 @@ SUM_BLOCK = 4  # float sums add blocks of 4 (the C compiler keeps their order: n
 
 class CRenderer(CStyleRenderer):
     restrict = ""  # an in-place write passes one buffer as input and output
+    ctypes = {**CStyleRenderer.ctypes, np.dtype(np.float16): "unsigned short"}  # its bits (C99 has no half)
+
+    def to_float(self, expr: str) -> str:
+        return f"ug_half_to_float({expr})"
+
+    def from_float(self, expr: str, src: np.dtype) -> str:
+        return f"ug_double_to_half({expr})"
 
     def head(self, name: str, program: LoopProgram) -> str:
         params = [f"  {'' if p.is_output else 'const '}{self.ctype(p.dtype)}* b{i} = args[{i}];"
@@ -121,6 +128,7 @@ class CRuntime(Runtime):
 
 def make_device(version: str) -> KitDevice:
     compiler = CCompiler()
-    dtypes = frozenset(map(np.dtype, ["float32", "float64", "int32", "int64", "bool"]))
-    info = DeviceInfo("c", dtypes, LowerOptions(target="cpu", sum_block=SUM_BLOCK), f"{version}+{compiler.version}", compiler.version)
+    dtypes = frozenset(map(np.dtype, ["float16", "float32", "float64", "int32", "int64", "bool"]))
+    info = DeviceInfo("c", dtypes, LowerOptions(target="cpu", sum_block=SUM_BLOCK), f"{version}+{compiler.version}",
+                      compiler.version, capabilities=frozenset({NATIVE_MATH}))  # libm's exp, log, ...
     return KitDevice(info, CRenderer, compiler, HostAllocator(), CRuntime())

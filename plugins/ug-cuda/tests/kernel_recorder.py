@@ -2,7 +2,7 @@
 
 Installed by this directory's conftest.py when pytest starts, before any test module is
 imported, so when the core suite runs in the same pytest process (`scripts/test.sh` runs
-`pytest tests plugins/*/tests`) every kernel it schedules passes through here:
+`pytest --pyargs ug_core.testing tests plugins/*/tests`) every kernel it schedules passes through here:
 
 * `CompileCache.get(device, kernel)`: each scheduled kernel (whatever the device);
 * `ug_core.lower.lower(kernel, opts)` with a gpu target: the exact GPU programs the lowering
@@ -52,9 +52,32 @@ def install() -> None:
     _lower_mod.lower = lower
 
 
+def _pickled(records) -> list[bytes]:
+    """Each record pickled on its own, leaving out those too deep to pickle (the deep-graph
+    tests' kernels: their expressions nest past the recursion limit)."""
+    out = []
+    for record in records:
+        try:
+            out.append(pickle.dumps(record))
+        except RecursionError:
+            pass
+    return out
+
+
 def dump(path: str) -> None:
+    """(kernels, gpu lowerings) to `path`: two lists of pickled records (see load)."""
     with open(path, "wb") as f:
-        pickle.dump((list(KERNELS.values()), list(GPU_LOWERINGS.values())), f)
+        pickle.dump((_pickled(KERNELS.values()), _pickled(GPU_LOWERINGS.values())), f)
+
+
+def load(path: str) -> None:
+    """Add the records `dump` wrote to `path` to this process's."""
+    with open(path, "rb") as f:
+        kernels, lowerings = pickle.load(f)
+    for k in map(pickle.loads, kernels):
+        KERNELS.setdefault(k.key(), k)
+    for k, opts in map(pickle.loads, lowerings):
+        GPU_LOWERINGS.setdefault((k.key(), opts), (k, opts))
 
 
 # --- as a pytest plugin (-p kernel_recorder) ---------------------------------------------------

@@ -2,11 +2,12 @@
 
 Kernels checked:
 * every kernel the core suite scheduled or GPU-lowered in this pytest process (recorded by
-  kernel_recorder, installed from conftest.py; `scripts/test.sh` runs the core suite and the
-  plugin tests in one process). When this file runs alone, the core suite is run once on the
-  `ref` device in a subprocess to record them (UG_CUDA_RECORD_CORE=0 skips that);
-* a synthetic matrix: every ALU op on every dtype, every cast pair, every reduction on every
-  dtype (serial and workgroup strategies), special constants.
+  kernel_recorder, installed from conftest.py; `scripts/test.sh` runs the conformance kit, the
+  core tests and the plugin tests in one process). When this file runs alone, the conformance
+  kit and tests/ are run once on the `ref` device in a subprocess to record them
+  (UG_CUDA_RECORD_CORE=0 skips that);
+* a synthetic matrix: every ALU op on every dtype it is defined on, every cast pair, every
+  reduction on every dtype (serial and workgroup strategies), special constants.
 
 Kernels whose CUDA C differs only in integer/float literals (sizes, strides, constants; not
 `__shared__` sizes) and value names are compiled once: a compile error does
@@ -18,7 +19,6 @@ from __future__ import annotations
 
 import itertools
 import os
-import pickle
 import re
 import subprocess
 import sys
@@ -28,15 +28,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ug_core.device import CompileError
 from ug_core.dtypes import SUPPORTED
 from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Reduction, Store
+from ug_core.kit import CachedCompiler
 from ug_core.loop_ir import LoopProgram
-from ug_core.ops import ALU, REDUCE, TRANSCENDENTAL, Op
+from ug_core.ops import ALU, REDUCE, TRANSCENDENTAL, Op, defined
 from ug_core.view import View
 
 import kernel_recorder
 from ug_cuda import nvrtc
-from ug_cuda.compiler import Config, compile_many, render_kernel
+from ug_cuda.compiler import Config, compile_many, compile_only, render_kernel
 from ug_cuda.render import render_function
 
 try:
@@ -51,7 +53,7 @@ pytestmark = pytest.mark.skipif(not HAVE_NVRTC, reason="NVRTC not available")
 ARCHS = ("sm_80", "sm_90")
 BATCH = 100
 FAST = ("-Xptxas", "-O0")
-CORE_TESTS = Path(__file__).resolve().parents[3] / "tests"
+REPO = Path(__file__).resolve().parents[3]
 MIN_RECORDED = 100  # fewer recorded kernels than this: the core suite did not run in this process
 
 
@@ -70,6 +72,8 @@ def synthetic_kernels() -> list[Kernel]:
     kernels = []
     BOOL = np.dtype(bool)
     for dt, op in itertools.product(SUPPORTED, ALU):
+        if not defined(op, dt):  # (legalization rejects it, as the frontend never builds it)
+            continue
         info = ALU[op]
         if op is Op.WHERE:
             ins = [BOOL, dt, dt]
@@ -116,22 +120,20 @@ def synthetic_kernels() -> list[Kernel]:
 
 
 def _record_core_suite() -> None:
-    """Run the core suite once on ref in a subprocess, recording its kernels."""
-    if os.environ.get("UG_CUDA_RECORD_CORE", "1") == "0" or not CORE_TESTS.is_dir():
+    """Run the core suite (the conformance kit and tests/, as scripts/test.sh does) once on ref
+    in a subprocess, recording its kernels."""
+    if os.environ.get("UG_CUDA_RECORD_CORE", "1") == "0" or not (REPO / "tests").is_dir():
         return
     out = Path(os.environ.get("TMPDIR", "/tmp")) / f"ug_cuda_kernels_{os.getpid()}.pkl"
-    env = dict(os.environ, UG_TEST_DEVICES="ref", UG_CUDA_RECORD_OUT=str(out),
+    env = dict(os.environ, UG_CUDA_RECORD_OUT=str(out),
                PYTHONPATH=os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
+    # (no -x: a failing test elsewhere must not cut the record short; failures are the suite's to report)
     subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "kernel_recorder", "-p", "no:cacheprovider",
-                    "-x", "--no-header", str(CORE_TESTS)], env=env, cwd=CORE_TESTS.parent,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1200)
+                    "--no-header", "--pyargs", "ug_core.testing", "tests", "--ug-device", "ref"],
+                   env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1200)
     if out.exists():
-        kernels, lowerings = pickle.loads(out.read_bytes())
+        kernel_recorder.load(str(out))
         out.unlink()
-        for k in kernels:
-            kernel_recorder.KERNELS.setdefault(k.key(), k)
-        for k, opts in lowerings:
-            kernel_recorder.GPU_LOWERINGS.setdefault((k.key(), opts), (k, opts))
 
 
 _LITERAL = re.compile(r"0x[0-9a-fA-F.]+(p[+-]?\d+)?f?|\b\d+(LL|u)?\b")
@@ -199,24 +201,22 @@ def test_synthetic_matrix_compiles_optimized(arch):
 
 
 def test_fast_math_and_no_restrict_variants_compile():
-    from ug_cuda.compiler import compile_only
     for k in synthetic_kernels()[::7]:
         compile_only(k, "sm_90", Config(fast_math=True, restrict=False))
 
 
-def test_compile_error_carries_log_and_source():
-    from ug_core import CompileError
-    with pytest.raises(CompileError) as e:
-        nvrtc.compile_source('extern "C" __global__ void k() { undefined_thing(); }', "sm_80", use_cache=False)
-    assert "undefined_thing" in str(e.value) and "generated source" in str(e.value)
-    assert "undefined_thing" in e.value.source
+def test_compile_errors_carry_the_log_and_source():
+    broken = 'extern "C" __global__ void k() { undefined_thing(); }'
+    for compile in (lambda: nvrtc.compile_source(broken, "sm_80"), lambda: nvrtc.NVRTCCompiler("sm_80").compile(broken, "k")):
+        with pytest.raises(CompileError) as e:
+            compile()
+        assert "undefined_thing" in str(e.value) and "generated source" in str(e.value)
+        assert "undefined_thing" in e.value.source
 
 
 def test_ptx_for_virtual_arch():
-    k = synthetic_kernels()[0]
-    from ug_cuda import compile_only
-    ptx = compile_only(k, "compute_80")
-    assert b".visible .entry" in ptx
+    ptx = compile_only(synthetic_kernels()[0], "compute_80")
+    assert b".visible .entry" in ptx and ptx.endswith(b"\0")
 
 
 def test_target_for_picks_cubin_or_ptx():
@@ -226,24 +226,34 @@ def test_target_for_picks_cubin_or_ptx():
     assert nvrtc.target_for(newest // 10 + 5, 0) == f"compute_{newest}"  # a future GPU: PTX, JIT by the driver
 
 
-def test_disk_cache_roundtrip_and_corruption(tmp_path, monkeypatch):
-    monkeypatch.setenv("UG_CUDA_CACHE_DIR", str(tmp_path))
+SOURCE = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] = 1.0f; }'
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    monkeypatch.setenv("UG_CUDA_CACHE_DIR", str(tmp_path / "cuda"))  # the kit's CachedCompiler keeps these names
     monkeypatch.setenv("UG_CUDA_DISK_CACHE", "1")
-    src = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] = 1.0f; }'
-    first = nvrtc.compile_source(src, "sm_80")
-    entries = list(tmp_path.glob("*.bin"))
-    assert len(entries) == 1 and first.log is not None
-    again = nvrtc.compile_source(src, "sm_80")
-    assert again.image == first.image and again.log == ""  # from the cache
-    entries[0].write_bytes(entries[0].read_bytes()[:-10])    # truncate: corrupt
-    fixed = nvrtc.compile_source(src, "sm_80")
-    assert fixed.image == first.image
-    assert nvrtc._cache_read(nvrtc.cache_key(src, "sm_80", ())) == first.image  # rewritten
+    return tmp_path / "cuda"
+
+
+def test_nvrtc_is_a_kit_compiler_cached_on_disk(cache_dir, monkeypatch):
+    first = CachedCompiler(nvrtc.NVRTCCompiler("sm_80"))
+    image = first(SOURCE, "k")
+    assert first.stats == {"compiled": 1, "disk_hits": 0} and image.startswith(b"\x7fELF")
+    (entry,) = cache_dir.glob("*.bin")
+    again = CachedCompiler(nvrtc.NVRTCCompiler("sm_80"))   # (a new process's)
+    assert again(SOURCE, "k") == image and again.stats == {"compiled": 0, "disk_hits": 1}
+    for other in (nvrtc.NVRTCCompiler("sm_90"), nvrtc.NVRTCCompiler("sm_80", ("--use_fast_math",))):
+        assert other.identity() != again.compiler.identity()   # another arch or flags: another entry
+    assert compile_only(synthetic_kernels()[0], "sm_80", use_cache=True) and len(list(cache_dir.glob("*.bin"))) == 2
+    entry.write_bytes(entry.read_bytes()[:-10])   # truncated: its checksum fails
+    assert again(SOURCE, "k") == image and again.stats["compiled"] == 1 and again.disk.stats["corrupt"] == 1
+    assert again.disk.read(again.key(SOURCE, "k")).payload == image   # rewritten
     monkeypatch.setenv("UG_CUDA_DISK_CACHE", "0")
-    for f in tmp_path.glob("*.bin"):
+    for f in cache_dir.glob("*.bin"):
         f.unlink()
-    nvrtc.compile_source(src, "sm_80")
-    assert not list(tmp_path.glob("*.bin"))
+    again(SOURCE, "k")
+    assert not list(cache_dir.glob("*.bin"))
 
 
 @pytest.mark.parametrize("arch", ARCHS)
@@ -251,30 +261,32 @@ def test_matmul_kernels_compile(arch):
     from ug_cuda.matmul import kernel_source
     for dt in SUPPORTED:
         src, name = kernel_source(dt)
-        image = nvrtc.compile_source(src, arch, use_cache=False).image
-        assert image
+        assert nvrtc.NVRTCCompiler(arch).compile(src, name)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "compute_80"])
-def test_disk_cache_checks_the_image_before_the_driver_sees_it(tmp_path, monkeypatch, arch):
-    # an entry with a valid checksum but a malformed cubin / PTX, or another user's / a
-    # group-writable one, is compiled again (and rewritten), never handed to the driver
+def test_disk_cache_checks_the_image_before_the_driver_sees_it(cache_dir, arch):
+    # an entry with a valid checksum but a malformed cubin / PTX (or PTX where the arch asks
+    # for a cubin), or another user's / a group-writable one, is compiled again (and
+    # rewritten), never handed to the driver
     import hashlib
     import stat
     import struct
 
-    monkeypatch.setenv("UG_CUDA_CACHE_DIR", str(tmp_path / "cuda"))
-    monkeypatch.setenv("UG_CUDA_DISK_CACHE", "1")
-    src = 'extern "C" __global__ void k(float* a) { a[threadIdx.x] = 2.0f; }'
-    first = nvrtc.compile_source(src, arch)
-    assert stat.S_IMODE((tmp_path / "cuda").stat().st_mode) == 0o700
-    (entry,) = (tmp_path / "cuda").glob("*.bin")
-    image = first.image
-    bad = (image[:18] + struct.pack("<H", 62) + image[20:]) if first.kind == "cubin" else image[:-1]  # x86 / no NUL
-    entry.write_bytes(nvrtc._MAGIC + hashlib.sha256(bad).digest() + bad)
-    assert nvrtc._cache_read(nvrtc.cache_key(src, arch, ())) is None and not entry.exists()
-    assert nvrtc.compile_source(src, arch).image == image
+    cached = CachedCompiler(nvrtc.NVRTCCompiler(arch))
+    image = cached(SOURCE, "k")
+    assert stat.S_IMODE(cache_dir.stat().st_mode) == 0o700
+    (entry,) = cache_dir.glob("*.bin")
+    magic, key = b"ug-cuda\n", cached.key(SOURCE, "k")
+    if arch == "sm_80":  # a cubin for x86, and PTX
+        malformed = [image[:18] + struct.pack("<H", 62) + image[20:], nvrtc.NVRTCCompiler("compute_80").compile(SOURCE, "k")]
+    else:                # PTX without its NUL
+        malformed = [image[:-1]]
+    for bad in malformed:
+        entry.write_bytes(magic + hashlib.sha256(bad).digest() + bad)
+        assert cached.disk.read(key).payload is None and not entry.exists()
+        assert cached(SOURCE, "k") == image
     os.chmod(entry, 0o666)
-    assert nvrtc._cache_read(nvrtc.cache_key(src, arch, ())) is None
+    assert cached.disk.read(key).payload is None
     os.chmod(entry, 0o600)
-    assert nvrtc._cache_read(nvrtc.cache_key(src, arch, ())) == image
+    assert cached.disk.read(key).payload == image

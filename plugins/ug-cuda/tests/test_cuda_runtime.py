@@ -1,5 +1,5 @@
 """Runtime tests of the cuda device: skipped (with the reason) where there is no driver or GPU.
-The core's device suite also runs on it: UG_TEST_DEVICES=cuda python -m pytest tests"""
+The core's conformance kit also runs on it: python -m pytest --pyargs ug_core.testing --ug-device cuda"""
 from __future__ import annotations
 
 import numpy as np

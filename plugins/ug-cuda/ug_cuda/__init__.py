@@ -16,9 +16,9 @@ __all__ = ["Config", "compile_only", "render", "render_kernel", "__version__"]
 
 
 def __getattr__(name):  # the runtime and interop load the driver bindings only when asked for
-    if name in ("CudaDevice",):
-        from . import driver
-        return getattr(driver, name)
+    if name == "CudaDevice":
+        from .device import CudaDevice
+        return CudaDevice
     if name in ("to_cuda_array", "from_cuda_array", "from_dlpack", "CudaArray"):
         from . import interop
         return getattr(interop, name)

@@ -1,11 +1,15 @@
-"""Kernel IR -> loop IR (the shared GPU lowering) -> CUDA C -> NVRTC. No driver needed."""
+"""Kernel IR -> loop IR (the shared GPU lowering) -> CUDA C -> NVRTC, without a driver: the
+settings the device uses (`Config`), and compiling for any arch on a machine with no GPU."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from ug_core.device import CompileError
+from ug_core.dtypes import SUPPORTED
 from ug_core.kernel_ir import Kernel
+from ug_core.kit import NATIVE_F16, NATIVE_MATH, CachedCompiler
+from ug_core.legalize import legalize
 from ug_core.loop_ir import LoopProgram
 from ug_core.lower import LowerOptions, lower
 
@@ -15,6 +19,9 @@ from .render import PRELUDE, RenderOptions, c_name, render, render_function
 LOCAL_SIZE = 256
 # CUDA's grid limits: x up to 2^31 - 1 blocks, y and z up to 65535
 MAX_GRID = (2**31 - 1, 65535, 65535)
+# what the target does itself (ug_core.legalize): the renderer computes float16 ops in float32,
+# rounding each result once, and CUDA's expf & co are accurate
+CAPABILITIES = frozenset({NATIVE_F16, NATIVE_MATH})
 
 
 @dataclass(frozen=True)
@@ -38,23 +45,22 @@ class Rendered:
     program: LoopProgram
     source: str
     function: str   # the __global__ function's name
-    kernel: Kernel | None = None
 
 
 def render_kernel(kernel: Kernel, config: Config = Config()) -> Rendered:
-    program = lower(kernel, config.lower_options())
+    """The kernel as the device lowers, legalizes and renders it."""
+    program = legalize(lower(kernel, config.lower_options()), CAPABILITIES, SUPPORTED)
     name = c_name(kernel.name)
-    return Rendered(program, render(program, name, config.render_options()), name, kernel)
+    return Rendered(program, render(program, name, config.render_options()), name)
 
 
-def compile_rendered(rendered: Rendered, arch: str, config: Config = Config(), use_cache: bool | None = None) -> nvrtc.Binary:
-    return nvrtc.compile_source(rendered.source, arch, config.nvrtc_options(), f"{rendered.function}.cu", use_cache)
-
-
-def compile_only(kernel: Kernel, arch: str = "sm_90", config: Config = Config(), use_cache: bool | None = False) -> bytes:
+def compile_only(kernel: Kernel, arch: str = "sm_90", config: Config = Config(), use_cache: bool = False) -> bytes:
     """Render and compile a kernel for `arch` ("sm_XY" -> CUBIN, "compute_XY" -> PTX) without a
-    driver or GPU; returns the image. Raises ug_core.CompileError with NVRTC's log and the source."""
-    return compile_rendered(render_kernel(kernel, config), arch, config, use_cache).image
+    driver or GPU; returns the image (through the disk cache with `use_cache`). Raises
+    ug_core.CompileError with NVRTC's log and the source."""
+    compiler = nvrtc.NVRTCCompiler(arch, config.nvrtc_options())
+    rendered = render_kernel(kernel, config)
+    return (CachedCompiler(compiler) if use_cache else compiler.compile)(rendered.source, rendered.function)
 
 
 def compile_many(programs: list[LoopProgram], arch: str, config: Config = Config(), options: tuple[str, ...] = ()) -> None:
@@ -67,9 +73,9 @@ def compile_many(programs: list[LoopProgram], arch: str, config: Config = Config
     for i, p in enumerate(programs):
         parts.append(render_function(p, f"k{i}_{c_name(p.name)}", config.render_options()))
     try:
-        nvrtc.compile_source("\n".join(parts) + "\n", arch, config.nvrtc_options() + options, "batch.cu", use_cache=False)
+        nvrtc.compile_source("\n".join(parts) + "\n", arch, config.nvrtc_options() + options, "batch.cu")
     except CompileError:
         for p in programs:
             nvrtc.compile_source(render(p, None, config.render_options()), arch, config.nvrtc_options() + options,
-                                 f"{p.name}.cu", use_cache=False)
+                                 f"{p.name}.cu")
         raise

@@ -27,7 +27,8 @@ from ug_core.dtypes import SUPPORTED
 from ug_core.plugins import registry
 from ug_core.view import prod
 
-from .driver import Allocation, CudaDevice
+from .device import CudaDevice
+from .memory import Allocation
 
 KDL_CUDA = 2
 _DL_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}  # kDLInt, kDLUInt, kDLFloat, kDLBool
@@ -64,7 +65,7 @@ class CudaArray:
                 "version": 3, "strides": None, "stream": None}
 
     def __dlpack_device__(self) -> tuple[int, int]:
-        return (KDL_CUDA, self.device.ordinal)
+        return (KDL_CUDA, self.device.context.ordinal)
 
     def __dlpack__(self, stream: Any = None, max_version: Any = None, dl_device: Any = None, copy: Any = None) -> Any:
         if copy:
@@ -134,7 +135,7 @@ def _make_capsule(array: CudaArray) -> Any:
     ndim = len(array.shape)
     shape = (ctypes.c_int64 * max(ndim, 1))(*array.shape)
     managed = _DLManagedTensor()
-    managed.dl_tensor = _DLTensor(ctypes.c_void_p(array.ptr), _DLDevice(KDL_CUDA, array.device.ordinal), ndim,
+    managed.dl_tensor = _DLTensor(ctypes.c_void_p(array.ptr), _DLDevice(KDL_CUDA, array.device.context.ordinal), ndim,
                                   _dl_dtype(array.dtype), ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64)), None, 0)
     managed.deleter = _deleter
     address = ctypes.addressof(managed)
@@ -151,11 +152,11 @@ def _wrap(device: CudaDevice, ptr: int, shape: tuple[int, ...], dtype: np.dtype,
     if copy:
         buf = Buffer(device, size, dtype)
         if size:
-            device.copy_device(buf.handle.ptr, ptr, size * dtype.itemsize)
+            device.raw.copy_device(buf.handle.ptr, ptr, size * dtype.itemsize)
     else:
         buf = Buffer.__new__(Buffer)
         buf.device, buf.size, buf.dtype = device, size, dtype
-        buf.handle = Allocation(ptr, size * dtype.itemsize, 0, owner)
+        buf.handle = Allocation(ptr, owner)
     return ug.Tensor(graph.from_buffer(buf, tuple(shape)))
 
 
@@ -180,7 +181,7 @@ def from_cuda_array(obj: Any, copy: bool = True, device: str = "cuda") -> ug.Ten
     dev = _device(device)
     stream = iface.get("stream")
     if stream not in (None, 0):  # the producer's pending work must finish before we read
-        dev.drv.cuStreamSynchronize(dev.drv.CUstream(stream))
+        dev.context.drv.cuStreamSynchronize(dev.context.drv.CUstream(stream))
     return _wrap(dev, int(iface["data"][0]), shape, dtype, obj, copy)
 
 
@@ -191,7 +192,7 @@ def from_dlpack(obj: Any, device: str = "cuda") -> ug.Tensor:
         kind, _ = obj.__dlpack_device__()
         if kind != KDL_CUDA:
             raise ValueError(f"from_dlpack: device type {kind} is not CUDA ({KDL_CUDA}); use ug.tensor(numpy array)")
-    capsule = obj.__dlpack__(stream=dev.stream_handle) if hasattr(obj, "__dlpack__") else obj
+    capsule = obj.__dlpack__(stream=dev.context.stream_handle) if hasattr(obj, "__dlpack__") else obj
     ptr = _pyapi.PyCapsule_GetPointer(capsule, b"dltensor")
     managed = _DLManagedTensor.from_address(ptr)
     t = managed.dl_tensor

@@ -127,13 +127,10 @@ def run(device: Any, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> Non
         return
     if _cublas_matmul(device, out, a, b, spec, M, N, K, bshape, a_bs, b_bs):
         return
-    key = ("mm", dtype)
-    func = device._matmul_kernels.get(key)
-    if func is None:
-        src, name = kernel_source(dtype)
-        module, func = device.load_source(src, name)
-        device._matmul_kernels[key] = func
-        device._matmul_kernels[("module", dtype)] = module
+    loaded = device._matmul_kernels.get(dtype)
+    if loaded is None:
+        loaded = device._matmul_kernels[dtype] = device.load_source(*kernel_source(dtype))
+    _, func = loaded
     # more batch dims than the kernel takes: loop over the leading ones here
     lead = max(0, len(bshape) - MAXB)
     inner = bshape[lead:]
@@ -157,7 +154,7 @@ def run(device: Any, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> Non
         base = ctypes.addressof(values)
         params = (ctypes.c_void_p * 4)(base, base + 8, base + 16, ctypes.addressof(args))
         grid = (min(-(-N // TILE), 2**31 - 1), min(-(-M // TILE), 65535), min(per_call, 65535))
-        device.launch(func, grid, (TILE, TILE, 1), params)
+        device.runtime.call(func, grid, (TILE, TILE, 1), params)
 
 
 # --- cuBLAS ---------------------------------------------------------------------------------
@@ -188,11 +185,11 @@ class _Blas:
     def __init__(self, lib: Any, device: Any):
         self.lib = lib
         handle = ctypes.c_void_p()
-        device._current()
+        device.context.current()
         if lib.cublasCreate_v2(ctypes.byref(handle)) != 0:
             raise RuntimeError("cublasCreate failed")
         self.handle = handle
-        lib.cublasSetStream_v2(handle, ctypes.c_void_p(device.stream_handle))
+        lib.cublasSetStream_v2(handle, ctypes.c_void_p(device.context.stream_handle))
 
 
 def _matrix(rows: int, cols: int, sr: int, sc: int) -> tuple[bool, int] | None:
@@ -234,7 +231,7 @@ def _cublas_matmul(device: Any, out: Buffer, a: Buffer, b: Buffer, spec: MatmulS
     A = ctypes.c_void_p(b.handle.ptr + spec.b_view.offset * item)
     B = ctypes.c_void_p(a.handle.ptr + spec.a_view.offset * item)
     C = ctypes.c_void_p(out.handle.ptr)
-    device._current()
+    device.context.current()
     lib = blas.lib
     if dtype == np.dtype(np.float16):
         one, zero = ctypes.c_float(1.0), ctypes.c_float(0.0)

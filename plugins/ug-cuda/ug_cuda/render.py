@@ -18,6 +18,7 @@ from typing import ClassVar
 import numpy as np
 
 from ug_core.kit import C_HELPERS, CStyleRenderer
+from ug_core.kit.device import c_name  # the kit's kernel name -> C identifier
 from ug_core.loop_ir import LoopProgram, Special
 from ug_core.ops import Op
 
@@ -54,12 +55,6 @@ class RenderOptions:
     launch_bounds: bool = True
 
 
-def c_name(name: str) -> str:
-    """A valid C identifier for a kernel name."""
-    out = "".join(c if c.isalnum() or c == "_" else "_" for c in name) or "kernel"
-    return out if not out[0].isdigit() else "k_" + out
-
-
 _BITCASTS = {(F32, I32): "__float_as_int", (I32, F32): "__int_as_float",
              (F64, I64): "__double_as_longlong", (I64, F64): "__longlong_as_double"}
 _FAST = {Op.EXP: "__expf", Op.LOG: "__logf", Op.SIN: "__sinf", Op.COS: "__cosf"}
@@ -71,6 +66,14 @@ class CUDARenderer(CStyleRenderer):
     def __init__(self, opts: RenderOptions = RenderOptions()):
         super().__init__()
         self.opts = opts
+
+    def render(self, program: LoopProgram, name: str) -> str:
+        """A complete CUDA C translation unit: the prelude and the kernel function."""
+        return PRELUDE + "\n" + self.function(program, name) + "\n"
+
+    def function(self, program: LoopProgram, name: str) -> str:
+        """The `extern "C" __global__` function alone."""
+        return super().render(program, name)
 
     def head(self, name: str, program: LoopProgram) -> str:
         restrict = " __restrict__" if self.opts.restrict else ""
@@ -118,9 +121,9 @@ class CUDARenderer(CStyleRenderer):
 
 def render_function(program: LoopProgram, name: str | None = None, opts: RenderOptions = RenderOptions()) -> str:
     """The `extern "C" __global__` function for a program (no prelude)."""
-    return CUDARenderer(opts).render(program, c_name(name or program.name))
+    return CUDARenderer(opts).function(program, c_name(name or program.name))
 
 
 def render(program: LoopProgram, name: str | None = None, opts: RenderOptions = RenderOptions()) -> str:
     """A complete CUDA C translation unit: the prelude and the kernel function."""
-    return PRELUDE + "\n" + render_function(program, name, opts) + "\n"
+    return CUDARenderer(opts).render(program, c_name(name or program.name))

@@ -13,7 +13,7 @@ from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Store
 from ug_core.view import View
 
 import ug_llvm.jit as jitmod
-from ug_llvm.plugin import CPUDevice
+from ug_llvm.device import CPUDevice
 
 
 @pytest.fixture(scope="module")
@@ -66,25 +66,41 @@ def test_disk_cache_hit_miss_and_corruption(tmp_path, monkeypatch):
     j = jitmod.Jit()  # a fresh engine: nothing loaded in memory
     dev = ug.registry.get("cpu")
     x = ug.tensor(np.arange(10, dtype=np.float32), device="cpu")
-    ir, name = dev._module_ir(dev.lower(_kernel((x * 3.5 + 0.25).exp())))
+    ir, name = dev.module_ir(dev.lower(_kernel((x * 3.5 + 0.25).exp())))
     j.load(ir, name)
-    assert j.stats == {"compiled": 1, "disk_hits": 0, "disk_corrupt": 0}
+    assert j.compiler.stats == {"compiled": 1, "disk_hits": 0}
     files = list(tmp_path.rglob("*.o"))
     assert len(files) == 1
     # a second engine (another process, in effect) loads it from disk
     j2 = jitmod.Jit()
     addr = j2.load(ir, name)
-    assert addr and j2.stats == {"compiled": 0, "disk_hits": 1, "disk_corrupt": 0}
+    assert addr and j2.compiler.stats == {"compiled": 0, "disk_hits": 1}
     # corrupt entries (flipped byte, truncated, garbage) are recompiled, never a crash
     data = files[0].read_bytes()
     for bad in (data[:-1] + bytes([data[-1] ^ 0xFF]), data[: len(data) // 2], b"garbage"):
         files[0].write_bytes(bad)
         j3 = jitmod.Jit()
         assert j3.load(ir, name)
-        assert j3.stats == {"compiled": 1, "disk_hits": 0, "disk_corrupt": 1}
+        assert j3.compiler.stats == {"compiled": 1, "disk_hits": 0} and j3.compiler.disk.stats["corrupt"] == 1
     assert files[0].read_bytes() == data  # rewritten
     # the key depends on the IR (the scalars 3.5 and 0.25 are kernel arguments, not in it)
-    assert j.key(ir) != j.key(ir.replace("fmul", "fadd", 1))
+    assert j.compiler.key(ir, name) != j.compiler.key(ir.replace("fmul", "fadd", 1), name)
+
+
+def test_a_cached_object_that_does_not_load_is_compiled_again(tmp_path, monkeypatch):
+    # sound as a file (checksum, ELF structure) but refused by the engine: dropped and rebuilt
+    monkeypatch.setenv("UG_LLVM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("UG_LLVM_DISK_CACHE", "1")
+    dev = ug.registry.get("cpu")
+    x = ug.tensor(np.arange(10, dtype=np.float32), device="cpu")
+    ir, name = dev.module_ir(dev.lower(_kernel(x * 5.5 - 2)))
+    other_ir, other = dev.module_ir(dev.lower(_kernel(x * 5.5 + 2)))
+    j = jitmod.Jit()
+    j.compiler.disk.write(j.compiler.key(ir, name), j.target.compile(other_ir, other))  # no `name` in it
+    assert j.load(ir, name)
+    assert j.compiler.stats == {"compiled": 1, "disk_hits": 0} and j.compiler.disk.stats["corrupt"] == 1
+    j2 = jitmod.Jit()
+    assert j2.load(ir, name) and j2.compiler.stats == {"compiled": 0, "disk_hits": 1}
 
 
 def test_disk_cache_can_be_disabled(tmp_path, monkeypatch):
@@ -93,24 +109,24 @@ def test_disk_cache_can_be_disabled(tmp_path, monkeypatch):
     j = jitmod.Jit()
     dev = ug.registry.get("cpu")
     x = ug.tensor(np.arange(10, dtype=np.float32), device="cpu")
-    ir, name = dev._module_ir(dev.lower(_kernel(x * 7 - 1)))
+    ir, name = dev.module_ir(dev.lower(_kernel(x * 7 - 1)))
     j.load(ir, name)
-    assert j.stats["compiled"] == 1 and not list(tmp_path.rglob("*.o"))
+    assert j.compiler.stats["compiled"] == 1 and not list(tmp_path.rglob("*.o"))
 
 
 def test_default_cache_dir(monkeypatch, tmp_path):
     monkeypatch.delenv("UG_LLVM_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert jitmod.cache_dir() == tmp_path / "ug" / "llvm"
+    assert jitmod.get_jit().compiler.disk.directory() == tmp_path / "ug" / "llvm"
 
 
 def test_elementwise_kernel_is_vectorized(dev):
     x = ug.tensor(np.ones(4096, np.float32), device="cpu")
     ir = dev.render(_kernel(x.exp() * x.sin() + x * x))
-    optimized = dev.jit.optimized_ir(ir)
+    optimized = dev.jit.target.optimized_ir(ir)
     assert re.search(r"<(4|8|16) x float>", optimized), "no vector ops in the optimized IR"
     assert "call float @ug_sin_f32" not in optimized.split("define internal")[0] or "_v" in optimized
-    asm = dev.jit.assembly(ir)
+    asm = dev.jit.target.assembly(ir)
     assert re.search(r"%(xmm|ymm|zmm)\d+", asm) and re.search(r"v(mul|fmadd\d*)ps", asm)
     # the transcendental calls became vector code / vector-variant calls, not scalar libm calls
     assert not re.search(r"call\w*\s+(expf|sinf|logf)\b", asm)
@@ -119,7 +135,7 @@ def test_elementwise_kernel_is_vectorized(dev):
 def test_reductions_are_vectorized(dev):
     x = ug.tensor(np.ones((64, 4096), np.float32), device="cpu")
     for y in (x.sum(-1), x.max(-1)):
-        optimized = dev.jit.optimized_ir(dev.render(_kernel(y)))
+        optimized = dev.jit.target.optimized_ir(dev.render(_kernel(y)))
         assert re.search(r"<(4|8|16) x float>", optimized)
 
 
@@ -129,7 +145,7 @@ def test_column_reductions_are_outer_blocked_and_vectorized(dev):
         kernel = _kernel(y)
         program = dev.lower(kernel)
         assert any(i.opc.name == "DEFINE_LOCAL" for i in program.instructions), program
-        optimized = dev.jit.optimized_ir(dev.render(kernel))
+        optimized = dev.jit.target.optimized_ir(dev.render(kernel))
         assert re.search(r"load <(4|8|16) x float>", optimized)
     # rows: the serial loop over the contiguous reduced axis is kept
     assert not any(i.opc.name == "DEFINE_LOCAL" for i in dev.lower(_kernel(x.sum(1))).instructions)
@@ -161,7 +177,7 @@ def _cast_kernel(src: np.dtype, dst: np.dtype) -> Kernel:
 def test_every_cast_renders_and_compiles(dev, src, dst):
     ir = dev.render(_cast_kernel(src, dst))
     assert "define void @ug_" in ir
-    asm = dev.jit.assembly(ir)
+    asm = dev.jit.target.assembly(ir)
     # no libcalls that the JIT could not resolve (e.g. __truncdfhf2)
     assert not re.search(r"__\w+hf2|__float\w+hf", asm)
 
@@ -183,10 +199,12 @@ def test_cast_results_match_numpy(dev):
 def test_compile_error_carries_the_ir(dev, monkeypatch):
     x = ug.tensor(np.ones(8, np.float32), device="cpu")
     kernel = _kernel(x + 1)
-    import ug_llvm.render as R
+    from ug_llvm.render import LLVMRenderer
 
-    real = R.render
-    monkeypatch.setattr("ug_llvm.plugin.render", lambda *a, **k: real(*a, **k).replace("fadd", "fadd_bogus"))
+    class Bogus(LLVMRenderer):
+        def render(self, program, name):
+            return super().render(program, name).replace("fadd", "fadd_bogus")
+    monkeypatch.setattr("ug_llvm.device.LLVMRenderer", Bogus)
     with pytest.raises(ug.CompileError) as info:
         dev.compile(kernel)
     assert "fadd_bogus" in info.value.source
@@ -271,7 +289,7 @@ def test_cold_compile_is_fast(dev, monkeypatch):
 
     monkeypatch.setenv("UG_LLVM_DISK_CACHE", "0")
     x = ug.tensor(np.random.rand(33, 77).astype(np.float32), device="cpu")
-    ir, name = dev._module_ir(dev.lower(_kernel(x.softmax(-1) * 1.2345)))
+    ir, name = dev.module_ir(dev.lower(_kernel(x.softmax(-1) * 1.2345)))
     j = jitmod.Jit()
     start = time.perf_counter()
     j.load(ir, name)
@@ -281,15 +299,15 @@ def test_cold_compile_is_fast(dev, monkeypatch):
 def test_wide_column_reductions_use_wide_blocks(dev):
     """Outputs wide enough for every thread to get a block of WIDE_OUTER_BLOCK columns are
     lowered with that block (a page of each row per step); narrower ones keep OUTER_BLOCK."""
-    from ug_llvm import plugin
+    from ug_llvm import settings
 
-    wide_cols = plugin.WIDE_OUTER_BLOCK * dev.threads
+    wide_cols = settings.WIDE_OUTER_BLOCK * dev.threads
     x = np.random.default_rng(0).standard_normal((40, wide_cols)).astype(np.float32)
     t = ug.tensor(x, device="cpu").sum(0)
-    assert int(np.prod(dev.lower(_kernel(t)).global_size)) == wide_cols // plugin.WIDE_OUTER_BLOCK
+    assert int(np.prod(dev.lower(_kernel(t)).global_size)) == wide_cols // settings.WIDE_OUTER_BLOCK
     np.testing.assert_allclose(t.numpy(), x.sum(0), rtol=1e-5, atol=1e-4)
     narrow = ug.tensor(x[:, :256], device="cpu").sum(0)
-    assert int(np.prod(dev.lower(_kernel(narrow)).global_size)) == 256 // plugin.OUTER_BLOCK
+    assert int(np.prod(dev.lower(_kernel(narrow)).global_size)) == 256 // settings.OUTER_BLOCK
     sm = ug.tensor(x, device="cpu").softmax(0).numpy()
     e = np.exp(x - x.max(0))
     np.testing.assert_allclose(sm, e / e.sum(0), rtol=1e-5, atol=1e-6)
@@ -357,8 +375,8 @@ def test_small_matmuls_run_as_a_reduction_kernel(dtype, monkeypatch):
 
     dev = ug.registry.get("cpu")
     made = []
-    real = dev._small_matmul
-    monkeypatch.setattr(dev, "_small_matmul", lambda *args: made.append(1) or real(*args))
+    real = dev.matmuls.small_launch
+    monkeypatch.setattr(dev.matmuls, "small_launch", lambda *args: made.append(1) or real(*args))
     rng = np.random.default_rng(4)
     a, b = rng.standard_normal((3, 7, 5)).astype(dtype), rng.standard_normal((5, 6)).astype(dtype)
     cases = [

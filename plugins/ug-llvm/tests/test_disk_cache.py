@@ -22,11 +22,11 @@ def module(tmp_path, monkeypatch):
     dev = ug.registry.get("cpu")
     x = ug.tensor(np.arange(10, dtype=np.float32), device="cpu")
     kernel = [it for it in ug.schedule((x * 3.5).exp()).items if it.kind == "kernel"][-1].kernel
-    return dev._module_ir(dev.lower(kernel))
+    return dev.module_ir(dev.lower(kernel))
 
 
-def _entry(j, ir):
-    return j.disk.path(j.key(ir))
+def _entry(j, ir, name):
+    return j.compiler.disk.path(j.compiler.key(ir, name))
 
 
 def test_entries_are_private_and_reload(module, tmp_path):
@@ -36,11 +36,11 @@ def test_entries_are_private_and_reload(module, tmp_path):
     assert stat.S_IMODE((tmp_path / "ug").stat().st_mode) == 0o700
     assert stat.S_IMODE((tmp_path / "ug" / "llvm").stat().st_mode) == 0o700
     j2 = jitmod.Jit()
-    assert j2.load(ir, name) and j2.stats == {"compiled": 0, "disk_hits": 1, "disk_corrupt": 0}
+    assert j2.load(ir, name) and j2.compiler.stats == {"compiled": 0, "disk_hits": 1}
 
 
-def _rewrite(path, payload):
-    path.write_bytes(jitmod._MAGIC + hashlib.sha256(payload).digest() + payload)
+def _rewrite(path, magic, payload):
+    path.write_bytes(magic + hashlib.sha256(payload).digest() + payload)
 
 
 @pytest.mark.parametrize("damage", ["other machine", "section outside the file", "cut tables", "not ELF"])
@@ -48,8 +48,8 @@ def test_a_malformed_object_with_a_valid_checksum_never_reaches_the_loader(modul
     ir, name = module
     j = jitmod.Jit()
     j.load(ir, name)
-    path = _entry(j, ir)
-    obj = path.read_bytes()[len(jitmod._MAGIC) + 32:]
+    path, magic = _entry(j, ir, name), j.compiler.disk.magic
+    obj = path.read_bytes()[len(magic) + 32:]
     shoff = struct.unpack_from("<Q", obj, 40)[0]
     bad = {
         "other machine": obj[:18] + struct.pack("<H", 183) + obj[20:],
@@ -57,27 +57,27 @@ def test_a_malformed_object_with_a_valid_checksum_never_reaches_the_loader(modul
         "cut tables": obj[:shoff + 70],
         "not ELF": b"\0" * len(obj),
     }[damage]
-    _rewrite(path, bad)
+    _rewrite(path, magic, bad)
     j2 = jitmod.Jit()
     assert j2.load(ir, name)  # compiled again
-    assert j2.stats == {"compiled": 1, "disk_hits": 0, "disk_corrupt": 1}
-    assert path.read_bytes()[len(jitmod._MAGIC) + 32:] == obj  # and rewritten
+    assert j2.compiler.stats == {"compiled": 1, "disk_hits": 0} and j2.compiler.disk.stats["corrupt"] == 1
+    assert path.read_bytes()[len(magic) + 32:] == obj  # and rewritten
 
 
 def test_entries_others_may_write_are_not_loaded(module):
     ir, name = module
     j = jitmod.Jit()
     j.load(ir, name)
-    path = _entry(j, ir)
+    path = _entry(j, ir, name)
     os.chmod(path, 0o666)
     j2 = jitmod.Jit()
     assert j2.load(ir, name)
-    assert j2.stats["disk_hits"] == 0 and j2.stats["compiled"] == 1 and j2.disk.stats["unsafe"] == 1
+    assert j2.compiler.stats == {"compiled": 1, "disk_hits": 0} and j2.compiler.disk.stats["unsafe"] == 1
     assert stat.S_IMODE(path.stat().st_mode) == 0o600  # replaced by the new, private entry
     if os.geteuid() == 0:  # (only root can give a file away)
         os.chown(path, 4242, -1)
         j3 = jitmod.Jit()
-        assert j3.load(ir, name) and j3.stats["disk_hits"] == 0 and j3.disk.stats["unsafe"] == 1
+        assert j3.load(ir, name) and j3.compiler.stats["disk_hits"] == 0 and j3.compiler.disk.stats["unsafe"] == 1
 
 
 def test_the_cache_is_capped(module, monkeypatch):
@@ -85,4 +85,4 @@ def test_the_cache_is_capped(module, monkeypatch):
     monkeypatch.setenv("UG_DISK_CACHE_MAX_MB", "0")  # no room at all: every write trims it empty
     j = jitmod.Jit()
     j.load(ir, name)
-    assert not _entry(j, ir).exists() and j.disk.stats["evicted"] == 1
+    assert not _entry(j, ir, name).exists() and j.compiler.disk.stats["evicted"] == 1

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ug_core as ug
-from ug_llvm import plugin
+from ug_llvm import settings as llvm_settings
 from ug_llvm.gemm import GemmConfig, PackedGemm, Problem
 from ug_llvm.jit import get_jit
 
@@ -170,8 +170,8 @@ def test_device_matmul_uses_the_packed_gemm(dtype, monkeypatch):
     a, w = _rand(rng, (2, 70, 96), dtype), _rand(rng, (80, 96), dtype)
     x, W = ug.tensor(a, device="cpu"), ug.tensor(w, device="cpu")
     calls = []
-    original = dev._packed_gemm
-    monkeypatch.setattr(dev, "_packed_gemm", lambda *args: (calls.append(1), original(*args)))
+    original = dev.matmuls.packed_gemm
+    monkeypatch.setattr(dev.matmuls, "packed_gemm", lambda *args: (calls.append(1), original(*args)))
     got = (x @ W.T).numpy()
     assert calls, "a 70x96 @ 96x80 matmul should run on the packed gemm"
     _check(got, a, w.T)
@@ -182,9 +182,9 @@ def test_device_matmul_uses_the_packed_gemm(dtype, monkeypatch):
 def test_numpy_matmul_can_be_chosen(monkeypatch):
     rng = np.random.default_rng(7)
     a, b = _rand(rng, (64, 48), np.float32), _rand(rng, (48, 40), np.float32)
-    monkeypatch.setattr(plugin, "MATMUL_IMPL", "numpy")
+    monkeypatch.setattr(llvm_settings, "MATMUL_IMPL", "numpy")
     dev = ug.registry.get("cpu")
-    monkeypatch.setattr(dev, "_packed_gemm", lambda *args: pytest.fail("UG_LLVM_MATMUL=numpy must not use the packed gemm"))
+    monkeypatch.setattr(dev.matmuls, "packed_gemm", lambda *args: pytest.fail("UG_LLVM_MATMUL=numpy must not use the packed gemm"))
     got = (ug.tensor(a, device="cpu") @ ug.tensor(b, device="cpu")).numpy()
     _check(got, a, b)
 

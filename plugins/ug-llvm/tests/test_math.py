@@ -119,7 +119,7 @@ def test_pow_float32_is_within_one_ulp_and_vectorized():
     from ug_llvm.jit import get_jit
     t = ug.tensor(x[:4096], device="cpu") ** 2.5
     k = [i for i in ug.schedule(t).items if i.kind == "kernel"][-1].kernel
-    asm = get_jit().assembly(ug.registry.get("cpu").render(k))
+    asm = get_jit().target.assembly(ug.registry.get("cpu").render(k))
     import re
     assert not re.search(r"call\w*\s+\S*pow", asm), "float32 pow must not call libm"
     assert re.search(r"\bv\w+ps\s.*%[yz]mm", asm), "no packed float instructions: not vectorized"

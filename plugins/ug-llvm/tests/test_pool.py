@@ -97,23 +97,23 @@ def test_workers_that_never_spin_still_run_jobs():
 
 
 def test_a_containers_cpu_quota_limits_the_threads(tmp_path, monkeypatch):
-    from ug_llvm import plugin
+    from ug_llvm import cores
 
     v2 = tmp_path / "v2"
     v2.mkdir()
     (v2 / "cpu.max").write_text("150000 100000\n")
-    assert plugin._cpu_quota(str(v2)) == 1.5
+    assert cores.cpu_quota(str(v2)) == 1.5
     (v2 / "cpu.max").write_text("max 100000\n")
-    assert plugin._cpu_quota(str(v2)) is None
+    assert cores.cpu_quota(str(v2)) is None
     v1 = tmp_path / "v1"
     (v1 / "cpu").mkdir(parents=True)
     (v1 / "cpu" / "cpu.cfs_quota_us").write_text("200000\n")
     (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
-    assert plugin._cpu_quota(str(v1)) == 2.0
+    assert cores.cpu_quota(str(v1)) == 2.0
     (v1 / "cpu" / "cpu.cfs_quota_us").write_text("-1\n")
-    assert plugin._cpu_quota(str(v1)) is None
-    assert plugin._cpu_quota(str(tmp_path / "none")) is None
-    monkeypatch.setattr(plugin.os, "sched_getaffinity", lambda pid: set(range(8)))
-    for quota, cores in [(None, 8), (1.5, 2), (0.3, 1), (16.0, 8)]:
-        monkeypatch.setattr(plugin, "_cpu_quota", lambda quota=quota: quota)
-        assert plugin._usable_cores() == cores
+    assert cores.cpu_quota(str(v1)) is None
+    assert cores.cpu_quota(str(tmp_path / "none")) is None
+    monkeypatch.setattr(cores.os, "sched_getaffinity", lambda pid: set(range(8)))
+    for quota, count in [(None, 8), (1.5, 2), (0.3, 1), (16.0, 8)]:
+        monkeypatch.setattr(cores, "cpu_quota", lambda quota=quota: quota)
+        assert cores.usable_cores() == count

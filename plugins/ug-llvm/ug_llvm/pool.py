@@ -22,12 +22,7 @@ import ctypes
 import threading
 from typing import Any, Callable
 
-from ug_core.env import env_int
-
-# pause instructions a worker spins for before it sleeps: about 0.5-1 ms on Skylake (a pause is
-# ~140 cycles there), less where pause is short. UG_LLVM_SPINS=0: workers sleep at once (no
-# core is kept busy between launches; every launch then pays the wake-up)
-SPINS = env_int("UG_LLVM_SPINS", 1 << 14, minimum=0, strict=False)
+from .settings import SPINS
 
 _WAIT = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64)
 

@@ -139,10 +139,10 @@ def test_float64_software_math(vk_dev, vk_name):
 
 
 def test_every_module_was_validated(vk_dev):
-    from ug_vulkan.device import spirv_val_path
+    from ug_vulkan.spirv_tools import spirv_val_path
     if spirv_val_path() is None:
         pytest.skip("spirv-val not installed")
-    assert vk_dev.validated > 0
+    assert vk_dev.assembler.validated > 0
 
 
 def test_registering_does_not_touch_vulkan():
@@ -158,7 +158,7 @@ def test_staging_path_as_on_a_discrete_gpu(make_device):
     dev = registry.get(name)
     a = RNG.standard_normal((6, 333)).astype(np.float32)
     x = ug.tensor(a, device=name)
-    assert dev.plan is not None and not dev.plan.mapped and x._node.buffer.handle.mapped is None
+    assert dev.raw.plan is not None and not dev.raw.plan.mapped and x._node.buffer.handle.mapped is None
     np.testing.assert_allclose((x.exp() * 2).numpy(), np.exp(a) * 2, rtol=1e-5)
     np.testing.assert_allclose((x @ x.T).numpy(), a @ a.T, rtol=1e-4, atol=1e-4)
     np.testing.assert_array_equal((x > 0).numpy(), a > 0)

@@ -1,6 +1,6 @@
-"""Memory-type choice and pool size classes (pure functions, no GPU)."""
+"""Memory-type choice (a pure function, no GPU)."""
 from ug_vulkan.memory import (DEVICE_LOCAL, HOST_CACHED, HOST_COHERENT, HOST_VISIBLE, TYPE_CPU, TYPE_DISCRETE,
-                              TYPE_INTEGRATED, choose_memory, size_class)
+                              TYPE_INTEGRATED, choose_memory)
 
 ALL = 0xFFFFFFFF
 
@@ -33,10 +33,3 @@ def test_host_only_memory_is_used_directly():
     plan = choose_memory([HOST_VISIBLE | HOST_COHERENT], ALL, TYPE_DISCRETE)
     assert plan.mapped and plan.device_type == 0
 
-
-def test_size_classes():
-    assert size_class(4, 1 << 30) == 256
-    assert size_class(1000, 1 << 30) == 1024
-    assert size_class((1 << 20) + 1, 1 << 30) == 2 << 20
-    assert size_class(3000, 2048) == 3000  # never below the request
-    assert size_class(1500, 2048) == 2048  # capped at the range limit

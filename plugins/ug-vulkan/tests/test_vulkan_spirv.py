@@ -11,8 +11,10 @@ from ug_core.lower import LowerOptions, lower
 from ug_core.ops import ALU, Op
 from ug_core.view import View
 from ug_vulkan import matmul as mm
-from ug_vulkan.codegen import Caps, RenderError, render
-from ug_vulkan.device import spirv_val_path, validate_spirv
+from ug_core.kit import Renderer, RenderError
+from ug_core.loop_ir import Opc
+from ug_vulkan.codegen import Caps, SpirvRenderer, spirv_module
+from ug_vulkan.spirv_tools import spirv_val_path, validate_spirv
 from ug_vulkan.spirv import MAGIC
 
 F32, F64, F16 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.float16)
@@ -84,7 +86,7 @@ def _check(binary: bytes) -> None:
 def test_lowered_kernels_validate(caps, local):
     opts = LowerOptions("gpu", local_size=local, gpu_serial_max_extent=0 if local > 1 else 16)
     for kernel in _kernels(CAPS[caps]):
-        _check(render(lower(kernel, opts), CAPS[caps]))
+        _check(spirv_module(lower(kernel, opts), CAPS[caps]))
 
 
 @pytest.mark.parametrize("caps", list(CAPS), ids=str)
@@ -96,22 +98,27 @@ def test_matmul_module_validates(caps, dt):
     a = View((2, 5, 3, 7), (0, 1, 35, 5), 4)   # broadcast batch, transposed inner dims, offset
     b = View((2, 5, 7, 9), (63, 0, 9, 1), 0)
     spec = MatmulSpec(a, b, (2, 5, 3, 9), dt)
-    _check(render(mm.build(spec, 16, (65535, 65535, 3)), cp))
+    _check(spirv_module(mm.build(spec, 16, (65535, 65535, 3)), cp))
+
+
+def test_the_renderer_is_a_complete_kit_renderer():
+    assert issubclass(SpirvRenderer, Renderer) and SpirvRenderer.complete
+    assert set(SpirvRenderer.dispatch) == set(Opc)
 
 
 def test_missing_feature_is_a_render_error():
     with pytest.raises(RenderError, match="float64"):
-        render(lower(elementwise(Op.ADD, F64), LowerOptions("gpu")), Caps(float64=False))
+        spirv_module(lower(elementwise(Op.ADD, F64), LowerOptions("gpu")), Caps(float64=False))
 
 
 def test_32bit_index_math_refuses_huge_buffers():
     k = elementwise(Op.ADD, F32, n=2**31 + 5)
     with pytest.raises(RenderError, match="int64"):
-        render(lower(k, LowerOptions("gpu")), Caps(int64=False))
+        spirv_module(lower(k, LowerOptions("gpu")), Caps(int64=False))
 
 
 @needs_val
 def test_spirv_val_catches_a_broken_module():
-    good = render(lower(elementwise(Op.ADD, F32), LowerOptions("gpu")), Caps())
+    good = spirv_module(lower(elementwise(Op.ADD, F32), LowerOptions("gpu")), Caps())
     bad = good[:-8]  # drop OpFunctionEnd and more
     assert validate_spirv(bad) is not None

@@ -50,6 +50,17 @@ class _B:
     def cast(self, x: Inst, dtype: np.dtype) -> Inst:
         return x if x.dtype == dtype else self.emit(Opc.CAST, dtype, (x,))
 
+    def stage(self, tile: Inst, slot: Inst, fill: Inst, inside: Inst, k: Inst, K: int,
+              source: tuple[Inst, Inst, int], dtype: np.dtype, acc_dtype: np.dtype) -> None:
+        """tile[slot] = param[line + k * k_stride] (source: param, line, k_stride) where `inside`
+        and k < K, else `fill`: one thread's element of a staged tile."""
+        param, line, k_stride = source
+        self.emit(Opc.LOCAL_STORE, None, (tile, slot, fill))
+        opened = self.emit(Opc.IF, None, (self.alu(Op.MUL, BOOL, inside, self.lt(k, self.const(K))),))
+        value = self.emit(Opc.LOAD, dtype, (param, self.add(line, self.mul(k, k_stride))))
+        self.emit(Opc.LOCAL_STORE, None, (tile, slot, self.cast(value, acc_dtype)))
+        self.emit(Opc.ENDIF, None, (opened,))
+
 
 def acc_dtype(dtype: np.dtype) -> np.dtype:
     return np.dtype(np.float32) if dtype == np.float16 else dtype
@@ -117,20 +128,8 @@ def build(spec: MatmulSpec, tile: int, max_groups: tuple[int, int, int]) -> Loop
     acc = b.emit(Opc.DEFINE_ACC, acc_dt, (), acc_dt.type(0).item())
     k0 = b.emit(Opc.RANGE, INDEX, (b.const(0), b.const(K)), T)
     # stage A[row, k0 + lx] and B[k0 + ly, col] (zero outside the matrices)
-    ka = b.add(k0, lx)
-    b.emit(Opc.LOCAL_STORE, None, (a_tile, my_slot, zero))
-    cond_a = b.alu(Op.MUL, BOOL, row_ok, b.lt(ka, b.const(K)))
-    if_a = b.emit(Opc.IF, None, (cond_a,))
-    va = b.emit(Opc.LOAD, dt, (p_a, b.add(a_row, b.mul(ka, sak))))
-    b.emit(Opc.LOCAL_STORE, None, (a_tile, my_slot, b.cast(va, acc_dt)))
-    b.emit(Opc.ENDIF, None, (if_a,))
-    kb = b.add(k0, ly)
-    b.emit(Opc.LOCAL_STORE, None, (b_tile, my_slot, zero))
-    cond_b = b.alu(Op.MUL, BOOL, col_ok, b.lt(kb, b.const(K)))
-    if_b = b.emit(Opc.IF, None, (cond_b,))
-    vb = b.emit(Opc.LOAD, dt, (p_b, b.add(b_col, b.mul(kb, sbk))))
-    b.emit(Opc.LOCAL_STORE, None, (b_tile, my_slot, b.cast(vb, acc_dt)))
-    b.emit(Opc.ENDIF, None, (if_b,))
+    b.stage(a_tile, my_slot, zero, row_ok, b.add(k0, lx), K, (p_a, a_row, sak), dt, acc_dt)
+    b.stage(b_tile, my_slot, zero, col_ok, b.add(k0, ly), K, (p_b, b_col, sbk), dt, acc_dt)
     b.emit(Opc.BARRIER, None)
     kk = b.emit(Opc.RANGE, INDEX, (b.const(0), b.const(T)), 1)
     x = b.emit(Opc.LOCAL_LOAD, acc_dt, (a_tile, b.add(b.mul(ly, T), kk)))

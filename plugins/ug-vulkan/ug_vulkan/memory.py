@@ -1,4 +1,4 @@
-"""Memory-type choice and the buffer pool's size classes (pure functions: testable without a GPU)."""
+"""Memory-type choice (a pure function: testable without a GPU)."""
 
 from __future__ import annotations
 
@@ -62,13 +62,3 @@ def choose_memory(types: list[int], type_bits: int, device_type: int) -> MemoryP
         return MemoryPlan(i, True, None)
     raise RuntimeError(f"no usable Vulkan memory type among {[hex(t) for t in types]} (bits {type_bits:#x})")
 
-
-def size_class(nbytes: int, limit: int) -> int:
-    """Pool size class: at least 256 bytes, powers of two up to 1 MiB, then multiples of 1 MiB;
-    never above `limit` (the device's maxStorageBufferRange) unless nbytes itself is."""
-    n = max(nbytes, 256)
-    if n <= 1 << 20:
-        n = 1 << (n - 1).bit_length()
-    else:
-        n = -(-n // (1 << 20)) << 20
-    return max(nbytes, min(n, limit))

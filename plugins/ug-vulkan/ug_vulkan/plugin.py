@@ -1,9 +1,9 @@
-"""Entry point of the ug-vulkan plugin: registers the `vulkan` device.
+"""Entry point of the ug-vulkan plugin: registers the `vulkan` device, touching nothing.
 
-Registering touches nothing. The probe (what `ug.devices()` asks) checks the UG_VULKAN_*
-settings, that the `vulkan` binding is installed and that the Vulkan loader (libvulkan) loads:
-no instance is created. The factory (run on first use) creates the instance and picks the physical
-device; if that fails, using the device raises the reason and `ug devices` shows it.
+The probe (what `ug.devices()` asks) checks the UG_VULKAN_* settings, that the `vulkan` binding
+is installed and that the Vulkan loader (libvulkan) loads: no instance is created. The factory
+(run on first use) creates the instance and picks the physical device; if that fails, using the
+device raises the reason and `ug devices` shows it.
 """
 
 from __future__ import annotations

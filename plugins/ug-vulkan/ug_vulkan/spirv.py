@@ -48,6 +48,7 @@ class Op:
     AccessChain = 65
     Decorate = 71
     MemberDecorate = 72
+    CompositeConstruct = 80
     CompositeExtract = 81
     ConvertFToS = 110
     ConvertSToF = 111

@@ -1,0 +1,81 @@
+"""The `cuda` device on the backend kit: the GPU lowering, CUDARenderer, NVRTC (its binaries
+cached on disk by the core), the driver API's memory in the core's pool, and the driver API's
+module loading and launches. What stays CUDA's own: matmul (cuBLAS or a tiled kernel),
+copies ordered on the device's stream, and memory wrapped from other libraries (interop).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from ug_core.device import Buffer, MatmulSpec
+from ug_core.dtypes import SUPPORTED
+from ug_core.env import env_flag, env_int
+from ug_core.kit import DeviceInfo, KitDevice
+from ug_core.loop_ir import LoopProgram
+
+from . import __version__, nvrtc
+from .compiler import CAPABILITIES, Config
+from .driver import Context
+from .memory import Allocation, CudaAllocator
+from .render import CUDARenderer
+from .runtime import CudaRuntime, LoadedKernel
+
+
+class CudaDevice(KitDevice):
+    raw: CudaAllocator
+    runtime: CudaRuntime
+
+    def __init__(self, ordinal: int | None = None, config: Config | None = None, driver: Any = None):
+        """GPU `ordinal` (default $UG_CUDA_DEVICE, else 0); `driver`: cuda.bindings.driver, or a
+        test's stand-in."""
+        self.context = ctx = Context(env_int("UG_CUDA_DEVICE", 0, minimum=0) if ordinal is None else ordinal, driver)
+        self.config = config or Config(fast_math=env_flag("UG_CUDA_FAST_MATH", False))
+        self.target = nvrtc.target_for(*ctx.cc)   # sm_XY (CUBIN) or compute_XY (PTX, JIT by the driver)
+        sm = f"sm_{ctx.cc[0]}{ctx.cc[1]}"
+        info = DeviceInfo(
+            "cuda", frozenset(SUPPORTED), self.config.lower_options(),
+            # part of the compile cache key: the same kernel compiles differently per GPU
+            version=f"{__version__} ({ctx.gpu_name}, {sm}, driver {ctx.driver_version})",
+            description=(f"{ctx.gpu_name}, compute capability {ctx.cc[0]}.{ctx.cc[1]}, driver CUDA "
+                         f"{ctx.driver_version}, NVRTC {'%d.%d' % nvrtc.version()} -> {self.target}"),
+            capabilities=CAPABILITIES)
+        super().__init__(info, functools.partial(CUDARenderer, self.config.render_options()),
+                         nvrtc.NVRTCCompiler(self.target, self.config.nvrtc_options()),
+                         CudaAllocator(ctx, self.empty_cache), CudaRuntime(ctx, self._load_unaliased))
+        self._blas: Any = None                            # ug_cuda.matmul's cuBLAS handle (False: none)
+        self._matmul_kernels: dict[np.dtype, Any] = {}    # dtype -> (module, function) of the tiled kernel
+
+    def __repr__(self) -> str:
+        return f"<CudaDevice {self.description}>"
+
+    def _load_unaliased(self, program: LoopProgram, name: str) -> LoadedKernel:
+        """`program` compiled without __restrict__ (for launches that pass one buffer twice)."""
+        source = CUDARenderer(replace(self.config.render_options(), restrict=False)).render(program, name)
+        return self.compiler.load(source, name, lambda image: self.runtime.load(image, program, name))
+
+    def load_source(self, source: str, function: str) -> tuple[Any, Any]:
+        """Compile (disk-cached) and load CUDA C of ug-cuda's own; returns (module, function)."""
+        return self.compiler.load(source, function, lambda image: self.runtime.load_function(image, function))
+
+    # -- memory: the core's pool, with CUDA's own parts
+    def free(self, handle: Allocation) -> None:
+        if handle.owner is None:  # foreign memory (interop, zero-copy) is its owner's to free
+            self.memory.free(handle)
+
+    def copy_out(self, handle: Allocation, dst: np.ndarray) -> None:
+        self.raw.copy_out(handle, dst)  # queued after the work that computes it: no wait first
+
+    def empty_cache(self) -> None:
+        """Give every pooled free block back to the driver."""
+        self.memory.empty_cache()
+
+    # -- matmul: cuBLAS, else the tiled kernel
+    def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
+        from . import matmul
+
+        matmul.run(self, out, a, b, spec)

@@ -1,0 +1,138 @@
+"""The `cpu` device: kernels compiled to native code by LLVM (llvmlite MCJIT), run on a thread pool.
+
+Assembled from the backend kit (ug_core.kit) like any backend: the renderer (render.LLVMRenderer,
+loop IR -> LLVM IR), the compiler (jit.ObjectCompiler, LLVM IR -> object code, cached on disk by
+the kit), the allocator (memory.HostAllocator, 64-byte aligned host blocks, pooled by the kit)
+and the runtime (launch.CPURuntime). It overrides what makes it fast:
+* lower: column reductions with wide outputs get wide outer blocks (settings.WIDE_OUTER_BLOCK);
+* compile: a kernel's module is named by the hash of its IR (one LLVM engine holds every kernel
+  of the process), tiny kernels prefer 128-bit vectors, and the variant without `noalias` (one
+  buffer passed twice) is compiled on first use;
+* launcher / handle_launcher / run_threads: launches split over the threads (launch.py);
+* matmul / matmul_epilogue: the packed gemm, small products as kernels, numpy (matmul.py).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from typing import Any, Callable
+
+import llvmlite
+import numpy as np
+
+from ug_core.device import Buffer, CompileError, MatmulSpec, Program
+from ug_core.dtypes import SUPPORTED
+from ug_core.kernel_ir import Kernel
+from ug_core.kit import NATIVE_F16, NATIVE_MATH, DeviceInfo, KitDevice, RenderError
+from ug_core.legalize import legalize
+from ug_core.loop_ir import LoopProgram
+from ug_core.lower import LowerOptions, lower
+
+from . import __version__, settings
+from .cores import usable_cores
+from .jit import LLVMError, get_jit, llvm_version
+from .launch import HOLD_GIL_WORK, CompiledKernel, CPURuntime, kernel_work
+from .matmul import HostMatmul
+from .memory import HostAllocator
+from .render import LLVMRenderer, LLVMTarget
+
+# vectors for tiny kernels (below HOLD_GIL_WORK): 128-bit. Wider multiplies and FMAs put an
+# AVX-512 machine's core into a lower clock for a while (its "AVX license"), which costs the
+# Python code around a tiny kernel far more than the wider vectors save in it (a ug.jit replay
+# of 64 elements and ten ops: about 10% slower with 256-bit vectors)
+TINY_VECTOR_BITS = 128
+
+
+def backend_version() -> str:
+    return f"{__version__}+llvmlite{llvmlite.__version__}.llvm{llvm_version()}"
+
+
+class CPUDevice(KitDevice):
+    runtime: CPURuntime
+
+    def __init__(self) -> None:
+        self.jit = jit = get_jit()
+        threads = usable_cores()
+        # the renderer keeps float16 ops in float16 rounding and brings its own vectorizable math
+        info = DeviceInfo("cpu", frozenset(SUPPORTED), LowerOptions(target="cpu", outer_block=settings.OUTER_BLOCK),
+                          backend_version(), f"{jit.cpu}, {threads} threads",
+                          capabilities=frozenset({NATIVE_F16, NATIVE_MATH}))
+        self.target = LLVMTarget(jit.triple, jit.data_layout, jit.cpu, jit.features)
+        super().__init__(info, functools.partial(LLVMRenderer, self.target), jit.target, HostAllocator(),
+                         CPURuntime(jit, threads, self._load_aliased))
+        self.compiler = jit.compiler   # the engine's, which the gemm's and the pool's modules use too
+        # the pool's own methods rather than KitDevice's, which call them: every Buffer calls
+        # allocate, and free from its __del__
+        self.allocate, self.free = self.memory.allocate, self.memory.free  # type: ignore[method-assign]
+        self.wide_lower_options = LowerOptions(target="cpu", outer_block=settings.WIDE_OUTER_BLOCK)
+        self.matmuls = HostMatmul(self)
+
+    @property
+    def threads(self) -> int:
+        return self.runtime.threads
+
+    # -- compile
+    def lower(self, kernel: Kernel) -> LoopProgram:
+        wide = kernel.outer[-1] >= settings.WIDE_OUTER_BLOCK * self.threads if kernel.outer else False
+        program = lower(kernel, self.wide_lower_options if wide else self.info.lower_options)
+        try:
+            return legalize(program, self.info.capabilities, self.dtypes)
+        except RenderError as e:
+            raise CompileError(f"{self.name}: cannot compile {program.name}: {e}", str(program)) from None
+
+    def module_ir(self, program: LoopProgram, noalias: bool = True) -> tuple[str, str]:
+        """The LLVM module of a program and its entry's name (the hash of the module: the one
+        engine of the process holds each distinct kernel once)."""
+        tiny = kernel_work(program) < HOLD_GIL_WORK
+        renderer = LLVMRenderer(self.target, noalias, TINY_VECTOR_BITS if tiny else 0)
+        try:
+            ir = renderer.render(program, "ug_kernel")
+        except RenderError as e:
+            raise CompileError(f"cpu: cannot render {program.name}: {e}", str(program)) from None
+        name = "ug_" + hashlib.sha256(ir.encode()).hexdigest()[:24]
+        return ir.replace("@ug_kernel", "@" + name), name
+
+    def render(self, kernel: Kernel) -> str:
+        return self.module_ir(self.lower(kernel))[0]
+
+    def compile(self, kernel: Kernel) -> Program:
+        program = self.lower(kernel)
+        if program.is_empty:
+            return Program(kernel.name, CompiledKernel(program, 0, 0, lambda: 0), "", program.global_size,
+                           program.local_size)
+        ir, name = self.module_ir(program)
+        try:
+            loaded = self.compiler.load(ir, name, lambda obj: self.runtime.load(obj, program, name))
+        except LLVMError as e:
+            raise CompileError(f"LLVM failed to load {name}: {e}", ir) from None
+        return Program(kernel.name, loaded, ir, program.global_size, program.local_size)
+
+    def _load_aliased(self, program: LoopProgram) -> int:
+        """The ranged entry of `program`'s module without `noalias`."""
+        return self.jit.load(*self.module_ir(program, noalias=False))
+
+    # -- run
+    def launcher(self, program: Program) -> Callable[[list[Buffer]], None]:
+        return self.runtime.launcher(program.handle)
+
+    def handle_launcher(self, program: Program) -> tuple[Callable[..., bytes], Callable[[bytes], None]]:
+        return self.runtime.handle_launcher(program.handle)
+
+    def run(self, program: Program, buffers: list[Buffer]) -> None:
+        self.runtime.launcher(program.handle)(buffers)
+
+    def run_threads(self, program: Program, buffers: list[Buffer], threads: int) -> None:
+        """Run with exactly `threads` chunks (tests: threads must give the same bits as one)."""
+        self.runtime.run_threads(program.handle, [b.handle for b in buffers], threads)
+
+    # -- matmul
+    def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
+        self.matmuls.run(out, a, b, spec)
+
+    def matmul_epilogue(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, program: Program,
+                        buffers: list[Buffer]) -> bool:
+        return self.matmuls.epilogue(out, a, b, spec, program, buffers)
+
+    def copy_out(self, handle: Any, dst: np.ndarray) -> None:
+        self.raw.copy_out(handle, dst)  # (no synchronize: a launch returns when its work is done)

@@ -1,0 +1,63 @@
+"""One matmul as the gemm sees it: sizes, element strides and the operands' offsets per batch entry."""
+
+from __future__ import annotations
+
+import array
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One matmul in element units: C[b] (contiguous M x N rows) = A[b] @ B[b], where A[b] starts
+    at offsets[3b] with strides (rsa, csa), B[b] at offsets[3b + 1] with (rsb, csb) and C[b] at
+    offsets[3b + 2]. (An `array` of int64, not numpy: it is built on every matmul, and small
+    matmuls are dominated by such Python costs.)"""
+
+    m: int
+    n: int
+    k: int
+    rsa: int
+    csa: int
+    rsb: int
+    csb: int
+    offsets: array.array   # "q": 3 per batch entry
+
+    @staticmethod
+    def from_views(a_shape: tuple[int, ...], a_strides: tuple[int, ...], a_offset: int,
+                   b_shape: tuple[int, ...], b_strides: tuple[int, ...], b_offset: int) -> "Problem":
+        """From the operands' strided views (same batch shape, element strides). Batches of A
+        against one shared B (stride 0 over the batch) whose rows lie evenly spaced, the
+        `x @ weight` case, become one tall A so B is packed once."""
+        *batch, m, k = a_shape
+        n = b_shape[-1]
+        rsa, csa = a_strides[-2:]
+        rsb, csb = b_strides[-2:]
+        a_bs, b_bs = a_strides[:-2], b_strides[:-2]
+        if batch and all(s == 0 for s in b_bs) and _rows_evenly_spaced(batch + [m], list(a_bs) + [rsa]):
+            rows = int(np.prod(batch)) * m
+            return Problem(rows, n, k, rsa, csa, rsb, csb, array.array("q", (a_offset, b_offset, 0)))
+        if not batch:
+            return Problem(m, n, k, rsa, csa, rsb, csb, array.array("q", (a_offset, b_offset, 0)))
+        nb = int(np.prod(batch))
+        idx = np.indices(batch, dtype=np.int64).reshape(len(batch), nb)
+        offsets = np.empty((nb, 3), dtype=np.int64)
+        offsets[:, 0] = a_offset + np.array(a_bs, dtype=np.int64) @ idx
+        offsets[:, 1] = b_offset + np.array(b_bs, dtype=np.int64) @ idx
+        offsets[:, 2] = np.arange(nb, dtype=np.int64) * (m * n)
+        return Problem(m, n, k, rsa, csa, rsb, csb, array.array("q", offsets.tobytes()))
+
+    @property
+    def batch(self) -> int:
+        return len(self.offsets) // 3
+
+
+def _rows_evenly_spaced(shape: list[int], strides: list[int]) -> bool:
+    """Whether dims `shape` (outermost first) with `strides` flatten to one dim of stride strides[-1]."""
+    expected = strides[-1]
+    for size, stride in zip(reversed(shape), reversed(strides)):
+        if size != 1 and stride != expected:
+            return False
+        expected *= size
+    return True

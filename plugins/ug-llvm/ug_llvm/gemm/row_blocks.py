@@ -1,0 +1,90 @@
+"""The gemm entry: the threads take row blocks (unit u = batch * units_per_batch + block) from a
+shared counter; per KC block of k each packs its rows of A into its workspace (`tid`) and runs
+the micro-kernel over every (B panel, A panel) pair, then the epilogue on the finished rows."""
+
+from __future__ import annotations
+
+from .builder import Builder
+from .config import GemmConfig
+from .pack_a import RowBlock, pack_a_block
+
+
+def row_blocks(cfg: GemmConfig, name: str, micro: str) -> str:
+    t, nr, kcmax = cfg.t, cfg.nr, cfg.kc
+    b = Builder(md_base=100000)
+    c = b.ctx_loads(["a", "b_pack", "c", "a_pack", "m", "n", "k", "rsa", "csa", "ldc", "offsets", "row_starts",
+                     "units_per_batch", "npad", "a_pack_stride", "epi_fn", "epi_args"])
+    has_epilogue = b.value(f"icmp ne ptr {c['epi_fn']}, null")
+    wo = b.value(f"mul nsw i64 %tid, {c['a_pack_stride']}")
+    ap = b.value(f"getelementptr inbounds {t}, ptr {c['a_pack']}, i64 {wo}")
+    npanels = b.value(f"sdiv i64 {c['npad']}, {nr}")
+    knpad = b.value(f"mul nsw i64 {c['k']}, {c['npad']}")
+    with b.units("gemm_next", "gemm_done") as u:
+        rows = _row_block(b, cfg, c, u, knpad)
+        with b.loop("0", c["k"], str(kcmax)) as pc:
+            kc = b.smin(b.value(f"sub nsw i64 {c['k']}, {pc}"), kcmax)
+            pcs = b.value(f"mul nsw i64 {pc}, {c['csa']}")
+            pack_a_block(b, cfg, c, rows, ap, kc, pcs)
+            _multiply(b, cfg, c, rows, ap, pc, kc, npanels, micro)
+        # this block of C's rows is final: the epilogue kernel (a ranged kernel entry, see
+        # PackedGemm.run) over their elements, while they are still in cache
+        with b.branch(has_epilogue):
+            rows_n = b.value(f"mul nsw i64 {rows.mc}, {c['ldc']}")
+            end = b.value(f"add nsw i64 {rows.c_first}, {rows_n}")
+            b.emit(f"call void {c['epi_fn']}(ptr {c['epi_args']}, i64 {rows.c_first}, i64 {end})")
+    b.emit("ret void")
+    return b.function(name)
+
+
+def _row_block(b: Builder, cfg: GemmConfig, c: dict[str, str], u: str, knpad: str) -> RowBlock:
+    """Unit u: rows [row_starts[blk], row_starts[blk + 1]) of batch entry u / units_per_batch
+    (see PackedGemm.plan), blk = u % units_per_batch."""
+    t, mr = cfg.t, cfg.mr
+    batch = b.value(f"sdiv i64 {u}, {c['units_per_batch']}")
+    blk = b.value(f"srem i64 {u}, {c['units_per_batch']}")
+    sp0 = b.value(f"getelementptr inbounds i64, ptr {c['row_starts']}, i64 {blk}")
+    i0 = b.value(f"load i64, ptr {sp0}, align 8")
+    sp1 = b.value(f"getelementptr inbounds i64, ptr {sp0}, i64 1")
+    i1 = b.value(f"load i64, ptr {sp1}, align 8")
+    mc = b.value(f"sub nsw i64 {i1}, {i0}")
+    mp1 = b.value(f"add nsw i64 {mc}, {mr - 1}")
+    mpanels = b.value(f"sdiv i64 {mp1}, {mr}")
+    oi = b.value(f"mul nsw i64 {batch}, 3")
+    aop = b.value(f"getelementptr inbounds i64, ptr {c['offsets']}, i64 {oi}")
+    aoff = b.value(f"load i64, ptr {aop}, align 8")
+    oi2 = b.value(f"add nsw i64 {oi}, 2")
+    cop = b.value(f"getelementptr inbounds i64, ptr {c['offsets']}, i64 {oi2}")
+    coff = b.value(f"load i64, ptr {cop}, align 8")
+    abase = b.value(f"getelementptr {cfg.src}, ptr {c['a']}, i64 {aoff}")
+    crow0 = b.value(f"mul nsw i64 {i0}, {c['ldc']}")
+    c_first = b.value(f"add nsw i64 {coff}, {crow0}")
+    cbase = b.value(f"getelementptr inbounds {t}, ptr {c['c']}, i64 {c_first}")
+    bo = b.value(f"mul nsw i64 {batch}, {knpad}")
+    bpb = b.value(f"getelementptr inbounds {t}, ptr {c['b_pack']}, i64 {bo}")
+    return RowBlock(i0, mc, mpanels, abase, c_first, cbase, bpb)
+
+
+def _multiply(b: Builder, cfg: GemmConfig, c: dict[str, str], rows: RowBlock, ap: str, pc: str, kc: str,
+              npanels: str, micro: str) -> None:
+    """The block's rows of C (+)= its packed A (at `ap`) times KC block pc of packed B: the
+    micro-kernel over every (B panel, A panel) pair, the B panel in the outer loop (it stays in
+    L1 while the A panels stream past it). The first KC block stores, later ones add."""
+    t, mr, nr = cfg.t, cfg.mr, cfg.nr
+    accumulate = b.value(f"icmp ne i64 {pc}, 0")
+    o1 = b.value(f"mul nsw i64 {pc}, {c['npad']}")
+    bblock = b.value(f"getelementptr inbounds {t}, ptr {rows.bpb}, i64 {o1}")
+    with b.loop("0", npanels) as jr:
+        col0 = b.value(f"mul nsw i64 {jr}, {nr}")
+        po = b.value(f"mul nsw i64 {col0}, {kc}")
+        bpanel = b.value(f"getelementptr inbounds {t}, ptr {bblock}, i64 {po}")
+        cols = b.smin(b.value(f"sub nsw i64 {c['n']}, {col0}"), nr)
+        ccol = b.value(f"getelementptr inbounds {t}, ptr {rows.cbase}, i64 {col0}")
+        with b.loop("0", rows.mpanels) as ip:
+            row0 = b.value(f"mul nsw i64 {ip}, {mr}")
+            height = b.smin(b.value(f"sub nsw i64 {rows.mc}, {row0}"), mr)
+            ao = b.value(f"mul nsw i64 {row0}, {kc}")
+            apanel = b.value(f"getelementptr inbounds {t}, ptr {ap}, i64 {ao}")
+            co = b.value(f"mul nsw i64 {row0}, {c['ldc']}")
+            ctile = b.value(f"getelementptr inbounds {t}, ptr {ccol}, i64 {co}")
+            b.emit(f"call void @{micro}(ptr {apanel}, ptr {bpanel}, i64 {kc}, ptr {ctile}, i64 {c['ldc']}, "
+                   f"i64 {height}, i64 {cols}, i1 {accumulate})")

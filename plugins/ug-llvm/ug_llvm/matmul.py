@@ -1,0 +1,171 @@
+"""How the cpu device multiplies matrices: which implementation runs a product, and running it.
+
+* the packed gemm (gemm.py) for float16/float32/float64, threaded over row blocks and batch
+  entries, with an elementwise epilogue kernel run inside it where one follows;
+* small products (SMALL_MATMUL_MACS) as an ordinary reduction kernel (small_matmul.py);
+* numpy's BLAS on strided views for the rest (matrix-vector shapes, integer dtypes), and for
+  everything with UG_LLVM_MATMUL=numpy.
+"""
+
+from __future__ import annotations
+
+import array
+import threading
+from typing import TYPE_CHECKING, Callable
+
+import numpy as np
+
+from ug_core.device import Buffer, MatmulSpec, Program
+from ug_core.view import View
+
+from . import settings
+from .gemm import PackedGemm, Problem
+from .memory import Block, array_of
+from .small_matmul import SMALL_MATMUL_MACS, matmul_kernel
+
+if TYPE_CHECKING:
+    from .device import CPUDevice
+    from .launch import CompiledKernel
+
+# below this many rows or columns the packed gemm's register tile is mostly padding: numpy's
+# BLAS (a matrix-vector product) does better
+GEMM_MIN_DIM = 8
+# operand dtype -> the dtype the packed gemm multiplies and sums in
+GEMM_DTYPES: dict[np.dtype, np.dtype] = {np.dtype(np.float16): np.dtype(np.float32), np.dtype(np.float32): np.dtype(np.float32),
+               np.dtype(np.float64): np.dtype(np.float64)}
+# below this many multiply-adds a matmul runs on the calling thread: measured on 2 threads
+# against 1 in one process, with the spinning workers (pool.SpinPool): about even at 160^3
+# (124 against 116 us), ahead from 192^3 (142 / 191; 224^3: 218 / 332)
+GEMM_PARALLEL_MIN_MNK = 1 << 22
+MAX_PLANS = 4096  # plans kept per kind, by spec: bounded, so specs of dropped schedules go eventually
+
+
+class HostMatmul:
+    """The cpu device's matmul and matmul_epilogue (see ug_core.device.Device)."""
+
+    def __init__(self, device: "CPUDevice"):
+        self.device = device
+        self._lock = threading.Lock()
+        self._gemms: dict[np.dtype, PackedGemm] = {}  # compiled on first use, per operand dtype
+        self._gemm_plans: dict[int, tuple[MatmulSpec, PackedGemm, Problem, bool]] = {}
+        self._small: dict[int, tuple[MatmulSpec, tuple[int, int, int], Callable[[list[Buffer]], None]]] = {}
+
+    def path(self, spec: MatmulSpec, out: Buffer, a: Buffer, b: Buffer) -> str:
+        """How `run` computes this product: "none" (nothing to write), "zeros" (an empty
+        sum), "small" (a reduction kernel, see small_matmul), "gemm" (the packed gemm) or "numpy"."""
+        m, n = spec.out_shape[-2:]
+        k = spec.a_view.shape[-1]
+        if not out.size:
+            return "none"
+        if not k:
+            return "zeros"
+        if settings.MATMUL_IMPL == "ug" and a.dtype == b.dtype == out.dtype and a.dtype in GEMM_DTYPES:
+            if out.size * k <= SMALL_MATMUL_MACS and a.dtype.itemsize >= 4:  # (float16: summed in float32 by the gemm)
+                return "small"
+            if m >= GEMM_MIN_DIM and n >= GEMM_MIN_DIM:
+                return "gemm"
+        return "numpy"
+
+    def run(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
+        path = self.path(spec, out, a, b)
+        if path == "none":
+            return
+        if path == "zeros":
+            array_of(out)[...] = 0
+        elif path == "small":
+            self.small_launch(spec, out, a, b)([out, a, b])
+        elif path == "gemm":
+            m, n = spec.out_shape[-2:]
+            self.packed_gemm(out, a, b, spec, m * n * spec.a_view.shape[-1])
+        elif path == "numpy":
+            av = _strided(array_of(a), spec.a_view)
+            bv = _strided(array_of(b), spec.b_view)
+            dst = array_of(out).reshape(spec.out_shape)
+            if av.dtype == bv.dtype == dst.dtype:
+                np.matmul(av, bv, out=dst)
+            else:
+                dst[...] = np.matmul(av, bv)
+        else:
+            raise AssertionError(path)
+
+    def epilogue(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, program: Program,
+                 buffers: list[Buffer]) -> bool:
+        """The packed gemm calls the epilogue kernel's ranged entry on each block of C's rows
+        as soon as the block is final (in the gemm's threads, on rows still in cache). Only where
+        the packed gemm runs and writes `out` itself (not float16, which rounds a float32
+        workspace at the end) and the kernel's range is C's elements in order; otherwise False."""
+        epilogue: CompiledKernel = program.handle
+        if (self.path(spec, out, a, b) != "gemm" or GEMM_DTYPES[a.dtype] != out.dtype
+                or not epilogue.global_size or tuple(epilogue.program.global_size) != (out.size,)):
+            return False
+        m, n = spec.out_shape[-2:]
+        handles = [buf.handle for buf in buffers]
+        fn_addr = epilogue.entry_address(aliased=len(set(handles)) != len(handles))
+        args = array.array("Q", handles)  # the kernel's i8** argument, alive until the gemm returns
+        self.packed_gemm(out, a, b, spec, m * n * spec.a_view.shape[-1], (fn_addr, args.buffer_info()[0]))
+        return True
+
+    def packed_gemm(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, mnk: int,
+                     epilogue: tuple[int, int] = (0, 0)) -> None:
+        device = self.device
+        gemm, problem, parallel = self._gemm_plan(spec, a.dtype, mnk)
+        runtime = device.runtime
+        threads = runtime.threads if parallel and runtime.pool is not None else 1
+        compute = gemm.cfg.dtype
+        if compute == out.dtype:
+            gemm.run(problem, a.handle.ptr, b.handle.ptr, out.handle.ptr, self._workspace, device.free,
+                     runtime.on_threads, threads, epilogue)
+            return
+        assert epilogue == (0, 0), "float16 results are rounded at the end: no epilogue"
+        # float16: float32 sums into a workspace, rounded once at the end (numpy's result)
+        wide = Buffer(device, out.size, compute)
+        gemm.run(problem, a.handle.ptr, b.handle.ptr, wide.handle.ptr, self._workspace, device.free,
+                 runtime.on_threads, threads)
+        np.copyto(array_of(out), array_of(wide), casting="same_kind")
+
+    def small_launch(self, spec: MatmulSpec, out: Buffer, a: Buffer, b: Buffer) -> Callable[[list[Buffer]], None]:
+        """The launch of a small matmul's reduction kernel (see small_matmul), made once per
+        spec and buffer sizes (a ug.jit replay passes the same spec every call)."""
+        sizes = (out.size, a.size, b.size)
+        hit = self._small.get(id(spec))
+        if hit is not None and hit[0] is spec and hit[1] == sizes:
+            return hit[2]
+        device = self.device
+        launch = device.launcher(device.compile(matmul_kernel(spec, *sizes)))
+        if len(self._small) >= MAX_PLANS:
+            self._small.clear()
+        self._small[id(spec)] = (spec, sizes, launch)
+        return launch
+
+    def _gemm_plan(self, spec: MatmulSpec, source: np.dtype, mnk: int) -> tuple[PackedGemm, Problem, bool]:
+        """The gemm, problem and whether to use the threads, of a matmul, worked out once per spec: a ug.jit
+        replay passes the same spec every call, and for small matrices this Python is most of
+        the cost. Keyed by id, checked by identity (the entry keeps its spec alive)."""
+        hit = self._gemm_plans.get(id(spec))
+        if hit is not None and hit[0] is spec:
+            return hit[1], hit[2], hit[3]
+        gemm = self._gemms.get(source)
+        if gemm is None:
+            with self._lock:
+                gemm = self._gemms.get(source) or PackedGemm(self.device.jit, GEMM_DTYPES[source], source=source)
+                self._gemms[source] = gemm
+        av, bv = spec.a_view, spec.b_view
+        problem = Problem.from_views(av.shape, av.strides, av.offset, bv.shape, bv.strides, bv.offset)
+        parallel = mnk * problem.batch >= GEMM_PARALLEL_MIN_MNK
+        if len(self._gemm_plans) >= MAX_PLANS:
+            self._gemm_plans.clear()
+        self._gemm_plans[id(spec)] = (spec, gemm, problem, parallel)
+        return gemm, problem, parallel
+
+    def _workspace(self, nbytes: int) -> tuple[Block, int]:
+        block = self.device.allocate(nbytes)
+        return block, block.ptr
+
+
+def _strided(flat: np.ndarray, view: View) -> np.ndarray:
+    """The view's elements of `flat`, in place. (The ndarray constructor: numpy's as_strided
+    costs about 15 us a call, which dominated small matmuls.)"""
+    if view.size == 0:
+        return np.zeros(view.shape, dtype=flat.dtype)
+    item = flat.itemsize
+    return np.ndarray(view.shape, flat.dtype, flat, view.offset * item, tuple(s * item for s in view.strides))
