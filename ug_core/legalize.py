@@ -11,10 +11,11 @@ as a plain table, so the rules below live here once instead of in each backend:
    device claims NATIVE_F16 (its renderer computes float16 ops with that same rounding).
    Afterwards float16 appears only in loads, stores, local memory and casts to and from
    float32 (and from float64: correctly rounded, which float64 -> float32 -> float16 is not).
-3. exp, log, tanh, sin and cos are expanded by the core's math library (`ug_core.mathlib`)
+3. exp, log, tanh, sin, cos and pow are expanded by the core's math library (`ug_core.mathlib`)
    unless the device claims NATIVE_MATH (its own functions meet the ulp bounds tests/test_ulp
-   checks). sin and cos need float64 for their argument reduction; without it they stay the
-   target's.
+   checks). float16 and float32 sin and cos need float64 for their argument reduction (without
+   it they stay the target's), and float64 functions need int64 for their bit manipulation
+   (without it they stay the target's, which for most GPUs means a RenderError naming them).
 
 A legalized program is a new program (the lowering's is left as it was) and verifies.
 """
@@ -49,7 +50,8 @@ def legalize(program: LoopProgram, capabilities: Iterable[str], dtypes: Iterable
     if NATIVE_F16 not in capabilities:
         program = float16_in_float32(program)
     if NATIVE_MATH not in capabilities:
-        program = mathlib.expand(program, mathlib.targets(float64=F64 in {np.dtype(d) for d in dtypes}))
+        have = {np.dtype(d) for d in dtypes}
+        program = mathlib.expand(program, mathlib.targets(float64=F64 in have, int64=np.dtype(np.int64) in have))
     return program
 
 

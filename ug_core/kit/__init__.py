@@ -7,7 +7,7 @@ assembled into a `KitDevice`. See CONTRIBUTING.md ("Writing a backend") and plug
 worked example.
 """
 
-from .allocator import Allocator, CachingAllocator
+from .allocator import Allocator, CachingAllocator, NumpyAllocator
 from .compiler import CachedCompiler, Compiler
 from .cstyle import C_HELPERS, C_SOFT_HALF, CStyleRenderer
 from .device import DeviceInfo, KitDevice, Runtime
@@ -16,4 +16,4 @@ from .matmul import matmul_kernel
 from .renderer import Renderer, RenderError
 
 __all__ = ["Allocator", "CachingAllocator", "CachedCompiler", "Compiler", "C_HELPERS", "C_SOFT_HALF", "CStyleRenderer",
-           "DeviceInfo", "KitDevice", "NATIVE_F16", "NATIVE_MATH", "Runtime", "matmul_kernel", "Renderer", "RenderError"]
+           "DeviceInfo", "KitDevice", "NATIVE_F16", "NATIVE_MATH", "NumpyAllocator", "Runtime", "matmul_kernel", "Renderer", "RenderError"]

@@ -38,6 +38,25 @@ class Allocator(abc.ABC):
         """Copy the start of the allocation into the contiguous host array `dst`."""
 
 
+class NumpyAllocator(Allocator):
+    """Host memory as aligned numpy byte arrays (handles: the arrays; `h.ctypes.data` is the
+    address), for backends whose kernels run on the host's own memory."""
+
+    def alloc(self, nbytes: int) -> np.ndarray:
+        raw = np.empty(nbytes + self.alignment, np.uint8)
+        start = (-raw.ctypes.data) % self.alignment
+        return raw[start:start + nbytes]
+
+    def free(self, handle: np.ndarray) -> None:
+        pass  # numpy frees it with the last reference
+
+    def copy_in(self, handle: np.ndarray, src: np.ndarray) -> None:
+        handle[: src.nbytes] = src.reshape(-1).view(np.uint8)
+
+    def copy_out(self, handle: np.ndarray, dst: np.ndarray) -> None:
+        dst.reshape(-1).view(np.uint8)[...] = handle[: dst.nbytes]
+
+
 SMALL_CLASS = 1 << 16
 """Sizes up to this are kept without limit (few bytes each, made on every small call)."""
 MAX_REMEMBERED_SIZES = 4096

@@ -10,7 +10,7 @@ compiler's `identity()`, so a kernel compiled once is never compiled again on th
 from __future__ import annotations
 
 import abc
-from typing import Callable, TypeVar
+from typing import Any, Callable, TypeVar
 
 from .. import diskcache
 
@@ -22,6 +22,9 @@ class Compiler(abc.ABC):
 
     name: str = "?"          # the disk cache's directory name (`~/.cache/ug/<name>`), e.g. "c"
     suffix: str = "bin"      # cache entries' file suffix
+    # False: binaries are never read from or written to the disk cache, for a compiler that is
+    # as fast as a cache hit (an assembler) or whose input is not text (the cache keys text)
+    disk_cache: bool = True
 
     @abc.abstractmethod
     def identity(self) -> str:
@@ -29,8 +32,9 @@ class Compiler(abc.ABC):
         target): part of the cache key."""
 
     @abc.abstractmethod
-    def compile(self, source: str, name: str) -> bytes:
-        """The binary for `source` (`name`: its entry point). Raise CompileError on failure."""
+    def compile(self, source: Any, name: str) -> bytes:
+        """The binary for `source`, the renderer's output (`name`: its entry point). Raise
+        CompileError on failure."""
 
     def validate(self, binary: bytes) -> str | None:
         """What is wrong with a binary read from the disk cache (None: loadable). A loader
@@ -49,19 +53,19 @@ class CachedCompiler:
                                         compiler.suffix, f"ug-{compiler.name}\n".encode(), validate=compiler.validate)
         self.stats = {"compiled": 0, "disk_hits": 0}
 
-    def key(self, source: str, name: str) -> str:
+    def key(self, source: Any, name: str) -> str:
         """The disk cache's entry name for the binary of `source`."""
         return self.disk.key(self.compiler.identity(), name, source)
 
-    def __call__(self, source: str, name: str) -> bytes:
+    def __call__(self, source: Any, name: str) -> bytes:
         """The binary for `source`: from the disk cache, else compiled (and cached)."""
         return self.load(source, name, _binary)
 
-    def load(self, source: str, name: str, loader: Callable[[bytes], T]) -> T:
+    def load(self, source: Any, name: str, loader: Callable[[bytes], T]) -> T:
         """loader(binary) for the binary of `source`. A cached binary passed `validate`, but only
         the loader knows that it loads (links, has the entry point): one it refuses (raises) is
         removed from the cache and compiled again, never an error of the user's."""
-        use_disk = self.disk.enabled()
+        use_disk = self.compiler.disk_cache and self.disk.enabled()
         key = self.key(source, name) if use_disk else ""
         if use_disk:
             found = self.disk.read(key)

@@ -67,8 +67,10 @@ class _Loaded:
 class KitDevice(Device):
     """A Device built from kit parts (see the module docstring)."""
 
-    def __init__(self, info: DeviceInfo, renderer: Callable[[], Renderer], compiler: Compiler,
+    def __init__(self, info: DeviceInfo, renderer: Callable[[], Renderer], compiler: Compiler | CachedCompiler,
                  allocator: Allocator, runtime: Runtime):
+        """compiler: a Compiler, which the core puts behind its disk cache, or a CachedCompiler the
+        backend shares with other parts of its own."""
         self.info = info
         self.name = info.name
         self.version = info.version
@@ -76,10 +78,17 @@ class KitDevice(Device):
         self.description = info.description
         self.max_kernel_buffers = info.max_kernel_buffers
         self.make_renderer = renderer
-        self.compiler = CachedCompiler(compiler)
+        self.compiler = compiler if isinstance(compiler, CachedCompiler) else CachedCompiler(compiler)
         self.memory = CachingAllocator(allocator)
         self.raw = allocator
         self.runtime = runtime
+        # every Buffer calls allocate, and free from its __del__, and ug.jit's callers synchronize
+        # after each tiny replay: the pool's and the runtime's own methods, one call less each,
+        # unless a subclass overrides them
+        for method, direct in (("allocate", self.memory.allocate), ("free", self.memory.free),
+                               ("synchronize", runtime.synchronize)):
+            if getattr(type(self), method) is getattr(KitDevice, method):
+                setattr(self, method, direct)
 
     # -- memory: the core's pool around the backend's allocator
     def allocate(self, nbytes: int) -> Any:
@@ -108,33 +117,47 @@ class KitDevice(Device):
         self.runtime.synchronize()
 
     # -- compiling: lower, legalize, render, compile (disk cache), load
+    def lower_options(self, kernel: Kernel) -> LowerOptions:
+        """How to lower `kernel` (a backend may choose per kernel: block sizes, vector widths)."""
+        return self.info.lower_options
+
+    def lower_loop(self, kernel: Kernel) -> LoopProgram:
+        """`kernel` as loop IR, before legalization (a backend whose limits depend on what the
+        lowering produced, such as shared memory, lowers again here)."""
+        return lower(kernel, self.lower_options(kernel))
+
     def lower(self, kernel: Kernel) -> LoopProgram:
         """The loop program the renderer gets: lowered for this target, then legalized for its
         capabilities (ug_core.legalize)."""
-        program = lower(kernel, self.info.lower_options)
+        program = self.lower_loop(kernel)
         try:
             return legalize(program, self.info.capabilities, self.dtypes)
         except RenderError as e:
             raise CompileError(f"{self.name}: cannot compile {program.name}: {e}", str(program)) from None
 
-    def render_program(self, program: LoopProgram) -> str:
+    def render_program(self, program: LoopProgram) -> Any:
+        """The renderer's output for `program`: source text, or what the backend's compiler takes."""
         try:
             return self.make_renderer().render(program, c_name(program.name))
         except RenderError as e:
             raise CompileError(f"{self.name}: cannot render {program.name}: {e}", str(program)) from None
 
     def render(self, kernel: Kernel) -> str:
-        return self.render_program(self.lower(kernel))
+        return str(self.render_program(self.lower(kernel)))
 
     def compile(self, kernel: Kernel) -> Program:
-        program = self.lower(kernel)
+        return self.compile_program(self.lower(kernel), kernel.name)
+
+    def compile_program(self, program: LoopProgram, name: str) -> Program:
+        """A Program running a legalized loop program (a kernel's, or one the backend built)."""
         if program.is_empty:
-            return Program(kernel.name, _Loaded(program, None), str(program), program.global_size, program.local_size)
+            return Program(name, _Loaded(program, None), str(program), program.global_size, program.local_size)
         source = self.render_program(program)
-        name = c_name(program.name)
+        entry_name = c_name(program.name)
         # a cached binary the runtime refuses to load is dropped and compiled again (CachedCompiler.load)
-        entry = self.compiler.load(source, name, lambda binary: self.runtime.load(binary, program, name))
-        return Program(kernel.name, _Loaded(program, entry), source, program.global_size, program.local_size)
+        entry = self.compiler.load(source, entry_name, lambda binary: self.runtime.load(binary, program, entry_name))
+        text = source if isinstance(source, str) else str(program)   # what a CompileError or UG_DEBUG shows
+        return Program(name, _Loaded(program, entry), text, program.global_size, program.local_size)
 
     def run(self, program: Program, buffers: list[Buffer]) -> None:
         loaded: _Loaded = program.handle

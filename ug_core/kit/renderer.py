@@ -1,4 +1,4 @@
-"""The renderer base: loop IR -> source text, one method per opcode, checked when defined.
+"""The renderer base: loop IR -> source, one method per opcode, checked when defined.
 
 A backend's renderer subclasses `Renderer` (or `CStyleRenderer`, for the C family) and gives
 a method `op_<opcode>` for every loop IR opcode (`op_const`, `op_range`, ...). When a class
@@ -48,8 +48,9 @@ class Renderer:
         """The text naming `inst`'s value."""
         return self.names[id(inst)]
 
-    def render(self, program: LoopProgram, name: str) -> str:
-        """The source of `program` as a function called `name`."""
+    def render(self, program: LoopProgram, name: str) -> Any:
+        """The source of `program` as a function called `name`: text, or whatever the backend's
+        Compiler takes (Vulkan's is a SPIR-V module object)."""
         raise NotImplementedError
 
     def walk(self, program: LoopProgram) -> None:

@@ -3,7 +3,7 @@
 Kernels are C functions `void k(void **args, long long gid_start, long long gid_end)` looping
 over a range of global ids (the kit's cpu target), compiled into a shared library by the
 system C compiler (`$CC`, else cc, gcc or clang on PATH) and called through ctypes. Buffers
-are host memory (numpy byte arrays) pooled by the core; the core caches the libraries on disk.
+are host memory (the kit's NumpyAllocator) pooled by the core; the core caches the libraries on disk.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ import numpy as np
 
 from ug_core import diskcache
 from ug_core.device import CompileError
-from ug_core.kit import C_HELPERS, C_SOFT_HALF, NATIVE_MATH, Allocator, Compiler, CStyleRenderer, DeviceInfo, KitDevice, Runtime
+from ug_core.kit import (C_HELPERS, C_SOFT_HALF, NATIVE_MATH, Compiler, CStyleRenderer, DeviceInfo, KitDevice,
+                         NumpyAllocator, Runtime)
 from ug_core.loop_ir import LoopProgram
 from ug_core.lower import LowerOptions
 
@@ -90,22 +91,6 @@ class CCompiler(Compiler):
         return diskcache.elf_problem(binary, self.kind)
 
 
-class HostAllocator(Allocator):
-    def alloc(self, nbytes: int) -> np.ndarray:
-        raw = np.empty(nbytes + self.alignment, np.uint8)
-        start = (-raw.ctypes.data) % self.alignment
-        return raw[start:start + nbytes]
-
-    def free(self, handle: np.ndarray) -> None:
-        pass  # numpy frees it with the last reference
-
-    def copy_in(self, handle: np.ndarray, src: np.ndarray) -> None:
-        handle[: src.nbytes] = src.reshape(-1).view(np.uint8)
-
-    def copy_out(self, handle: np.ndarray, dst: np.ndarray) -> None:
-        dst.reshape(-1).view(np.uint8)[...] = handle[: dst.nbytes]
-
-
 class CRuntime(Runtime):
     def __init__(self) -> None:
         self.libraries: list[Any] = []  # loaded libraries stay loaded (their functions are in use)
@@ -131,4 +116,4 @@ def make_device(version: str) -> KitDevice:
     dtypes = frozenset(map(np.dtype, ["float16", "float32", "float64", "int32", "int64", "bool"]))
     info = DeviceInfo("c", dtypes, LowerOptions(target="cpu", sum_block=SUM_BLOCK), f"{version}+{compiler.version}",
                       compiler.version, capabilities=frozenset({NATIVE_MATH}))  # libm's exp, log, ...
-    return KitDevice(info, CRenderer, compiler, HostAllocator(), CRuntime())
+    return KitDevice(info, CRenderer, compiler, NumpyAllocator(), CRuntime())

@@ -4,7 +4,7 @@ Assembled from the backend kit (ug_core.kit) like any backend: the renderer (ren
 loop IR -> LLVM IR), the compiler (jit.ObjectCompiler, LLVM IR -> object code, cached on disk by
 the kit), the allocator (memory.HostAllocator, 64-byte aligned host blocks, pooled by the kit)
 and the runtime (launch.CPURuntime). It overrides what makes it fast:
-* lower: column reductions with wide outputs get wide outer blocks (settings.WIDE_OUTER_BLOCK);
+* lower_options: column reductions with wide outputs get wide outer blocks (settings.WIDE_OUTER_BLOCK);
 * compile: a kernel's module is named by the hash of its IR (one LLVM engine holds every kernel
   of the process), tiny kernels prefer 128-bit vectors, and the variant without `noalias` (one
   buffer passed twice) is compiled on first use;
@@ -25,9 +25,8 @@ from ug_core.device import Buffer, CompileError, MatmulSpec, Program
 from ug_core.dtypes import SUPPORTED
 from ug_core.kernel_ir import Kernel
 from ug_core.kit import NATIVE_F16, NATIVE_MATH, DeviceInfo, KitDevice, RenderError
-from ug_core.legalize import legalize
 from ug_core.loop_ir import LoopProgram
-from ug_core.lower import LowerOptions, lower
+from ug_core.lower import LowerOptions
 
 from . import __version__, settings
 from .cores import usable_cores
@@ -59,12 +58,9 @@ class CPUDevice(KitDevice):
                           backend_version(), f"{jit.cpu}, {threads} threads",
                           capabilities=frozenset({NATIVE_F16, NATIVE_MATH}))
         self.target = LLVMTarget(jit.triple, jit.data_layout, jit.cpu, jit.features)
-        super().__init__(info, functools.partial(LLVMRenderer, self.target), jit.target, HostAllocator(),
+        # the compiler is the engine's, which the gemm's and the pool's modules use too
+        super().__init__(info, functools.partial(LLVMRenderer, self.target), jit.compiler, HostAllocator(),
                          CPURuntime(jit, threads, self._load_aliased))
-        self.compiler = jit.compiler   # the engine's, which the gemm's and the pool's modules use too
-        # the pool's own methods rather than KitDevice's, which call them: every Buffer calls
-        # allocate, and free from its __del__
-        self.allocate, self.free = self.memory.allocate, self.memory.free  # type: ignore[method-assign]
         self.wide_lower_options = LowerOptions(target="cpu", outer_block=settings.WIDE_OUTER_BLOCK)
         self.matmuls = HostMatmul(self)
 
@@ -73,13 +69,9 @@ class CPUDevice(KitDevice):
         return self.runtime.threads
 
     # -- compile
-    def lower(self, kernel: Kernel) -> LoopProgram:
+    def lower_options(self, kernel: Kernel) -> LowerOptions:
         wide = kernel.outer[-1] >= settings.WIDE_OUTER_BLOCK * self.threads if kernel.outer else False
-        program = lower(kernel, self.wide_lower_options if wide else self.info.lower_options)
-        try:
-            return legalize(program, self.info.capabilities, self.dtypes)
-        except RenderError as e:
-            raise CompileError(f"{self.name}: cannot compile {program.name}: {e}", str(program)) from None
+        return self.wide_lower_options if wide else self.info.lower_options
 
     def module_ir(self, program: LoopProgram, noalias: bool = True) -> tuple[str, str]:
         """The LLVM module of a program and its entry's name (the hash of the module: the one

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from ug_core.mathlib import _TWO_OVER_PI
+from ug_core.mathlib import TWO_OVER_PI as _TWO_OVER_PI
 
 from .llvm_math_builder import MathFn
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
-from ug_core.mathlib import _EXP_POLY, _LN2_HI, _LN2_LO, _LOG_POLY, _TANH_POLY, _TANH_TINY
+from ug_core.mathlib import EXP_POLY as _EXP_POLY, LN2_HI as _LN2_HI, LN2_HI_F64 as _LN2_HI_F64, LN2_LO as _LN2_LO
+from ug_core.mathlib import LN2_LO_F64 as _LN2_LO_F64, LOG_POLY as _LOG_POLY, TANH_POLY as _TANH_POLY, TANH_TINY as _TANH_TINY
 
 from .llvm_math_builder import MathFn
 from .llvm_math_sincos import INV_PIO2_GLOBAL, sincos_f32
@@ -35,9 +36,6 @@ from .render_ir import FSUF
 
 # ---------------------------------------------------------------------------------- exp
 
-
-# fdlibm's ln 2 = hi + lo for float64: n * hi is exact for |n| < 2**20 (float32's: the core's)
-_LN2_HI_F64, _LN2_LO_F64 = 6.93147180369123816490e-01, 1.90821492927058770002e-10
 
 
 @dataclass(frozen=True)

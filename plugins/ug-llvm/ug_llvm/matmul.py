@@ -1,6 +1,6 @@
 """How the cpu device multiplies matrices: which implementation runs a product, and running it.
 
-* the packed gemm (gemm.py) for float16/float32/float64, threaded over row blocks and batch
+* the packed gemm (the gemm/ package) for float16/float32/float64, threaded over row blocks and batch
   entries, with an elementwise epilogue kernel run inside it where one follows;
 * small products (SMALL_MATMUL_MACS) as an ordinary reduction kernel (small_matmul.py);
 * numpy's BLAS on strided views for the rest (matrix-vector shapes, integer dtypes), and for

@@ -126,9 +126,11 @@ def test_fallbacks_without_int64_8bit_storage_float64_float16(make_device):
     np.testing.assert_allclose((x @ x.T).numpy(), a @ a.T, rtol=1e-4, atol=1e-4)
 
 
-def test_float64_software_math(vk_dev, vk_name):
-    if np.dtype(np.float64) not in vk_dev.dtypes:
-        pytest.skip("no float64")
+def test_float64_math_runs_on_the_device(vk_dev, vk_name):
+    """GLSL.std.450 has no float64 exp/log/...: ug_core.mathlib's loop IR computes them on the
+    device (its accuracy: tests/test_mathlib.py, in the loop IR interpreter)."""
+    if np.dtype(np.float64) not in vk_dev.dtypes or np.dtype(np.int64) not in vk_dev.dtypes:
+        pytest.skip("no float64 or int64")
     a = np.concatenate([RNG.uniform(-30, 30, 200), [0.0, -0.0, 1e-300, 5e-324, 700.0, -740.0, 1e6, np.inf, -np.inf, np.nan]])
     x = ug.tensor(a, device=vk_name)
     with np.errstate(all="ignore"):
@@ -136,6 +138,31 @@ def test_float64_software_math(vk_dev, vk_name):
                        (lambda t: t.tanh(), np.tanh), (lambda t: t.abs().log(), lambda v: np.log(np.abs(v))),
                        (lambda t: t.abs() ** 0.37, lambda v: np.abs(v) ** 0.37)]:
             np.testing.assert_allclose(f(x).numpy(), ref(a), rtol=1e-12, atol=1e-300, equal_nan=True)
+
+
+_POW_EDGES = [0.0, -0.0, 1.0, -1.0, 0.5, -2.0, 3.0, -3.0, 2.5, np.inf, -np.inf, np.nan, 1e-40, 7.0, -0.5]
+
+
+@pytest.mark.parametrize("dt", [np.float64, np.float32, np.float16])
+def test_pow_runs_on_the_device(vk_dev, vk_name, dt):
+    """pow is ug_core.mathlib's on every float dtype: numpy's edge cases (negative bases, zeros,
+    infinities, NaN) exactly, and random values to an ulp (float32 / float16: computed in float64)."""
+    if np.dtype(dt) not in vk_dev.dtypes:
+        pytest.skip(f"no {np.dtype(dt)}")
+    with np.errstate(all="ignore"):
+        edges = np.array(_POW_EDGES, dt)
+        bx, by = (v.ravel() for v in np.meshgrid(edges, edges))
+        rx = np.abs(RNG.standard_normal(300) * 3).astype(dt)
+        ry = (RNG.standard_normal(300) * 4).astype(dt)
+        a, b = np.concatenate([bx, rx]), np.concatenate([by, ry])
+        got = (ug.tensor(a, device=vk_name) ** ug.tensor(b, device=vk_name)).numpy()
+        ref = np.power(a, b)
+    assert got.dtype == np.dtype(dt)
+    special = ~np.isfinite(ref) | (ref == 0)     # exactly numpy's, the sign of zero too
+    np.testing.assert_array_equal(got[special], ref[special])
+    number = special & ~np.isnan(ref)   # (a NaN's sign is not part of the result)
+    np.testing.assert_array_equal(np.signbit(got[number]), np.signbit(ref[number]))
+    np.testing.assert_array_max_ulp(got[~special], ref[~special], maxulp=2 if dt == np.float64 else 1)
 
 
 def test_every_module_was_validated(vk_dev):

@@ -12,7 +12,8 @@ from ug_core.ops import ALU, Op
 from ug_core.view import View
 from ug_vulkan import matmul as mm
 from ug_core.kit import Renderer, RenderError
-from ug_core.loop_ir import Opc
+from ug_core.legalize import NATIVE_F16, legalize
+from ug_core.loop_ir import LoopProgram, Opc
 from ug_vulkan.codegen import Caps, SpirvRenderer, spirv_module
 from ug_vulkan.spirv_tools import spirv_val_path, validate_spirv
 from ug_vulkan.spirv import MAGIC
@@ -26,6 +27,7 @@ CAPS = {
     "no-8bit": Caps(int8_storage=False, int8=False),
     "minimal": Caps(int64=False, float64=False, float16=False, int8_storage=False, int8=False),
 }
+CAPABILITIES = frozenset({NATIVE_F16})   # ug_vulkan.device's: the renderer gets legalized programs
 needs_val = pytest.mark.skipif(spirv_val_path() is None, reason="spirv-val (spirv-tools) not installed")
 
 
@@ -61,7 +63,7 @@ def softmax_like(dt: np.dtype, rows: int = 3, cols: int = 300) -> Kernel:
 
 
 def _kernels(caps: Caps):
-    dts = [F32, I32, BOOL] + ([I64] if caps.int64 else []) + ([F64] if caps.float64 else []) + ([F16] if caps.float16 else [])
+    dts = _dtypes(caps)
     for op in ALU:
         for dt in dts:
             if dt == BOOL and op in (Op.NEG, Op.RECIP, Op.SUB, Op.DIV, Op.POW, Op.EXP, Op.LOG, Op.SQRT, Op.SIN,
@@ -69,9 +71,23 @@ def _kernels(caps: Caps):
                 continue
             if dt.kind == "i" and op in (Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH):
                 continue
+            if dt == F64 and op in F64_MATH and not caps.int64:
+                continue   # test_float64_math_needs_int64
             yield elementwise(op, dt)
-    for dt in [d for d in dts if d.kind == "f"]:
+    for dt in [d for d in dts if d.kind == "f" and (d != F64 or caps.int64)]:
         yield softmax_like(dt)
+
+
+F64_MATH = (Op.EXP, Op.LOG, Op.SIN, Op.COS, Op.TANH, Op.POW)
+
+
+def _dtypes(caps: Caps) -> list[np.dtype]:
+    return [F32, I32, BOOL] + ([I64] if caps.int64 else []) + ([F64] if caps.float64 else []) + ([F16] if caps.float16 else [])
+
+
+def legalized(program: LoopProgram, caps: Caps) -> LoopProgram:
+    """What the device's `lower` gives its renderer: exp, log, ... pow expanded by ug_core.mathlib."""
+    return legalize(program, CAPABILITIES, _dtypes(caps))
 
 
 def _check(binary: bytes) -> None:
@@ -86,7 +102,7 @@ def _check(binary: bytes) -> None:
 def test_lowered_kernels_validate(caps, local):
     opts = LowerOptions("gpu", local_size=local, gpu_serial_max_extent=0 if local > 1 else 16)
     for kernel in _kernels(CAPS[caps]):
-        _check(spirv_module(lower(kernel, opts), CAPS[caps]))
+        _check(spirv_module(legalized(lower(kernel, opts), CAPS[caps]), CAPS[caps]))
 
 
 @pytest.mark.parametrize("caps", list(CAPS), ids=str)
@@ -104,6 +120,34 @@ def test_matmul_module_validates(caps, dt):
 def test_the_renderer_is_a_complete_kit_renderer():
     assert issubclass(SpirvRenderer, Renderer) and SpirvRenderer.complete
     assert set(SpirvRenderer.dispatch) == set(Opc)
+
+
+@pytest.mark.parametrize("op", [Op.EXP, Op.POW])
+def test_unexpanded_math_is_a_render_error(op):
+    """The renderer spells no float64 (or float32 with float64) math of its own: a program
+    that skipped legalization says so."""
+    with pytest.raises(RenderError, match="ug_core.mathlib"):
+        spirv_module(lower(elementwise(op, F64), LowerOptions("gpu")), Caps())
+
+
+def test_without_float64_sin_cos_and_pow_are_the_targets():
+    """No float64: float32 sin / cos stay GLSL's, and pow is GLSL's Pow inside mathlib's edge
+    cases; exp, log and tanh are still the core's (no ExtInst for them)."""
+    caps = CAPS["minimal"]
+    for op in (Op.SIN, Op.COS, Op.POW, Op.EXP, Op.LOG, Op.TANH):
+        program = legalized(lower(elementwise(op, F32), LowerOptions("gpu")), caps)
+        left = {i.arg for i in program.instructions if i.opc is Opc.ALU and i.arg in (Op.SIN, Op.COS, Op.POW, Op.EXP, Op.LOG, Op.TANH)}
+        assert left == ({op} if op in (Op.SIN, Op.COS, Op.POW) else set()), (op, left)
+        _check(spirv_module(program, caps))
+
+
+def test_float64_math_needs_int64():
+    """ug_core.mathlib takes float64 apart through int64 bits: without shaderInt64 the float64
+    functions are not expanded, and the renderer, which has none of its own, says so."""
+    caps = CAPS["no-int64"]
+    program = legalized(lower(elementwise(Op.EXP, F64), LowerOptions("gpu")), caps)
+    with pytest.raises(RenderError, match="int64"):
+        spirv_module(program, caps)
 
 
 def test_missing_feature_is_a_render_error():

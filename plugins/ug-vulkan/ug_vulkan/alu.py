@@ -1,10 +1,11 @@
 """ALU ops and casts in SPIR-V with ug_core.ops semantics, where the hardware's differ.
 
-IEEE 754-2019 max/min (NaN-propagating, -0 < +0), C-style pow edge cases, floor division and
-numpy's reciprocal for ints, bools as logic. float16 transcendentals are evaluated in
-float32; float64 ones in software (float64.py); float16/float32 exp, log and tanh (and sin/cos
-where the device has float64) arrive already expanded by ug_core.mathlib. Functions over a
-`SpirvEmitter`, returning the id of the result.
+IEEE 754-2019 max/min (NaN-propagating, -0 < +0), floor division and numpy's reciprocal for
+ints, bools as logic. exp, log, tanh, sin, cos and pow arrive already expanded by the core's
+math library (ug_core.mathlib, at legalization); what is left is the target's own: sqrt,
+GLSL's sin / cos of float32 on a device without float64 (whose reduction needs it), and
+GLSL's Pow of a positive finite float32 base there (mathlib has done the edge cases).
+Functions over a `SpirvEmitter`, returning the id of the result.
 """
 
 from __future__ import annotations
@@ -16,8 +17,7 @@ import numpy as np
 from ug_core.kit import RenderError
 from ug_core.ops import ALU, Op, check_exhaustive
 
-from .emit import BOOL, F16, F32, F64, I32, SpirvEmitter
-from .float64 import MATH64, exp64, log64
+from .emit import BOOL, F16, F32, I32, SpirvEmitter
 from .spirv import GLSL, Op as S
 
 
@@ -75,65 +75,28 @@ def via_f32(e: SpirvEmitter, dt: np.dtype, fn: Callable[[np.dtype, int], int], x
     return e.op(S.FConvert, e.vt(dt), fn(F32, wide))
 
 
+_NEEDS = " (its float64 functions need int64 on the device too)"
+
+
 def transcendental(e: SpirvEmitter, which: str, dt: np.dtype, x: int) -> int:
-    """float16 / float32 exp, log and tanh never get here: render() has expanded them with
-    ug_core.mathlib (and sin / cos too, where the device has float64)."""
-    if dt == F16:
-        return via_f32(e, dt, lambda d, v: transcendental(e, which, d, v), x)
-    if dt == F64 and which != "sqrt":
-        return MATH64[which](e, x)
+    """sqrt, and sin / cos that the core's math library left to the target (a device without
+    float64); every other transcendental should have been expanded by ug_core.mathlib."""
     if which == "sqrt":
         r = e.ext(GLSL.Sqrt, e.vt(dt), x)
         return e.sel(dt, e.fcmp(S.FOrdLessThan, x, e.c(0, dt)), e.c(np.nan, dt), r)
-    if which in ("sin", "cos"):  # a device without float64: the driver's (any accuracy)
+    if which in ("sin", "cos") and not e.caps.float64 and dt in (F16, F32):   # the driver's (any accuracy)
+        if dt == F16:
+            return via_f32(e, dt, lambda d, v: transcendental(e, which, d, v), x)
         return e.ext(GLSL.Sin if which == "sin" else GLSL.Cos, e.vt(dt), x)
-    raise RenderError(f"{which} on {dt} should have been expanded by ug_core.mathlib")
+    raise RenderError(f"{which} on {dt} should have been expanded by ug_core.mathlib{_NEEDS}")
 
 
 def fpow(e: SpirvEmitter, dt: np.dtype, x: int, y: int) -> int:
-    if dt == F16:
-        wide = [e.op(S.FConvert, e.vt(F32), v) for v in (x, y)]
-        return e.op(S.FConvert, e.vt(dt), fpow(e, F32, *wide))
-    b = e.m.t_bool()
-    t = e.vt(dt)
-    ax = e.ext(GLSL.FAbs, t, x)
-    if dt == F64:
-        mag = exp64(e, e.fbin(S.FMul, dt, y, log64(e, ax)))
-    elif e.caps.float64:
-        # in float64, as the cpu's powf: GLSL's Pow is exp2(y log2 x) in float32 (many ulp
-        # for large |y log x|, and lavapipe's is wrong for subnormal x)
-        wide = [e.op(S.FConvert, e.vt(F64), v) for v in (ax, y)]
-        mag = e.op(S.FConvert, t, exp64(e, e.fbin(S.FMul, F64, wide[1], log64(e, wide[0]))))
-    else:
-        mag = e.ext(GLSL.Pow, t, ax, y)
-    zero = e.c(0.0, dt)
-    ax_zero = e.fcmp(S.FOrdEqual, ax, zero)
-    ax_inf = e.op(S.IsInf, b, ax)
-    y_pos = e.fcmp(S.FOrdGreaterThan, y, zero)
-    # |x| == 0: y > 0 -> 0, y < 0 -> inf;  |x| == inf: y > 0 -> inf, y < 0 -> 0
-    mag = e.sel(dt, ax_zero, e.sel(dt, y_pos, zero, e.c(np.inf, dt)), mag)
-    mag = e.sel(dt, ax_inf, e.sel(dt, y_pos, e.c(np.inf, dt), zero), mag)
-    # a negative x (-0 and -inf too: 1/x < 0) and an odd integer y: the sign of x; a finite
-    # x < 0 and a non-integer y: NaN
-    fl = e.ext(GLSL.Floor, t, y)
-    is_int = e.fcmp(S.FOrdEqual, fl, y)
-    half = e.ext(GLSL.Floor, t, e.fbin(S.FMul, dt, y, e.c(0.5, dt)))
-    odd = e.fcmp(S.FOrdNotEqual, e.fbin(S.FMul, dt, half, e.c(2.0, dt)), y)
-    odd = e.op(S.LogicalAnd, b, odd, e.fcmp(S.FOrdLessThan, e.ext(GLSL.FAbs, t, y), e.c(2.0 ** 53, dt)))
-    odd = e.op(S.LogicalAnd, b, odd, is_int)
-    x_neg = e.fcmp(S.FOrdLessThan, x, zero)
-    x_sign = e.op(S.LogicalOr, b, x_neg, e.fcmp(S.FOrdLessThan, e.fbin(S.FDiv, dt, e.c(1.0, dt), x), zero))
-    out = e.sel(dt, e.op(S.LogicalAnd, b, x_sign, odd), e.op(S.FNegate, t, mag), mag)
-    bad = e.op(S.LogicalAnd, b, e.op(S.LogicalAnd, b, x_neg, e.op(S.LogicalNot, b, ax_inf)),
-               e.op(S.LogicalNot, b, is_int))
-    out = e.sel(dt, bad, e.c(np.nan, dt), out)
-    out = e.sel(dt, e.op(S.LogicalOr, b, e.op(S.IsNan, b, x), e.op(S.IsNan, b, y)), e.c(np.nan, dt), out)
-    one = e.c(1.0, dt)
-    # pow(x, 0) == pow(1, y) == pow(-1, +-inf) == 1, NaN or not
-    unit_inf = e.op(S.LogicalAnd, b, e.fcmp(S.FOrdEqual, ax, one), e.op(S.IsInf, b, y))
-    trivial = e.op(S.LogicalOr, b, e.op(S.LogicalOr, b, e.fcmp(S.FOrdEqual, y, zero),
-                                        e.fcmp(S.FOrdEqual, x, one)), unit_inf)
-    return e.sel(dt, trivial, one, out)
+    """float32 pow on a device without float64 or int64: ug_core.mathlib has handled every edge case
+    and asks only for |x|**y of a positive finite x, which GLSL's Pow computes (to its accuracy)."""
+    if dt != F32 or (e.caps.float64 and e.caps.int64):
+        raise RenderError(f"pow on {dt} should have been expanded by ug_core.mathlib{_NEEDS}")
+    return e.ext(GLSL.Pow, e.vt(dt), x, y)
 
 
 def ipow(e: SpirvEmitter, dt: np.dtype, x: int, y: int) -> int:

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ug_core import mathlib
 from ug_core.device import CompileError
 from ug_core.kit import Compiler, Renderer, RenderError
 from ug_core.loop_ir import INDEX, Inst, LoopProgram, Special
@@ -46,13 +45,6 @@ class _Block:
     header: int = 0
 
 
-def expand_math(program: LoopProgram, caps: Caps) -> LoopProgram:
-    """float32 and float16 exp/log/tanh (and sin/cos where the device has float64) from the
-    core's math library, not GLSL.std.450's loosely specified functions. The one call of
-    ug_core.mathlib in this backend: it goes when the core's legalization pass does it."""
-    return mathlib.expand(program, mathlib.targets(float64=caps.float64))
-
-
 class SpirvRenderer(SpirvEmitter, Renderer):
     """A fresh renderer per program: `render` fills one module."""
 
@@ -66,7 +58,6 @@ class SpirvRenderer(SpirvEmitter, Renderer):
     def render(self, program: LoopProgram, name: str) -> Module:  # type: ignore[override]
         """The module computing `program`, entry point "main" (one name for every kernel, so
         identical kernels share a pipeline). A Module, not text: see the module docstring."""
-        program = expand_math(program, self.caps)
         if self.caps.index_bits == 32 and any(p.size > 2**31 - 1 for p in program.params):
             raise RenderError("a buffer exceeds 2**31 elements and the device has no int64 index math")
         self.local_size = program.local_size
@@ -282,6 +273,7 @@ class SpirvAssembler(Compiler):
     would save (and the cache keys text; this source is a Module)."""
 
     name, suffix = "vulkan", "spv"
+    disk_cache = False
 
     def __init__(self, validate: bool | None = None):
         self.validate_all = settings.validate() if validate is None else validate

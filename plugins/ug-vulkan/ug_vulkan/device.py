@@ -2,11 +2,8 @@
 CachingAllocator around VulkanAllocator, and VulkanRuntime (pipelines, batched dispatch).
 
 What it overrides of KitDevice is Vulkan's own:
-* `lower`: the device's limits are read at each call (tests shrink them), and a workgroup whose
-  shared memory exceeds maxComputeSharedMemorySize is halved until it fits;
-* `compile` / `run` / `launcher`: the renderer's output is a SPIR-V Module, not text, and its
-  assembly is not worth a disk cache (codegen.SpirvAssembler); a Program's handle is its
-  pipeline;
+* `lower_loop`: the device's limits are read at each call (tests shrink them),
+  and a workgroup whose shared memory exceeds maxComputeSharedMemorySize is halved until it fits;
 * `matmul`: a tiled shared-memory kernel (matmul.py) instead of the kit's reduction;
 * `allocate`: refuses what no descriptor can span (maxStorageBufferRange), and empties the pool
   once before giving up on an allocation the driver refused.
@@ -15,14 +12,14 @@ What it overrides of KitDevice is Vulkan's own:
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
 from ug_core.device import Buffer, CompileError, MatmulSpec, Program
 from ug_core.kernel_ir import Kernel
-from ug_core.kit import DeviceInfo, KitDevice, RenderError
-from ug_core.legalize import NATIVE_F16, NATIVE_MATH, legalize
+from ug_core.kit import DeviceInfo, KitDevice
+from ug_core.legalize import NATIVE_F16
 from ug_core.loop_ir import LoopProgram, Opc
 from ug_core.lower import LowerOptions, lower
 
@@ -34,9 +31,9 @@ from .plugin import VERSION
 from .runtime import VulkanRuntime
 from .spirv_tools import disassemble
 
-# float16 ops are the shader's own (shaderFloat16), and exp/log/tanh/sin/cos the core's math
-# library, expanded by the renderer (codegen.expand_math) until legalization does it for us
-CAPABILITIES = frozenset({NATIVE_F16, NATIVE_MATH})
+# float16 ops are the shader's own (shaderFloat16); exp/log/tanh/sin/cos/pow are the core's math
+# library (legalization expands them: GLSL.std.450's are loosely specified, and float32 only)
+CAPABILITIES = frozenset({NATIVE_F16})
 
 
 class VulkanDevice(KitDevice):
@@ -56,7 +53,7 @@ class VulkanDevice(KitDevice):
         runtime = VulkanRuntime(ctx)
         # one storage-buffer binding per kernel argument (the scheduler keeps kernels under
         # max_kernel_buffers; lavapipe's is 32, and past it a launch crashes)
-        info = DeviceInfo("vulkan", ctx.dtypes, self.lower_options(self.local_size), VERSION, ctx.description,
+        info = DeviceInfo("vulkan", ctx.dtypes, self.options(self.local_size), VERSION, ctx.description,
                           ctx.max_kernel_buffers, CAPABILITIES)
         super().__init__(info, functools.partial(SpirvRenderer, ctx.caps), self.assembler,
                          VulkanAllocator(ctx, runtime, staged="mapped" in disable), runtime)
@@ -74,55 +71,27 @@ class VulkanDevice(KitDevice):
             return self.memory.allocate(nbytes)
 
     # --- compiling
-    def lower_options(self, local_size: int) -> LowerOptions:
+    def options(self, local_size: int) -> LowerOptions:
         return LowerOptions(target="gpu", local_size=local_size, max_global_size=self.max_group_count)
 
-    def lower(self, kernel: Kernel) -> LoopProgram:
+    def lower_loop(self, kernel: Kernel) -> LoopProgram:
+        """Lowered with the largest workgroup whose shared memory fits maxComputeSharedMemorySize."""
         local = self.local_size
         while True:
-            program = lower(kernel, self.lower_options(local))
+            program = lower(kernel, self.options(local))
             shared = sum(i.arg * (4 if i.dtype == np.bool_ else i.dtype.itemsize)
                          for i in program.instructions if i.opc is Opc.DEFINE_LOCAL)
             if shared <= self.max_shared or local == 1:
-                break
+                return program
             local = max(1, local // 2)
-        try:
-            return legalize(program, self.info.capabilities, self.dtypes)
-        except RenderError as e:
-            raise CompileError(f"{self.name}: cannot compile {program.name}: {e}", str(program)) from None
-
-    def spirv(self, program: LoopProgram, name: str) -> bytes:
-        try:
-            module = self.make_renderer().render(program, name)
-        except RenderError as e:
-            raise CompileError(f"vulkan cannot compile {name}: {e}", str(program)) from None
-        return self.assembler.compile(module, name)
 
     def render(self, kernel: Kernel) -> str:
         program = self.lower(kernel)
         try:
-            return f"{program}\n\n{disassemble(self.spirv(program, kernel.name))}"
+            module = self.render_program(program)
+            return f"{program}\n\n{disassemble(self.assembler.compile(module, kernel.name))}"
         except CompileError as e:
             return f"{program}\n\n<not renderable: {e}>"
-
-    def compile(self, kernel: Kernel) -> Program:
-        return self.load(self.lower(kernel), kernel.name)
-
-    def load(self, program: LoopProgram, name: str) -> Program:
-        """A loop program (a kernel's, or the matmul's) rendered, assembled and made a pipeline."""
-        pipeline = None if program.is_empty else self.runtime.load(self.spirv(program, name), program, name)
-        return Program(name, pipeline, str(program), program.global_size, program.local_size)
-
-    # --- running
-    def run(self, program: Program, buffers: list[Buffer]) -> None:
-        if program.handle is not None:
-            self.runtime.launch(program.handle, None, [b.handle for b in buffers])
-
-    def launcher(self, program: Program) -> Callable[[list[Buffer]], None]:
-        pipeline, launch = program.handle, self.runtime.launch
-        if pipeline is None:
-            return lambda buffers: None
-        return lambda buffers: launch(pipeline, None, [b.handle for b in buffers])
 
     def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
         if out.size == 0:
@@ -131,5 +100,5 @@ class VulkanDevice(KitDevice):
         program = self.matmuls.get(key)
         if program is None:
             built = mm.build(spec, self.tile, self.max_group_count)
-            program = self.matmuls[key] = self.load(built, built.name)
+            program = self.matmuls[key] = self.compile_program(built, built.name)
         self.run(program, [out, a, b])

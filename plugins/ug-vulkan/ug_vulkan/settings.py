@@ -1,9 +1,11 @@
 """The UG_VULKAN_* settings, read through ug_core.env so that a bad value is an error naming the
-variable. Kept apart from device.py (which imports the code generator) so that the plugin's
-probe can check them cheaply."""
+variable, and the plugin's probe. Kept apart from device.py (which imports the code generator
+and the `vulkan` binding) so that the probe is cheap."""
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import os
 
 from ug_core.env import env_flag, env_int, env_set
@@ -36,3 +38,23 @@ def check_settings() -> None:
     validate()
     device_index()
 
+
+
+# the loader's names, as the `vulkan` binding tries them (vulkan/_vulkan.py)
+_LOADER_NAMES = ("libvulkan.so.1", "vulkan-1.dll", "libvulkan.dylib")
+
+
+def probe() -> None:
+    """What `ug.devices()` asks, cheaply (no instance, and not the binding's import, which costs
+    50 ms): the settings are valid, the `vulkan` binding is installed, the Vulkan loader loads."""
+    check_settings()
+    if importlib.util.find_spec("vulkan") is None:
+        raise RuntimeError("the 'vulkan' Python package is not installed (pip install vulkan)")
+    errors = []
+    for name in _LOADER_NAMES:
+        try:
+            ctypes.CDLL(name)
+            return
+        except OSError as e:
+            errors.append(str(e))
+    raise RuntimeError(f"no Vulkan loader ({'; '.join(errors)}) (install libvulkan1)")
