@@ -28,3 +28,13 @@ python -m mypy ug_core   # the core is typed (pyproject.toml [tool.mypy])
 # the kit runs once per usable device (the `device` fixture; --ug-device NAME picks devices), then
 # tests/ and each plugin's own tests (--pyargs: ug_core.testing is a package, the rest are paths)
 python -m pytest -q --pyargs ug_core.testing "${paths[@]}" "$@"
+# the Array API standard's conformance suite on the ref device, with few examples (its expected
+# failures, each with its reason, are in tests/array_api_xfails.txt); skipped when the suite is not
+# beside the repository (CI, which has it in ../shared, fails instead)
+if [ -d ../shared/array-api-tests ] || [ -n "${AAT_SUITE:-}" ]; then
+    UG_DEVICE=ref AAT_EXAMPLES=${AAT_EXAMPLES:-3} bash scripts/array_api_tests.sh
+elif [ "${CI:-}" = true ]; then
+    echo "error: ../shared/array-api-tests not found (set AAT_SUITE to the suite's folder)" >&2; exit 1
+else
+    echo "array-api-tests: ../shared/array-api-tests not found (set AAT_SUITE): conformance run skipped"
+fi

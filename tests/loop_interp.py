@@ -7,15 +7,16 @@ the same on every lane, e.g. a CONST); a lane starts as one thread.
 * IF keeps the lanes whose condition holds (a mask, compressed to the lanes' indices).
 * RANGE runs all its iterations at once: each lane becomes one lane per iteration of its
   own range (parent-major, then iteration order). This is sound for the loops the
-  lowering emits, whose iterations only interact through accumulators; the interpreter
-  refuses a program whose loop reads an accumulator that the same loop updates.
+  lowering emits, whose iterations only interact through accumulators; a loop that reads
+  an accumulator it also updates (a scan) runs its iterations one at a time (see below).
 * ACC_UPDATE from inside a loop folds the iterations' values into the accumulator with
   `ufunc.at`, which applies them one at a time in lane order, i.e. in iteration order, in
   the accumulator's dtype: float32 sums round exactly as a sequential float32 loop does.
 * A RANGE whose body updates shared memory in place (a LOCAL_LOAD and a LOCAL_STORE of
   the same array, the store's index not depending on the loop's counter: a per-lane
-  accumulator array, as the outer-blocked cpu lowering emits) runs its iterations one at
-  a time instead. A LOCAL_STORE whose lanes write one slot twice at once (a loop-carried
+  accumulator array, as the outer-blocked cpu lowering emits), or that reads an accumulator
+  register it updates (ACC_READ of an accumulator defined outside the loop, a scan's running
+  value), runs its iterations one at a time instead. A LOCAL_STORE whose lanes write one slot twice at once (a loop-carried
   dependency the above misses) raises `InterpError`.
 * BARRIER is satisfied by lockstep execution; the interpreter instead *checks* that
   shared memory is used race-free: a LOCAL_LOAD of a slot that another thread wrote since
@@ -43,8 +44,8 @@ class InterpError(RuntimeError):
     pass
 
 
-_COMBINE = {Op.ADD: np.add, Op.MAX: ALU[Op.MAX].numpy, Op.MIN: ALU[Op.MIN].numpy}   # ops.py's meaning
-_UFUNC = {Op.ADD: np.add, Op.MAX: np.maximum, Op.MIN: np.minimum}
+_COMBINE = {Op.ADD: np.add, Op.MUL: np.multiply, Op.MAX: ALU[Op.MAX].numpy, Op.MIN: ALU[Op.MIN].numpy}   # ops.py's meaning
+_UFUNC = {Op.ADD: np.add, Op.MUL: np.multiply, Op.MAX: np.maximum, Op.MIN: np.minimum}
 
 
 def _combine_at(op: Op, arr: np.ndarray, idx: np.ndarray, v: np.ndarray) -> None:
@@ -143,7 +144,6 @@ class _Interp:
         self.groups = math.prod(program.global_size)
         self.match = self._match_blocks()
         self.serial = self._serial_ranges()
-        self._check_acc_reads()
 
     # -- static checks
     def _match_blocks(self) -> dict[int, int]:
@@ -156,7 +156,8 @@ class _Interp:
         return match
 
     def _serial_ranges(self) -> set[int]:
-        """Loops carrying a dependency through shared memory (see the module docstring)."""
+        """Loops carrying a dependency through shared memory or an accumulator they read (see
+        the module docstring)."""
         deps: dict[int, frozenset[int]] = {}  # inst id -> the RANGE counters it depends on
         for pos, inst in enumerate(self.insts):
             d = frozenset().union(*(deps.get(s.id, frozenset()) for s in inst.srcs))
@@ -167,32 +168,11 @@ class _Interp:
                 continue
             body = self.insts[pos + 1:end]
             loaded = {i.srcs[0].id for i in body if i.opc is Opc.LOCAL_LOAD}
+            read = {i.srcs[0].id for i in body if i.opc is Opc.ACC_READ and i.srcs[0].id < pos}
             if any(i.opc is Opc.LOCAL_STORE and i.srcs[0].id in loaded and pos not in deps[i.srcs[1].id]
-                   for i in body):
+                   for i in body) or any(i.opc is Opc.ACC_UPDATE and i.srcs[0].id in read for i in body):
                 serial.add(pos)
         return serial
-
-    def _check_acc_reads(self) -> None:
-        """Iterations run at once, so a loop may not read an accumulator it also updates."""
-        open_at: list[tuple[int, ...]] = []
-        stack: list[int] = []
-        for pos, inst in enumerate(self.insts):
-            if inst.opc in (Opc.ENDRANGE, Opc.ENDIF):
-                stack.pop()
-            open_at.append(tuple(stack))
-            if inst.opc in OPENS:
-                stack.append(pos)
-        for pos, inst in enumerate(self.insts):
-            if inst.opc is not Opc.ACC_READ:
-                continue
-            acc = inst.srcs[0]
-            for opener in set(open_at[pos]) - set(open_at[acc.id]):
-                if self.insts[opener].opc is not Opc.RANGE:
-                    continue
-                body = self.insts[opener + 1:self.match[opener]]
-                if any(i.opc is Opc.ACC_UPDATE and i.srcs[0] is acc for i in body):
-                    raise InterpError(f"%{pos}: loop %{opener} reads accumulator %{acc.id} it updates "
-                                      "(a loop-carried dependency this interpreter cannot vectorize)")
 
     # -- values
     def get(self, inst: Any, ctx: _Ctx) -> Any:
@@ -291,6 +271,17 @@ class _Interp:
         buf = self.get(inst.srcs[0], ctx)
         self.set(inst, ctx, buf[self._index(inst.srcs[1], ctx, self.p.params[inst.srcs[0].arg].size)])
 
+    def _gated_load(self, inst, ctx):
+        """Only the lanes whose gate holds read (bounds-checked); the others get 0."""
+        param, index, gate = inst.srcs
+        buf = self.get(param, ctx)
+        on = np.broadcast_to(self.get(gate, ctx), (ctx.n,))
+        idx = np.broadcast_to(self.get(index, ctx), (ctx.n,))
+        size = self.p.params[param.arg].size
+        if np.any(on & ((idx < 0) | (idx >= size))):
+            raise InterpError(f"gated index out of bounds [0, {size}): {idx[on & ((idx < 0) | (idx >= size))][:5]} at %{inst.id}")
+        self.set(inst, ctx, np.where(on, buf[np.where(on, idx, 0)] if buf.size else buf.dtype.type(0), buf.dtype.type(0)))
+
     def _store(self, inst, ctx):
         param, index, value = inst.srcs
         buf = self.get(param, ctx)
@@ -382,7 +373,7 @@ class _Interp:
     _HANDLERS = {
         Opc.CONST: _const, Opc.PARAM: _param, Opc.SPECIAL: _special,
         Opc.RANGE: _range, Opc.ENDRANGE: _end, Opc.IF: _if, Opc.ENDIF: _end,
-        Opc.LOAD: _load, Opc.STORE: _store, Opc.ALU: _alu, Opc.IDIV: _idiv, Opc.MOD: _mod,
+        Opc.LOAD: _load, Opc.GATED_LOAD: _gated_load, Opc.STORE: _store, Opc.ALU: _alu, Opc.IDIV: _idiv, Opc.MOD: _mod,
         Opc.CAST: _cast, Opc.BITCAST: _bitcast, Opc.DEFINE_ACC: _define_acc, Opc.ACC_UPDATE: _acc_update,
         Opc.ACC_READ: _acc_read, Opc.DEFINE_LOCAL: _define_local, Opc.LOCAL_LOAD: _local_load,
         Opc.LOCAL_STORE: _local_store, Opc.BARRIER: _barrier,

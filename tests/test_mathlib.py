@@ -142,7 +142,8 @@ def test_pow_accuracy(dt):
 
 def test_targets():
     full = mathlib.targets(float64=True, int64=True)
-    assert {(op, dt) for op in mathlib.EXPANDED_OPS | mathlib.POWER_OPS for dt in (F16, F32, F64)} == full
+    every = mathlib.EXPANDED_OPS | mathlib.POWER_OPS | mathlib.FMOD_OPS
+    assert {(op, dt) for op in every for dt in (F16, F32, F64)} == full
     no_f64 = mathlib.targets(float64=False, int64=True)
     assert not any(dt == F64 for _, dt in no_f64)
     assert not any(op in (Op.SIN, Op.COS) for op, _ in no_f64)

@@ -15,13 +15,28 @@ from .jit import RetraceWarning, TracerValueError, jit
 from .memory import memory_stats, reset_peak_memory_stats
 from .plugins import DeviceUnavailableError, registry
 from .schedule import ScheduleError
-from .tensor import Tensor, arange, custom, full, matmul, maximum, minimum, ones, tensor, where, zeros
+from .tensor import Tensor, custom, tensor, where
+from . import array_api, linalg
+# the Array API namespace (arange, full, zeros, ... included), group by group (each lists its names)
+from .array_api.creation import *  # noqa: F403
+from .array_api.data_types import *  # noqa: F403
+from .array_api.elementwise import *  # noqa: F403
+from .array_api.linalg import matmul, matrix_transpose, tensordot, vecdot
+from .array_api.manipulation import *  # noqa: F403
+from .array_api.statistical import *  # noqa: F403
+from .array_api.transcendental import *  # noqa: F403
+from .array_api.utility import *  # noqa: F403
+from .array_api import e, inf, nan, newaxis, pi
+from .array_api import __array_api_version__, __array_namespace_info__
+from .array_api import bool_ as bool  # noqa: A001  (the standard's name for the bool dtype)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Buffer", "CompileError", "ConfigError", "Device", "DeviceSpec", "DeviceUnavailableError", "MatmulSpec", "Program",
     "RetraceWarning", "ScheduleError", "Tensor", "TracerValueError",
-    "arange", "custom", "devices", "full", "hookimpl", "jit", "matmul", "maximum", "memory_stats", "minimum", "ones",
-    "realize", "registry", "reset_peak_memory_stats", "schedule", "tensor", "where", "zeros", "__version__",
+    "custom", "devices", "hookimpl", "jit", "memory_stats", "realize", "registry", "reset_peak_memory_stats",
+    "schedule", "tensor", "where", "__version__",
+    "bool", "linalg",
 ]
+__all__ += array_api.__all__   # the Array API namespace (arange, full, matmul, maximum, minimum, ones, zeros...)

@@ -154,6 +154,19 @@ class Device(abc.ABC):
         device that keeps no pool."""
         return 0
 
+    def host_view(self, handle: Any, nbytes: int) -> np.ndarray | None:
+        """The first `nbytes` of an allocation as a numpy uint8 array sharing its memory, for a
+        device whose memory is host memory (DLPack export without a copy); None (the default)
+        where the memory is not the host's."""
+        return None
+
+    def wrap_host(self, array: np.ndarray) -> Any | None:
+        """A handle over the memory of a C-contiguous host array, without a copy (keeping
+        `array` alive), which kernels may read and write: DLPack import and asarray(copy=False)
+        without a copy. None (the default) where the device cannot run kernels on that memory
+        (not host memory, or not aligned as its kernels need)."""
+        return None
+
     def lower(self, kernel: "Kernel") -> "LoopProgram | None":
         """The loop program this device renders for a kernel, as its renderer gets it (legalized),
         for UG_DEBUG=2; None for a device that does not lower kernels (ref interprets them)."""
@@ -321,6 +334,19 @@ class Buffer:
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device.name} {self.size}x{self.dtype.name}>"
+
+
+class LentBuffer(Buffer):
+    """A Buffer over memory another library owns (Device.wrap_host): ug neither counts nor frees
+    it, nor pools it for reuse; the handle keeps the owner alive."""
+
+    __slots__ = ()
+
+    def __init__(self, device: Device, size: int, dtype: np.dtype, handle: Any):
+        self.device, self.size, self.dtype, self.handle = device, size, np.dtype(dtype), handle
+
+    def __del__(self) -> None:
+        pass
 
 
 class _SizedBuffer(Buffer):

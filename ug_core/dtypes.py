@@ -12,7 +12,8 @@ from typing import Any, Callable
 import numpy as np
 
 SUPPORTED: tuple[np.dtype, ...] = tuple(
-    np.dtype(name) for name in ("float32", "float64", "float16", "int32", "int64", "bool")
+    np.dtype(name) for name in ("float32", "float64", "float16", "int8", "int16", "int32", "int64",
+                                "uint8", "uint16", "uint32", "uint64", "bool")
 )
 _SUPPORTED_SET = frozenset(SUPPORTED)  # membership by hash: `in` on the tuple compares one by one
 BOOL = np.dtype(bool)
@@ -84,6 +85,15 @@ def scalar_dtype(value: Any, tensor_dtype: np.dtype) -> np.dtype:
     raise TypeError(f"unsupported scalar {value!r} of type {type(value).__name__}")
 
 
+def beyond_range(value: Any, dtype: np.dtype) -> int:
+    """1 (-1) if `value` is a Python int above (below) the range of the int dtype `dtype`, else 0
+    (numpy 2 refuses such a weak scalar in arithmetic, an OverflowError, but compares by value)."""
+    if dtype.kind not in "iu" or type(value) is not int:
+        return 0
+    info = np.iinfo(dtype)
+    return 1 if value > info.max else -1 if value < info.min else 0
+
+
 def default_dtype(value: Any) -> np.dtype:
     """dtype for a bare Python scalar or nested list turned into a tensor."""
     if isinstance(value, (bool, np.bool_)):
@@ -103,6 +113,8 @@ def identity(reduce_name: str, dtype: np.dtype) -> Any:
     """The starting value of a reduction accumulator."""
     if reduce_name == "sum":
         return dtype.type(0)
+    if reduce_name == "prod":
+        return dtype.type(1)
     if dtype.kind == "f":
         return dtype.type(-np.inf if reduce_name == "max" else np.inf)
     if dtype == BOOL:

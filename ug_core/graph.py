@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from .ops import ALU, REDUCE, Op
+from .ops import ALU, REDUCE, SCANS, Op
 from .view import View, chain_push
 
 if TYPE_CHECKING:
@@ -62,7 +62,7 @@ class Node:
         self.srcs = ()
 
     def __repr__(self) -> str:
-        name = self.op.name if self.op is not Op.REDUCE else f"REDUCE_{self.arg[0].name}"
+        name = self.op.name if self.op not in (Op.REDUCE, Op.SCAN) else f"{self.op.name}_{self.arg[0].name}"
         state = " realized" if self.realized else ""
         return f"<{name} {self.shape} {self.dtype.name} {self.device}{state} #{id(self) & 0xFFFF:04x}>"
 
@@ -108,6 +108,11 @@ def const(value: Any, dtype: np.dtype, device: str, shape: tuple[int, ...] = ())
     return view(node, View(tuple(shape), (0,) * len(shape), 0)) if shape else node
 
 
+def iota(shape: tuple[int, ...], dtype: np.dtype, device: str) -> Node:
+    """The index vector: the element at flat (row-major) position p is p, as `dtype` (no memory)."""
+    return new_node(Op.IOTA, (), None, (tuple(shape), dtype, device))
+
+
 def from_buffer(buffer: "Buffer", shape: tuple[int, ...]) -> Node:
     return new_node(Op.BUFFER, (), None, (tuple(shape), buffer.dtype, buffer.device_name), buffer)
 
@@ -117,6 +122,8 @@ def view(src: Node, v: View) -> Node:
     # a loop, not a recursion: a view of a view merges into one and is tried on the next one
     # down, and a chain of views that did not merge can be long
     while True:
+        if v.is_void:  # every index masked out (e.g. a padding region): zeros, read from nothing
+            return const(0, src.dtype, src.device, v.shape)
         if v.shape == src.shape and v.is_contiguous:
             return src
         if src.op is not Op.VIEW or src.realized:
@@ -151,6 +158,12 @@ def reduce(src: Node, op: Op, axes: tuple[int, ...], dtype: np.dtype) -> Node:
     assert op in REDUCE
     shape = tuple(1 if d in axes else s for d, s in enumerate(src.shape))
     return new_node(Op.REDUCE, (cast(src, dtype),), (op, tuple(sorted(axes))), (shape, dtype, src.device))
+
+
+def scan(src: Node, op: Op, axis: int, dtype: np.dtype) -> Node:
+    """Inclusive scan (ops.SCANS) of `src` cast to `dtype` along `axis`. Shape rule: src's."""
+    assert op in SCANS and 0 <= axis < len(src.shape), (op, axis, src.shape)
+    return new_node(Op.SCAN, (cast(src, dtype),), (op, axis), (src.shape, dtype, src.device))
 
 
 def matmul(a: Node, b: Node, dtype: np.dtype) -> Node:

@@ -9,8 +9,14 @@ Every kernel has the same shape, which covers elementwise kernels, reductions an
         for each store s:                         # loop over s.shape[axes] (1 = no loop)
             buffer[s.buf][s.view(index)] = s.expr        (may use every acc)
 
+A scan store (`Store.scan`, a kernel with one axis) stores the running value instead, in
+order along the axis: acc = identity; for i: acc = combine(acc, s.expr(i)); out[i] = acc
+(ops.SCANS; its accumulator is the store's output dtype, float16's float32).
+
 All index spaces have the kernel's rank n; on the dims not in `axes` they equal `outer`.
-A LOAD reads argument `buf` through a chain of views starting at the phase's index space;
+A LOAD reads argument `buf` through a chain of views starting at the phase's index space
+(0 where a view's mask rejects the index: nothing is read there); an IOTA is the element
+index such a chain reaches (see ops.Op.IOTA);
 with a slot, the element index is moved by a runtime offset (kernel_params: the kernel's
 `offsets_arg` holds one per slot, so a view's offset is a value, not code).
 An ACC is the finished value of a reduction for the current outer index: a reduction is
@@ -67,6 +73,12 @@ class ExprBuilder:
         the runtime offset held at that position of the kernel's offsets argument."""
         return self.make(Op.LOAD, (), (buf, chain, slot), dtype)
 
+    def iota(self, chain: ViewChain, dtype: np.dtype, slot: int | None = None) -> Expr:
+        """The index vector read through `chain`: the element index the chain reaches, as
+        `dtype`, and 0 where a mask of the chain rejects the index; with a `slot`, the element
+        index is moved by a runtime offset, as a load's."""
+        return self.make(Op.IOTA, (), (chain, slot), dtype)
+
     def acc(self, index: int, dtype: np.dtype) -> Expr:
         return self.make(Op.ACC, (), index, dtype)
 
@@ -91,7 +103,7 @@ def _hashable(arg: Any) -> Any:
 
 @dataclass(frozen=True)
 class Reduction:
-    op: Op                  # Op.SUM, Op.RMAX or Op.RMIN
+    op: Op                  # a reduction: Op.SUM, Op.RMAX, Op.RMIN or Op.PROD
     shape: tuple[int, ...]  # this phase's index space
     expr: Expr
     dtype: np.dtype
@@ -104,6 +116,7 @@ class Store:
     view: View              # index -> element of the output buffer
     expr: Expr
     slot: int | None = None  # the element index is moved by offsets argument [slot] (see Kernel)
+    scan: Op | None = None   # a scan (ops.SCANS: Op.SUM or Op.PROD) of expr along the kernel's one axis
 
 
 @dataclass(frozen=True)
@@ -154,7 +167,8 @@ class Kernel:
             lines.append(f"  r{i} = {REDUCE[r.op].name} over {r.shape} as {dtype_name(r.dtype)}:")
             lines.extend(_expr_lines(r.expr, names, self))
         for s in self.stores:
-            lines.append(f"  store b{s.buf} over {s.shape} at {s.view}{_moved(self, s.slot)}:")
+            scan = "" if s.scan is None else f" scan {REDUCE[s.scan].name}"
+            lines.append(f"  store b{s.buf}{scan} over {s.shape} at {s.view}{_moved(self, s.slot)}:")
             lines.extend(_expr_lines(s.expr, names, self))
         return "\n".join(lines)
 
@@ -179,6 +193,9 @@ def _expr_lines(root: Expr, names: dict[int, str], kernel: Kernel) -> list[str]:
             desc = f"load b{buf} " + " -> ".join(str(v) for v in chain) + _moved(kernel, slot)
         elif node.op is Op.CONST:
             desc = f"const {node.arg!r}"
+        elif node.op is Op.IOTA:
+            chain, slot = node.arg
+            desc = "iota " + " -> ".join(str(v) for v in chain) + _moved(kernel, slot)
         elif node.op is Op.ACC:
             desc = f"acc r{node.arg}"
         elif node.op is Op.CAST:

@@ -11,7 +11,12 @@ as a plain table, so the rules below live here once instead of in each backend:
    device claims NATIVE_F16 (its renderer computes float16 ops with that same rounding).
    Afterwards float16 appears only in loads, stores, local memory and casts to and from
    float32 (and from float64: correctly rounded, which float64 -> float32 -> float16 is not).
-3. exp, log, tanh, sin, cos and pow are expanded by the core's math library (`ug_core.mathlib`)
+3. numpy's floor_divide and remainder, signbit and nextafter (`mathlib.EXACT_OPS`) are
+   expanded by the core's math library on every device, before float16 is widened (float16's
+   nextafter steps are float16's; the others compute float16 in float32 themselves), and so
+   is atan2 (`mathlib.FUNCTIONS`: float arithmetic, as accurate as libm's and vectorizable).
+   What is left for a renderer to spell, per operand kind, is `rendered(kind)`.
+4. exp, log, tanh, sin, cos and pow are expanded by the core's math library (`ug_core.mathlib`)
    unless the device claims NATIVE_MATH (its own functions meet the ulp bounds tests/test_ulp
    checks). float16 and float32 sin and cos need float64 for their argument reduction (without
    it they stay the target's), and float64 functions need int64 for their bit manipulation
@@ -29,7 +34,7 @@ import numpy as np
 from . import mathlib
 from .device import RenderError
 from .loop_ir import CLOSES, OPENS, Inst, LoopProgram, Opc
-from .ops import Op, check_exhaustive, defined
+from .ops import Op, check_exhaustive, defined, defined_on
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 
@@ -47,12 +52,20 @@ def legalize(program: LoopProgram, capabilities: Iterable[str], dtypes: Iterable
     if unknown:
         raise ValueError(f"unknown capabilities {sorted(unknown)} (known: {sorted(CAPABILITIES)})")
     check_defined(program)
+    have = {np.dtype(d) for d in dtypes}
+    program = mathlib.expand_exact(program, int64=np.dtype(np.int64) in have)
+    program = mathlib.expand_functions(program)
     if NATIVE_F16 not in capabilities:
         program = float16_in_float32(program)
     if NATIVE_MATH not in capabilities:
-        have = {np.dtype(d) for d in dtypes}
         program = mathlib.expand(program, mathlib.targets(float64=F64 in have, int64=np.dtype(np.int64) in have))
     return program
+
+
+def rendered(operand_kind: str) -> frozenset[Op]:
+    """The ALU ops a renderer spells on operands of this dtype kind (one of ops.OPERAND_KINDS):
+    those ug_core.ops defines on it, but the ones every program has expanded."""
+    return defined_on(operand_kind) - set(mathlib.EXACT_OPS) - set(mathlib.FUNCTIONS)
 
 
 def check_defined(program: LoopProgram) -> None:
@@ -162,7 +175,7 @@ def _no_float16(r: _Rewriter, inst: Inst, srcs: tuple[Inst, ...]) -> Inst:
 
 
 _REWRITE = {
-    Opc.CONST: _copy, Opc.PARAM: _copy, Opc.LOAD: _copy, Opc.STORE: _copy,
+    Opc.CONST: _copy, Opc.PARAM: _copy, Opc.LOAD: _copy, Opc.GATED_LOAD: _copy, Opc.STORE: _copy,
     Opc.DEFINE_LOCAL: _copy, Opc.LOCAL_LOAD: _copy, Opc.LOCAL_STORE: _copy,
     Opc.ALU: _alu, Opc.CAST: _cast, Opc.BITCAST: _no_float16,
     Opc.DEFINE_ACC: _define_acc, Opc.ACC_UPDATE: _acc_update, Opc.ACC_READ: _acc_read,

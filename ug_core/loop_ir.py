@@ -8,8 +8,10 @@ The IR is deliberately explicit so that rendering needs no analysis:
   instructions. A value is visible from its definition to the end of the block that
   holds it; a block is the body of a RANGE ... ENDRANGE or IF ... ENDIF.
 * Index math is int64 (`INDEX`): CONST, ALU (ADD, MUL, MIN, CMPLT, ...), IDIV and MOD.
-  IDIV and MOD only ever see a non-negative dividend and a positive constant divisor, so
-  C-style truncation and floor semantics agree.
+  IDIV and MOD see a positive constant divisor and, wherever their result is used, a
+  non-negative dividend, so C-style truncation and floor semantics agree. (Past a masked
+  view, an index that its mask rejects may be negative; what IDIV / MOD make of it then only
+  feeds a GATED_LOAD's index, whose gate is false there. A renderer must not trap on it.)
 * The only mutable state besides the buffers is an accumulator register (DEFINE_ACC,
   updated by ACC_UPDATE, read by ACC_READ) and workgroup shared memory (DEFINE_LOCAL).
   So there are no phi nodes: a renderer maps an accumulator to a variable (C), an
@@ -33,6 +35,9 @@ Opcodes (operands in parentheses, `arg` after the semicolon):
     IF           (cond)                             cond is bool
     ENDIF        (if)                               closes the IF body
     LOAD         (param, index)                     param[index]
+    GATED_LOAD   (param, index, gate)               param[index] if gate (bool) else 0 (False); where
+                                                    the gate is false nothing is read, and `index`
+                                                    may be anything (a masked view's, see view.py)
     STORE        (param, index, value)              param[index] = value
     ALU          (srcs...; ops.Op)                  elementwise math, numpy semantics in `dtype`
     IDIV, MOD    (a, b)                             int64 a // b, a % b
@@ -72,6 +77,7 @@ class Opc(enum.Enum):
     IF = enum.auto()
     ENDIF = enum.auto()
     LOAD = enum.auto()
+    GATED_LOAD = enum.auto()
     STORE = enum.auto()
     ALU = enum.auto()
     IDIV = enum.auto()
@@ -94,7 +100,7 @@ class Special(enum.Enum):
 
 
 # the ops an ACC_UPDATE may combine with (the reductions' combine ops)
-ACC_COMBINE = frozenset({Op.ADD, Op.MAX, Op.MIN})
+ACC_COMBINE = frozenset({Op.ADD, Op.MUL, Op.MAX, Op.MIN})
 
 # instructions that produce no value
 NO_VALUE = frozenset({Opc.ENDRANGE, Opc.ENDIF, Opc.STORE, Opc.ACC_UPDATE, Opc.LOCAL_STORE, Opc.BARRIER})
@@ -152,6 +158,7 @@ _FORMAT = {
     Opc.IF: lambda i, ops: f"if {ops}",
     Opc.ENDIF: lambda i, ops: "endif",
     Opc.LOAD: lambda i, ops: f"load {ops}",
+    Opc.GATED_LOAD: lambda i, ops: f"gated_load {ops}",
     Opc.STORE: lambda i, ops: f"store {ops}",
     Opc.ALU: lambda i, ops: f"{i.arg.name.lower()} {ops}",
     Opc.IDIV: lambda i, ops: f"idiv {ops}",
@@ -302,6 +309,14 @@ def _sig_memory(base: Opc, has_value: bool):
     return check
 
 
+def _sig_gated_load(inst: Inst) -> None:
+    _check(len(inst.srcs) == 3, inst, "operand count")
+    param, index, gate = inst.srcs
+    _check(param.opc is Opc.PARAM and index.dtype == INDEX and gate.dtype == BOOL, inst,
+           "needs a PARAM, an int64 index and a bool gate")
+    _check(inst.dtype == param.dtype, inst, "loaded dtype differs from the memory's")
+
+
 def _sig_alu(inst: Inst) -> None:
     _check(inst.arg in ALU and ALU[inst.arg].arity == len(inst.srcs), inst, "bad ALU op / arity")
     if ALU[inst.arg].returns_bool:
@@ -341,6 +356,7 @@ _SIGNATURES = {
     Opc.IF: _sig_if,
     Opc.ENDIF: _sig_close(Opc.IF),
     Opc.LOAD: _sig_memory(Opc.PARAM, has_value=False),
+    Opc.GATED_LOAD: _sig_gated_load,
     Opc.STORE: _sig_memory(Opc.PARAM, has_value=True),
     Opc.ALU: _sig_alu,
     Opc.IDIV: _sig_index_ops,

@@ -30,6 +30,14 @@ Strategies (which thread does what):
   partials are combined by a tree reduction in shared memory, and the result is read
   back by every thread, so later phases and stores can use it; they again stride over
   their extent. A thread's long float sum is blocked as on cpu.
+* cpu, masked elementwise (no reduction, a mask on an outer dim, e.g. `pad(x) + 1`): each
+  global id is a row (the outer dims but the innermost; with few rows, a chunk of one) and
+  loops over the innermost dim, split at the masks' bounds (below).
+
+A scan store (kernel_ir) runs its axis in order with a running accumulator, stored at each
+step: on cpu serially per outer index (or, outer-blocked, one running value per lane in the
+small array), on gpu always one thread per outer index (a long scan over few rows arrives
+blocked into many rows: ug_core.scans).
 
 `x ** c` for a constant c in {0, 0.5, 1..8} (and -1..-4 for floats) is multiplies (and a
 reciprocal, or a sqrt) instead of POW (see _pow_by_multiplies).
@@ -42,17 +50,35 @@ indices with IDIV / MOD only where a view needs them (runs of dims that a view r
 contiguously are taken from the linear index in one piece), multiplications by stride 0
 and dims of size 1 disappear, constants fold, and identical pure instructions are
 computed once per block (CSE) and hoisted out of loops they do not depend on.
+Strides may be negative. A view's mask (view.py) becomes a gate, the conjunction of
+`lo <= i[d] < hi` over its restricted dims, and its loads GATED_LOADs: nothing is read where
+the gate is false, whatever the (then meaningless) index. A kernel without masks has no
+gates, so its loads stay plain (and vectorizable) LOADs. An IOTA (index vector) lowers to
+its chain's element index, cast, and 0 where its gate is false.
+
+Most gates never make it into the code: a loop over a dim that masks (of the views over the
+phase index) restrict is split at the masks' bounds into consecutive loops, one per segment
+between two bounds (a concat of 8 along a row: 8 loops, each reading one input), and in each
+the mask tests on the dim are known true or false and fold: a gated load becomes a plain load
+(which vectorizes) or 0, a select on a mask one of its values. That is the loop over a
+phase's leading reduced dim (a reduction, each segment into a partial of its own; a store
+loop) in every strategy, and the cpu row loop of masked elementwise kernels; on cpu the code
+for an outer index also comes in versions, one per combination of the segments of the masked
+outer dims (a pad's first, middle and last rows), each under an IF; at most MAX_COPIES copies
+of a loop's body in all. A mask on another dim (a reduction's second reduced dim, a view
+after a reshape, an outer dim on gpu, where a thread has one element) keeps its gate.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from . import dtypes
+from . import dag, dtypes
 from .kernel_ir import Expr, Kernel, Reduction, Store, toposort
 from .loop_ir import ACC_COMBINE, BOOL, INDEX, OPENS, PURE, Inst, LoopProgram, Opc, ParamSpec, Special
 from .ops import ALU, LEAVES, REDUCE, Op, check_exhaustive
@@ -139,16 +165,18 @@ class _Builder:
         floor = max((i for i, s in enumerate(self.scopes) if s.opener is not None and s.opener.opc is Opc.IF), default=0)
         return max(floor, *(self.level[id(s)] for s in srcs))
 
-    def load(self, param: Inst, index: Inst, dtype: np.dtype, read_only: bool) -> Inst:
-        """A LOAD; loads of a buffer the kernel never writes are reused while visible."""
+    def load(self, param: Inst, index: Inst, dtype: np.dtype, read_only: bool, gate: Inst | None = None) -> Inst:
+        """A LOAD (a GATED_LOAD with a `gate`); loads of a buffer the kernel never writes are
+        reused while visible."""
+        opc, srcs = (Opc.LOAD, (param, index)) if gate is None else (Opc.GATED_LOAD, (param, index, gate))
         if not read_only:
-            return self.emit(Opc.LOAD, dtype, (param, index))
-        key = (Opc.LOAD, dtype, id(param), id(index))
+            return self.emit(opc, dtype, srcs)
+        key = (opc, dtype, *(id(s) for s in srcs))
         for scope in reversed(self.scopes):
             found = scope.cache.get(key)
             if found is not None:
                 return found
-        inst = self.emit(Opc.LOAD, dtype, (param, index))
+        inst = self.emit(opc, dtype, srcs)
         self.scopes[-1].cache[key] = inst
         return inst
 
@@ -236,7 +264,26 @@ class _Builder:
         return self.const(0) if c == 1 else self.emit(Opc.MOD, INDEX, (a, self.const(c)))
 
     def alu(self, op: Op, srcs: tuple[Inst, ...], dtype: np.dtype) -> Inst:
+        consts = [self._const_of(s) if s.dtype == BOOL else None for s in srcs]
+        if op is Op.WHERE and consts[0] is not None:  # a mask test known in a segment
+            return srcs[1] if consts[0] else srcs[2]
+        if op is Op.MUL and dtype == BOOL:  # `and`
+            for c, other in zip(consts, reversed(srcs)):
+                if c is not None:
+                    return other if c else self.const(False, BOOL)
         return self.emit(Opc.ALU, dtype, srcs, op)
+
+    def min(self, a: Inst, b: Inst) -> Inst:
+        return self._index_extreme(Op.MIN, a, b)
+
+    def max(self, a: Inst, b: Inst) -> Inst:
+        return self._index_extreme(Op.MAX, a, b)
+
+    def _index_extreme(self, op: Op, a: Inst, b: Inst) -> Inst:
+        ca, cb = self._const_of(a), self._const_of(b)
+        if ca is not None and cb is not None:
+            return self.const(min(ca, cb) if op is Op.MIN else max(ca, cb))
+        return a if a is b else self.emit(Opc.ALU, INDEX, (a, b), op)
 
     def cast(self, x: Inst, dtype: np.dtype) -> Inst:
         if x.dtype == dtype:
@@ -275,8 +322,20 @@ F16, F32 = np.dtype(np.float16), np.dtype(np.float32)
 
 
 def _acc_dtype(r: Reduction) -> np.dtype:
-    """The accumulator's dtype: float16 sums accumulate in float32 (float16 has ~3 digits)."""
-    return F32 if r.op is Op.SUM and r.dtype == F16 else r.dtype
+    """The accumulator's dtype: float16 sums and products accumulate in float32 (float16 has ~3
+    digits)."""
+    return F32 if r.op in (Op.SUM, Op.PROD) and r.dtype == F16 else r.dtype
+
+
+def _scan_acc(s: Store, out_dtype: np.dtype) -> tuple[np.dtype, Any]:
+    """(dtype, initial value) of a scan store's running value: float16 runs in float32 (as
+    reductions do, see _acc_dtype), and a float sum starts from -0.0, the identity that keeps
+    -0.0 (so the first output is the first value itself, as in numpy; ops.SCANS)."""
+    assert s.scan is not None
+    dt = F32 if out_dtype == F16 else out_dtype
+    if s.scan is Op.SUM and dt.kind == "f":
+        return dt, -0.0
+    return dt, dt.type(dtypes.identity(REDUCE[s.scan].name, dt)).item()
 
 
 def _next_pow2(n: int) -> int:
@@ -295,6 +354,65 @@ def _split_grid(count: int, limits: tuple[int, ...]) -> tuple[int, ...]:
             return tuple(dims)
     raise ValueError(f"{count} workgroups exceed the grid limit {limits}")
 
+
+Known = dict[int, tuple[int, int]]
+"""Per phase dim, a range [a, b) its index is known to lie in, for the code being emitted (a loop
+segment or a version, see _Lowerer._segments and _Lowerer._versions)."""
+
+
+@dataclass(frozen=True)
+class _Cuts:
+    """How to split a loop over a linear index whose leading digit is dim `dim` (the index moves
+    `inner` per step of the digit): at `bounds` (0 = c0 < c1 < ... < cn = the dim's size), the
+    points where a mask on the dim starts or ends, so that in each segment [c_k, c_k+1) of the
+    dim every mask test on it is known true or false."""
+
+    dim: int
+    bounds: tuple[int, ...]
+    inner: int = 1
+
+
+def _first_views(roots: list[Expr]) -> list[View]:
+    """The masked first views (over the phase index) of the loads and index vectors under `roots`."""
+    out = []
+    for node in dag.toposort(roots, lambda e: e.srcs):
+        chain = node.arg[1] if node.op is Op.LOAD else node.arg[0] if node.op is Op.IOTA else None
+        if chain is not None and chain[0].mask is not None:
+            out.append(chain[0])
+    return out
+
+
+def _mask_bounds(views: list[View], dim: int, size: int) -> tuple[int, ...]:
+    """0, `size`, and every point between where the mask of one of `views` on `dim` starts or ends."""
+    points = {0, size}
+    for v in views:
+        points.update(x for x in v.valid_ranges()[dim] if 0 < x < size)
+    return tuple(sorted(points))
+
+
+MAX_COPIES = 32
+"""The most copies of a loop's body that splitting makes (its segments, times the versions of the
+code around it, see _Lowerer._versions): each is compiled on its own (a softmax over a concat of
+8 compiles in 3x the time of one over a plain row), so a loop with more segments keeps its
+gates, and the outer dims that would make more versions too."""
+
+
+def _cuts(views: list[View], dim: int, size: int, inner: int = 1) -> _Cuts | None:
+    """Where the masks of `views` split a loop over `dim` (see _Cuts); None: nowhere, or in more
+    than MAX_COPIES segments."""
+    bounds = _mask_bounds(views, dim, size)
+    return _Cuts(dim, bounds, inner) if 2 < len(bounds) <= MAX_COPIES + 1 else None
+
+
+def _copies(cuts: _Cuts | None) -> int:
+    """The loops a loop split at `cuts` becomes."""
+    return 1 if cuts is None else len(cuts.bounds) - 1
+
+
+ROW_PARALLELISM = 64
+"""cpu, masked elementwise kernels: with fewer rows than this, a row's loop is split into chunks
+(of at least ROW_CHUNK_MIN elements) that are global ids of their own, so the threads share it."""
+ROW_CHUNK_MIN = 4096
 
 SUM_BLOCK_GROUP = 32
 """A blocked float sum adds at most this many block sums into one partial before the partial is
@@ -316,6 +434,7 @@ class _Lowerer:
         self.moved: list[Inst] = []  # the runtime offset of each slot (Kernel.offsets_arg), as INDEX
         self.accs: list[Inst | _LaneAcc] = []  # finished value of each reduction, for the current outer index
         self.lane: Inst | None = None  # outer-blocked cpu: the current index in the block
+        self.known: Known = {}  # what the open loop segments and versions tell of the phase index
         self.global_size: tuple[int, ...] = (0,)
         self.local_size: tuple[int, ...] = (1,)
 
@@ -330,7 +449,10 @@ class _Lowerer:
                               for j in range(offsets.size)]
             if self.opts.target == "cpu":
                 self._lower_cpu()
-            elif max(self._extents(), default=0) <= self.opts.gpu_serial_max_extent:
+            elif (max(self._extents(), default=0) <= self.opts.gpu_serial_max_extent
+                  or any(s.scan is not None for s in self.k.stores)):
+                # (a scan: one thread runs each outer index's scan in order; a long one over few
+                # rows arrives blocked into many rows, see ug_core.scans)
                 self._lower_gpu_thread_per_outer()
             else:
                 self._lower_gpu_workgroup_per_outer()
@@ -351,9 +473,59 @@ class _Lowerer:
         if self.opts.outer_block > 1 and self._wants_outer_block():
             self._lower_cpu_outer_blocked(self.opts.outer_block)
             return
+        if self._is_masked_elementwise():
+            self._lower_cpu_rows()
+            return
         self.global_size, self.local_size = (self.n_outer,), (1,)
         outer = self.b.emit(Opc.SPECIAL, INDEX, (), (Special.GLOBAL_ID, 0))
-        self._serial_phases(outer)
+        copies = max((_copies(self._phase_cuts(shape, [e])) for _, shape, e in self.k.phases()), default=1)
+        for _ in self._versions(self.outer_dims, functools.partial(self._outer_digit, outer, self.outer_dims),
+                                [e for _, _, e in self.k.phases()], copies):
+            self.accs = []
+            self._serial_phases(outer)
+
+    def _outer_digit(self, lin: Inst, dims: tuple[int, ...], d: int) -> Inst:
+        """The index along outer dim d, a digit of `lin` over the outer `dims`."""
+        return self._digit(lin, tuple(self.k.outer[x] for x in dims), dims.index(d))
+
+    # -- cpu, elementwise kernels that read through masks: a loop per row
+    def _is_masked_elementwise(self) -> bool:
+        """An elementwise kernel (no reduction, no scan) with a mask on some outer dim."""
+        if self.k.reductions or not self.outer_dims or any(self._extent(s.shape) > 1 for s in self.k.stores):
+            return False
+        views = _first_views([s.expr for s in self.k.stores])
+        return any(len(_mask_bounds(views, d, self.k.outer[d])) > 2 for d in self.outer_dims)
+
+    def _lower_cpu_rows(self) -> None:
+        """The global id is a row (an index over the outer dims but the innermost; a chunk of
+        one where there are fewer rows than ROW_PARALLELISM), which loops over the innermost
+        dim, split at the masks' bounds (_loop), in one version per segment of the other dims'
+        masks (_versions): in each segment a load is a plain load, which vectorizes, or 0."""
+        b = self.b
+        inner, rows = self.outer_dims[-1], self.outer_dims[:-1]
+        n_rows, n = prod([self.k.outer[d] for d in rows]), self.k.outer[inner]
+        chunks = max(1, min(-(-ROW_PARALLELISM // n_rows), n // ROW_CHUNK_MIN))
+        length = -(-n // chunks)
+        chunks = -(-n // length)
+        self.global_size, self.local_size = (n_rows * chunks,), (1,)
+        gid = b.emit(Opc.SPECIAL, INDEX, (), (Special.GLOBAL_ID, 0))
+        row = b.idiv(gid, chunks)
+        exprs = [s.expr for s in self.k.stores]
+        cuts = _cuts(_first_views(exprs), inner, n)
+        first = b.mul(b.mod(gid, chunks), length)  # the chunk: [first, end)
+        end = b.min(b.add(first, b.const(length)), b.const(n))
+        for _ in self._versions(rows, functools.partial(self._outer_digit, row, rows), exprs, _copies(cuts)):
+            lo = first
+            if chunks > 1:
+                # a loop of one trip over the chunk, holding the segments' loops as a blocked
+                # sum's blocks hold theirs (which backends' work estimates expect)
+                lo = b.range(first, end, length)
+            for j in self._loop(lo, end, cuts):
+                index = _PhaseIndex(self.k.outer, row, rows, j, (inner,))
+                for s in self.k.stores:
+                    self._store_value(s, index, b.cast(self._expr(s.expr, index), self.k.args[s.buf].dtype))
+            if chunks > 1:
+                b.close()
 
     # -- cpu, a block of consecutive outer indices per global id
     def _wants_outer_block(self) -> bool:
@@ -362,12 +534,13 @@ class _Lowerer:
         loop over the reduced index is neither cache-friendly nor vectorizable)."""
         if not self.outer_dims:
             return False
-        reductions = [r for r in self.k.reductions if self._extent(r.shape) > 1]
-        if not reductions:
+        loops = [(r.shape, r.expr) for r in self.k.reductions if self._extent(r.shape) > 1]
+        loops += [(s.shape, s.expr) for s in self.k.stores if s.scan is not None and self._extent(s.shape) > 1]
+        if not loops:
             return False
         if self.opts.outer_block_always:
             return True
-        return _prefers_outer_block(reductions, self.axes, self.outer_dims[-1])
+        return _prefers_outer_block(loops, self.axes, self.outer_dims[-1])
 
     def _lower_cpu_outer_blocked(self, block: int) -> None:
         b = self.b
@@ -398,11 +571,38 @@ class _Lowerer:
             e = self._extent(s.shape)
             if e == 0:
                 continue
-            i = b.range(b.const(0), b.const(e)) if e > 1 else None
-            self._store(s, lanes(), i)
-            end_lanes()
-            if i is not None:
-                b.close()
+            if e > 1 and s.scan is not None:
+                self._lane_scan(s, block, e, lanes, lanes_only, end_lanes)
+                continue
+            if e == 1:
+                self._store(s, lanes(), None)
+                end_lanes()
+                continue
+            for i in self._loop(b.const(0), b.const(e), self._phase_cuts(s.shape, [s.expr])):
+                self._store(s, lanes(), i)
+                end_lanes()
+
+    def _lane_scan(self, s: Store, block: int, extent: int, lanes: Callable[[], Inst], lanes_only: Callable[[], Inst],
+                   end_lanes: Callable[[], None]) -> None:
+        """A scan store, one running value per lane in a small array, the loop over the lanes
+        innermost: each step reads and writes the block's outer indices contiguously (e.g. a
+        cumulative sum down the columns of a matrix)."""
+        b = self.b
+        assert s.scan is not None
+        out_dtype = self.k.args[s.buf].dtype
+        dt, init = _scan_acc(s, out_dtype)
+        acc = b.emit(Opc.DEFINE_LOCAL, dt, (), block)
+        lanes_only()
+        b.emit(Opc.LOCAL_STORE, None, (acc, self._lane(), b.const(init, dt)))
+        end_lanes()
+        i = b.range(b.const(0), b.const(extent))
+        index = self._phase(s.shape, lanes(), i)
+        running = b.alu(REDUCE[s.scan].combine, (b.emit(Opc.LOCAL_LOAD, dt, (acc, self._lane())),
+                                                  b.cast(self._expr(s.expr, index), dt)), dt)
+        b.emit(Opc.LOCAL_STORE, None, (acc, self._lane(), running))
+        self._store_value(s, index, b.cast(running, out_dtype))
+        end_lanes()
+        b.close()
 
     def _lane(self) -> Inst:
         """The lane index of the open `for lane in block` loop (outer-blocked cpu lowering)."""
@@ -439,12 +639,12 @@ class _Lowerer:
             return _LaneAcc(acc, r.dtype)
         fill(acc)
         sizes = self._sum_blocks(r, dt, e)
+        cuts = self._phase_cuts(r.shape, [r.expr])
 
         def accumulate(into: Inst, lo: Inst, end: Inst, level: int) -> None:
             if level == len(sizes):
-                i = b.range(lo, end)
-                update(into, i)
-                b.close()
+                for i in self._loop(lo, end, cuts):
+                    update(into, i)
                 return
             # blocked summation, as in _serial_reduce: a partial sum per lane per block of rows
             part = b.emit(Opc.DEFINE_LOCAL, dt, (), block)
@@ -505,9 +705,8 @@ class _Lowerer:
             elif e == 1:
                 self._store(s, row, None)
             else:
-                i = b.range(lid, b.const(e), local)
-                self._store(s, row, i)
-                b.close()
+                for i in self._loop(b.const(0), b.const(e), self._phase_cuts(s.shape, [s.expr]), local, lid):
+                    self._store(s, row, i)
         if guarded:
             b.close()
 
@@ -523,6 +722,77 @@ class _Lowerer:
     def _local_id(self, local: int) -> Inst:
         return self.b.emit(Opc.SPECIAL, INDEX, (), (Special.LOCAL_ID, 0)) if local > 1 else self.b.const(0)
 
+    # -- loops split at the masks' bounds
+    def _phase_cuts(self, shape: tuple[int, ...], exprs: list[Expr]) -> _Cuts | None:
+        """Where to split a phase's loop over its reduced index: at the bounds of the masks on
+        its leading reduced dim (a mask on a later one keeps its gate). None: nowhere."""
+        red = [d for d in self.axes if shape[d] > 1]
+        if not red:
+            return None
+        return _cuts(_first_views(exprs), red[0], shape[red[0]], prod([shape[d] for d in red[1:]]))
+
+    def _loop(self, lo: Inst, end: Inst, cuts: _Cuts | None, step: int = 1,
+              lane: Inst | None = None) -> Iterator[Inst]:
+        """`for i in range(lo + lane, end, step)` (lo a multiple of step), split at `cuts` (see
+        _segments): yields each loop's counter while its body is open."""
+        for start, stop in self._segments(lo, end, cuts, step, lane):
+            yield self.b.range(start, stop, step)
+            self.b.close()
+
+    def _segments(self, lo: Inst, end: Inst, cuts: _Cuts | None, step: int = 1,
+                  lane: Inst | None = None) -> Iterator[tuple[Inst, Inst]]:
+        """The (start, end) of each loop that runs `for i in range(lo + lane, end, step)` (lo a
+        multiple of step): one loop, or split at `cuts` into one loop per segment of the cut
+        dim, in order, each knowing its segment (self.known) while the caller emits it, so that
+        the mask tests on the dim fold: a gated load becomes a load or 0, a select on a mask
+        one of its values."""
+        b = self.b
+        if cuts is None:
+            yield (lo if lane is None else b.add(lo, lane)), end
+            return
+        for a, z in zip(cuts.bounds, cuts.bounds[1:]):
+            start = b.max(lo, b.const(a * cuts.inner))
+            if lane is not None:  # the first index >= start that is lane (mod step)
+                behind = b.add(b.add(lane, b.const(step)), b.mul(b.mod(start, step), -1))
+                start = b.add(start, b.mod(behind, step))
+            stop = b.min(end, b.const(z * cuts.inner))
+            if start.opc is Opc.CONST and stop.opc is Opc.CONST and start.arg >= stop.arg:
+                continue
+            self.known[cuts.dim] = (a, z)
+            yield start, stop
+            del self.known[cuts.dim]
+
+    def _versions(self, dims: tuple[int, ...], digit: Callable[[int], Inst], exprs: list[Expr],
+                  copies: int) -> Iterator[None]:
+        """cpu: the code for an outer index once per combination of the segments of the outer
+        `dims` (see _Cuts) that the masks in `exprs` cut, each under an IF on its segments and
+        knowing them (self.known), so that a pad's first row, a concat's parts along an outer
+        dim, ... each get code without those mask tests. Dims from the innermost while the
+        versions, times the `copies` of a loop body each holds, stay within MAX_COPIES; yields
+        once per version, with its IF open."""
+        views = _first_views(exprs)
+        chosen: list[tuple[int, tuple[int, ...]]] = []
+        for d in reversed(dims):
+            cuts = _cuts(views, d, self.k.outer[d])
+            if cuts is not None and copies * _copies(cuts) <= MAX_COPIES:
+                chosen.append((d, cuts.bounds))
+                copies *= _copies(cuts)
+        versions: list[Known] = [{}]
+        for d, bounds in chosen:
+            versions = [{**v, d: seg} for v in versions for seg in zip(bounds, bounds[1:])]
+        for facts in versions:
+            cond: Inst | None = None
+            for d, (a, z) in facts.items():
+                cond = self._range_test(functools.partial(digit, d), a, z, (0, self.k.outer[d]), cond)
+            if cond is not None:
+                self.b.if_(cond)
+            self.known.update(facts)
+            yield
+            for d in facts:
+                del self.known[d]
+            if cond is not None:
+                self.b.close()
+
     # -- phases, one thread doing a whole outer index
     def _serial_phases(self, outer: Inst) -> None:
         b = self.b
@@ -530,45 +800,84 @@ class _Lowerer:
             self.accs.append(self._serial_reduce(r, outer))
         for s in self.k.stores:
             e = self._extent(s.shape)
-            if e == 1:
+            if e == 1:  # (a scan of one value is the value: combine(identity, v) == v)
                 self._store(s, outer, None)
+            elif e > 1 and s.scan is not None:
+                self._serial_scan(s, outer)
             elif e > 1:
-                i = b.range(b.const(0), b.const(e))
-                self._store(s, outer, i)
-                b.close()
+                for i in self._loop(b.const(0), b.const(e), self._phase_cuts(s.shape, [s.expr])):
+                    self._store(s, outer, i)
+
+    def _serial_scan(self, s: Store, outer: Inst) -> None:
+        """A scan store: `for i: acc = combine(acc, value(i)); out[i] = acc`, in order (a
+        loop-carried accumulator and a store per step: a tight loop)."""
+        b = self.b
+        assert s.scan is not None
+        out_dtype = self.k.args[s.buf].dtype
+        dt, init = _scan_acc(s, out_dtype)
+        acc = b.emit(Opc.DEFINE_ACC, dt, (), init)
+        i = b.range(b.const(0), b.const(self._extent(s.shape)))
+        index = self._phase(s.shape, outer, i)
+        b.emit(Opc.ACC_UPDATE, None, (acc, b.cast(self._expr(s.expr, index), dt)), REDUCE[s.scan].combine)
+        self._store_value(s, index, b.cast(b.emit(Opc.ACC_READ, dt, (acc,)), out_dtype))
+        b.close()
 
     def _serial_reduce(self, r: Reduction, outer: Inst) -> Inst:
         b = self.b
         e = self._extent(r.shape)
-        init = self._identity(r)
-        combine = REDUCE[r.op].combine
         if e == 0:
-            return b.const(init, r.dtype)
+            return b.const(self._identity(r), r.dtype)
         if e == 1:  # combine(identity, v) == v
             return self._phase_value(r.expr, r.shape, outer, None, r.dtype)
         dt = _acc_dtype(r)
-        acc = b.emit(Opc.DEFINE_ACC, dt, (), init)
-        sizes = self._sum_blocks(r, dt, e)
-
-        def accumulate(into: Inst, lo: Inst, end: Inst, level: int) -> None:
-            if level == len(sizes):
-                i = b.range(lo, end)
-                b.emit(Opc.ACC_UPDATE, None, (into, self._phase_value(r.expr, r.shape, outer, i, dt)), combine)
-                b.close()
-                return
-            # blocked summation: a partial sum per block, added into the enclosing one
-            start = b.range(lo, end, sizes[level])
-            part = b.emit(Opc.DEFINE_ACC, dt, (), init)
-            stop = b.add(start, b.const(sizes[level]))
-            if e % sizes[level]:
-                stop = b.alu(Op.MIN, (stop, b.const(e)), INDEX)
-            accumulate(part, start, stop, level + 1)
-            b.emit(Opc.ACC_UPDATE, None, (into, b.emit(Opc.ACC_READ, dt, (part,))), combine)
-            b.close()
-
-        accumulate(acc, b.const(0), b.const(e), 0)
-        del accumulate  # (a reference cycle otherwise, as above)
+        acc = self._accumulate(r, dt, lambda i: self._phase_value(r.expr, r.shape, outer, i, dt))
         return b.cast(b.emit(Opc.ACC_READ, dt, (acc,)), r.dtype)
+
+    def _accumulate(self, r: Reduction, dt: np.dtype, value: Callable[[Inst], Inst], local: int = 1,
+                    lid: Inst | None = None) -> Inst:
+        """An accumulator of `dt` holding r's combine of value(i) over the phase's reduced index
+        i; with `local` threads, thread `lid`'s share, i = lid (mod local) (threads past the
+        extent keep the identity). Split at the masks' bounds (_segments), each segment into a
+        partial of its own, combined after its loops, so that the segments' dependency chains
+        are independent (one accumulator through a concat of 8 rows of 512 made a row max 3x
+        slower than a plain one: 512 maxes in one chain). A long float sum in blocks
+        (_sum_blocks, of `local` * size with threads)."""
+        b = self.b
+        init = self._identity(r)
+        acc = b.emit(Opc.DEFINE_ACC, dt, (), init)
+        cuts = self._phase_cuts(r.shape, [r.expr])
+        for start, stop in self._segments(b.const(0), b.const(self._extent(r.shape)), cuts):
+            lo, hi = int(start.arg), int(stop.arg)  # (constants: the bounds of a segment of constants)
+            part = acc if cuts is None else b.emit(Opc.DEFINE_ACC, dt, (), init)
+            sizes = [size * local for size in self._sum_blocks(r, dt, -(-(hi - lo) // local))]
+            # a thread's first index past a block's start (every one is lo (mod local))
+            shift = lid if lid is None or lo % local == 0 else b.mod(b.add(lid, b.const(local - lo % local)), local)
+            self._blocks(part, start, stop, hi - lo, sizes, value, r, shift, local)
+            if part is not acc:
+                b.emit(Opc.ACC_UPDATE, None, (acc, b.emit(Opc.ACC_READ, dt, (part,))), REDUCE[r.op].combine)
+        return acc
+
+    def _blocks(self, into: Inst, lo: Inst, end: Inst, count: int, sizes: list[int], value: Callable[[Inst], Inst],
+                r: Reduction, shift: Inst | None, step: int) -> None:
+        """into = combine(into, value(i)) for i in [lo, end) (i = lo + shift (mod step)), in blocks
+        of sizes[0], each in blocks of sizes[1], ...: a partial per block, combined into the
+        enclosing one (see _sum_blocks). `count`: the indices of the whole blocked range (where
+        it is no multiple of a block size, its last block of that size ends early)."""
+        b = self.b
+        combine = REDUCE[r.op].combine
+        if not sizes:
+            i = b.range(lo if shift is None else b.add(lo, shift), end, step)
+            b.emit(Opc.ACC_UPDATE, None, (into, value(i)), combine)
+            b.close()
+            return
+        start = b.range(lo, end, sizes[0])
+        part = b.emit(Opc.DEFINE_ACC, into.dtype, (), self._identity(r))
+        stop = b.add(start, b.const(sizes[0]))
+        if count % sizes[0]:
+            stop = b.min(stop, end)
+        self._blocks(part, start, stop, count, sizes[1:], value, r, shift, step)
+        b.emit(Opc.ACC_UPDATE, None, (into, b.emit(Opc.ACC_READ, into.dtype, (part,))), combine)
+        b.close()
 
     def _sum_blocks(self, r: Reduction, dt: np.dtype, count: int) -> list[int]:
         """Block sizes (outermost first) of a blocked float sum of `count` values: `sum_block`,
@@ -594,28 +903,8 @@ class _Lowerer:
         if e == 1:  # every thread computes the single value itself: no communication
             return self._phase_value(r.expr, r.shape, row, None, r.dtype)
         dt = _acc_dtype(r)
-        # each thread: partial over i = lid, lid + local, ... (threads past e keep the identity);
-        # a long float sum in blocks of `local` * size, as in _serial_reduce
-        sizes = [size * local for size in self._sum_blocks(r, dt, -(-e // local))]
-
-        def accumulate(into: Inst, lo: Inst, end: Inst, level: int) -> None:
-            if level == len(sizes):
-                i = b.range(b.add(lo, lid), end, local)
-                b.emit(Opc.ACC_UPDATE, None, (into, self._phase_value(r.expr, r.shape, row, i, dt)), combine)
-                b.close()
-                return
-            start = b.range(lo, end, sizes[level])
-            block_part = b.emit(Opc.DEFINE_ACC, dt, (), init)
-            stop = b.add(start, b.const(sizes[level]))
-            if e % sizes[level]:
-                stop = b.alu(Op.MIN, (stop, b.const(e)), INDEX)
-            accumulate(block_part, start, stop, level + 1)
-            b.emit(Opc.ACC_UPDATE, None, (into, b.emit(Opc.ACC_READ, dt, (block_part,))), combine)
-            b.close()
-
-        part = b.emit(Opc.DEFINE_ACC, dt, (), init)
-        accumulate(part, b.const(0), b.const(e), 0)
-        del accumulate  # (a reference cycle otherwise, as in _lane_reduce)
+        # each thread: partial over i = lid, lid + local, ...
+        part = self._accumulate(r, dt, lambda i: self._phase_value(r.expr, r.shape, row, i, dt), local, lid)
         partial = b.emit(Opc.ACC_READ, dt, (part,))
         if smem is None:  # a single thread: its partial is the result
             return b.cast(partial, r.dtype)
@@ -653,8 +942,11 @@ class _Lowerer:
 
     def _store(self, s: Store, outer: Inst, red: Inst | None) -> None:
         index = self._phase(s.shape, outer, red)
-        out_dtype = self.k.args[s.buf].dtype
-        value = self.b.cast(self._expr(s.expr, index), out_dtype)
+        self._store_value(s, index, self.b.cast(self._expr(s.expr, index), self.k.args[s.buf].dtype))
+
+    def _store_value(self, s: Store, index: _PhaseIndex, value: Inst) -> None:
+        """Store `value` (of the output's dtype) where store `s` writes at `index`."""
+        assert s.view.mask is None, "a store through a masked view"
         self.b.emit(Opc.STORE, None, (self.params[s.buf], self._view_index(s.view, index, self._moved(s.slot)), value))
 
     def _expr(self, root: Expr, index: _PhaseIndex) -> Inst:
@@ -667,7 +959,22 @@ class _Lowerer:
     def _expr_load(self, node: Expr, srcs: list[Inst], index: _PhaseIndex) -> Inst:
         buf, chain, slot = node.arg
         read_only = not self.k.args[buf].output
-        return self.b.load(self.params[buf], self._chain_index(chain, index, self._moved(slot)), node.dtype, read_only)
+        element, gate = self._chain_index(chain, index, self._moved(slot))
+        if gate is not None and gate.opc is Opc.CONST:  # never valid here
+            return self.b.const(0, node.dtype)
+        return self.b.load(self.params[buf], element, node.dtype, read_only, gate)
+
+    def _expr_iota(self, node: Expr, srcs: list[Inst], index: _PhaseIndex) -> Inst:
+        chain, slot = node.arg
+        element, gate = self._chain_index(chain, index, self._moved(slot))
+        if gate is not None and gate.opc is Opc.CONST:  # never valid here
+            return self.b.const(0, node.dtype)
+        value = self.b.cast(element, node.dtype)
+        if gate is None:
+            return value
+        if value.opc is Opc.CONST and value.dtype == BOOL and value.arg:  # a mask's indicator
+            return gate
+        return self.b.alu(Op.WHERE, (gate, value, self.b.const(0, node.dtype)), node.dtype)
 
     def _moved(self, slot: int | None) -> Inst | None:
         return None if slot is None else self.moved[slot]
@@ -694,24 +1001,71 @@ class _Lowerer:
         return self.b.alu(node.op, tuple(srcs), node.dtype)
 
     _EXPR: dict[Op, Callable[..., Inst]] = {
-        Op.LOAD: _expr_load, Op.CONST: _expr_const, Op.ACC: _expr_acc, Op.CAST: _expr_cast,
+        Op.LOAD: _expr_load, Op.IOTA: _expr_iota, Op.CONST: _expr_const, Op.ACC: _expr_acc, Op.CAST: _expr_cast,
         **dict.fromkeys(ALU, _expr_alu),
     }
 
     # -- index math
-    def _chain_index(self, chain: ViewChain, index: _PhaseIndex, moved: Inst | None) -> Inst:
-        """Buffer element index read by a LOAD: the first view maps the phase index; each
-        later view maps the previous view's result, a linear index into its shape's contiguous
-        layout, which is unravelled over that shape. `moved`: a runtime offset added to the
-        last view's (a slot, see kernel_params)."""
+    def _chain_index(self, chain: ViewChain, index: _PhaseIndex, moved: Inst | None) -> tuple[Inst, Inst | None]:
+        """(buffer element index, gate) read by a LOAD: the first view maps the phase index;
+        each later view maps the previous view's result, a linear index into its shape's
+        contiguous layout, which is unravelled over that shape. `moved`: a runtime offset added
+        to the last view's (a slot, see kernel_params). The gate (None: always true) is where
+        every view's mask holds; elsewhere the element index may be anything."""
+        first = chain[0]
+        gate = self._mask_gate(first, lambda d: self._phase_digit(index, d), None, self.known)
+        if gate is not None and gate.opc is Opc.CONST:  # (false: nothing is read, the index is moot)
+            return self.b.const(0), gate
         if len(chain) == 1:
-            return self._view_index(chain[0], index, moved)
-        lin = self._view_index(chain[0], index)
+            return self._view_index(first, index, moved), gate
+        lin = self._view_index(first, index)
         for k, view in enumerate(chain[1:], 2):
             dims = [(size, stride) for size, stride in zip(view.shape, view.strides) if size != 1]
+            if view.mask is not None:
+                gate = self._mask_gate(view, functools.partial(self._digit, lin, view.shape), gate)
             terms = self._linear_terms(lin, [s for s, _ in dims], [st for _, st in dims])
             lin = self._sum(self._offset(view, moved if k == len(chain) else None), terms)
-        return lin
+        return lin, gate
+
+    def _mask_gate(self, view: View, digit: Callable[[int], Inst], gate: Inst | None,
+                   known: Known | None = None) -> Inst | None:
+        """`gate` and the condition that the index of each dim d (`digit(d)`) is in view's mask;
+        None where that always holds, the constant False where it never does. `known`: per dim, a
+        range [a, b) the index lies in, which decides the tests it settles."""
+        if view.mask is None:
+            return gate
+        for d, ((lo, hi), size) in enumerate(zip(view.mask, view.shape)):
+            a, z = (known or {}).get(d, (0, size))
+            if lo >= z or hi <= a:
+                return self.b.const(False, BOOL)
+            gate = self._range_test(functools.partial(digit, d), lo, hi, (a, z), gate)
+        return gate
+
+    def _range_test(self, index: Callable[[], Inst], lo: int, hi: int, known: tuple[int, int],
+                    gate: Inst | None) -> Inst | None:
+        """`gate` and lo <= index() < hi, for an index known to lie in [known[0], known[1]): the
+        tests that this does not settle."""
+        b = self.b
+        tests = ([b.alu(Op.CMPLE, (b.const(lo), index()), BOOL)] if lo > known[0] else []) + (
+            [b.alu(Op.CMPLT, (index(), b.const(hi)), BOOL)] if hi < known[1] else [])
+        for test in tests:  # (bool MUL is `and`)
+            gate = test if gate is None else b.alu(Op.MUL, (gate, test), BOOL)
+        return gate
+
+    def _phase_digit(self, index: _PhaseIndex, d: int) -> Inst:
+        """The index along dim d of the phase: a digit of the outer or the reduced linear index."""
+        if d in index.outer_dims:
+            dims, lin = index.outer_dims, index.outer_lin
+        elif d in index.red_dims and index.red_lin is not None:
+            dims, lin = index.red_dims, index.red_lin
+        else:
+            return self.b.const(0)  # a dim of size 1
+        return self._digit(lin, tuple(index.shape[x] for x in dims), dims.index(d))
+
+    def _digit(self, lin: Inst, sizes: tuple[int, ...], d: int) -> Inst:
+        """Digit d of `lin` unravelled over `sizes` (row-major; lin < prod(sizes) where it matters)."""
+        digit = self.b.idiv(lin, prod(sizes[d + 1:]))
+        return digit if all(s == 1 for s in sizes[:d]) else self.b.mod(digit, sizes[d])
 
     def _offset(self, view: View, moved: Inst | None) -> Inst:
         return self.b.const(view.offset) if moved is None else self.b.add(moved, self.b.const(view.offset))
@@ -772,7 +1126,7 @@ def _pow_by_multiplies(b: _Builder, x: Inst, exponent: Any) -> Inst | None:
     numpy's pow on the edge cases: x ** 0 == 1 (NaN too), (-0.0) ** 3 == -0.0, (-0.0) ** -1 ==
     -inf, (+-inf) ** n, NaN; x ** 0.5 is sqrt(x), as ops.power defines it for a constant 0.5."""
     dtype = x.dtype
-    if dtype.kind not in "fi" or isinstance(exponent, bool) or not math.isfinite(exponent):
+    if dtype.kind not in "fiu" or isinstance(exponent, bool) or not math.isfinite(exponent):
         return None
     if dtype.kind == "f" and exponent == 0.5:
         return b.alu(Op.SQRT, (x,), dtype)
@@ -828,14 +1182,15 @@ def _load_strides(chain: ViewChain) -> list[int]:
     return strides
 
 
-def _prefers_outer_block(reductions: list[Reduction], axes: tuple[int, ...], inner_outer: int) -> bool:
-    """Loads vote: a load whose innermost reduced dim is contiguous prefers the serial loop
-    (it vectorizes); one that reads the innermost outer dim contiguously but the reduced
-    index with a stride prefers blocking over outer indices."""
+def _prefers_outer_block(loops: list[tuple[tuple[int, ...], Expr]], axes: tuple[int, ...], inner_outer: int) -> bool:
+    """Loads vote, in the phases that loop over the reduced dims with an accumulator
+    ((shape, expr) of reductions and scans): a load whose innermost reduced dim is contiguous
+    prefers the serial loop (it vectorizes); one that reads the innermost outer dim
+    contiguously but the reduced index with a stride prefers blocking over outer indices."""
     votes = 0
-    for r in reductions:
-        red = [d for d in axes if r.shape[d] > 1]
-        for node in toposort(r.expr):
+    for shape, expr in loops:
+        red = [d for d in axes if shape[d] > 1]
+        for node in toposort(expr):
             if node.op is not Op.LOAD:
                 continue
             strides = _load_strides(node.arg[1])

@@ -31,6 +31,12 @@ class Op(enum.Enum):
     TANH = enum.auto()
     ABS = enum.auto()
     NOT = enum.auto()
+    FLOOR = enum.auto()
+    CEIL = enum.auto()
+    TRUNC = enum.auto()
+    RINT = enum.auto()
+    INVERT = enum.auto()
+    SIGNBIT = enum.auto()
     # elementwise, two operands
     ADD = enum.auto()
     SUB = enum.auto()
@@ -39,6 +45,16 @@ class Op(enum.Enum):
     POW = enum.auto()
     MAX = enum.auto()
     MIN = enum.auto()
+    FLOORDIV = enum.auto()
+    MOD = enum.auto()
+    FMOD = enum.auto()
+    AND = enum.auto()
+    OR = enum.auto()
+    XOR = enum.auto()
+    SHL = enum.auto()
+    SHR = enum.auto()
+    NEXTAFTER = enum.auto()
+    ATAN2 = enum.auto()
     CMPLT = enum.auto()
     CMPLE = enum.auto()
     CMPEQ = enum.auto()
@@ -51,12 +67,19 @@ class Op(enum.Enum):
     SUM = enum.auto()
     RMAX = enum.auto()
     RMIN = enum.auto()
+    PROD = enum.auto()
     # a constant (arg: Python scalar); shape () in the graph, broadcast through a VIEW
     CONST = enum.auto()
+    # an index vector: the element at flat (row-major) position p is p, cast to the dtype;
+    # no memory. In the graph a leaf of any shape (arg None), read through views like a
+    # buffer; in a kernel a leaf whose arg is the ViewChain from the phase's index space
+    # (it lowers to the chain's index expression; 0 where a mask rejects the index)
+    IOTA = enum.auto()
     # graph-only ops (never appear inside a kernel expression)
     BUFFER = enum.auto()   # an input that is already on a device
     VIEW = enum.auto()     # arg: View over the source's contiguous layout
     REDUCE = enum.auto()   # arg: (reduce op, axes)
+    SCAN = enum.auto()     # arg: (reduce op SUM or PROD, axis): the inclusive scan along one axis (SCANS)
     MATMUL = enum.auto()   # srcs (a, b) with shapes (..., M, K), (..., K, N)
     CUSTOM = enum.auto()   # arg: host function fn(out, *inputs)
     COPY = enum.auto()     # srcs (x,) on another device
@@ -81,8 +104,8 @@ class Alu:
 # The `numpy` function of an op is its definition: the ref device computes it, and every
 # backend must give the same result (tests/test_semantics.py checks the edge cases on every
 # device). Kinds: float (float16 is computed in float32 and rounded once, as numpy does),
-# int (int32, int64: two's complement, wrapping on overflow), bool. ug has no unsigned
-# dtypes. An op on a kind that the frontend never builds (numpy refuses it or promotes it
+# int (int8 ... int64: two's complement, wrapping on overflow), uint (uint8 ... uint64: modulo
+# 2**bits; where its meaning differs from int's the comment says "uint"), bool. An op on a kind that the frontend never builds (numpy refuses it or promotes it
 # first: bool NEG/SUB/POW, int EXP/LOG/..., which are cast to float) is marked so; a renderer
 # may refuse it (a CompileError), but where it computes it, it follows the meaning below.
 
@@ -119,8 +142,9 @@ def minimum(a: Any, b: Any) -> Any:
 
 def divide(a: Any, b: Any) -> Any:
     """DIV. float: IEEE division (x/0 = +-inf, 0/0 = NaN). int: floor division, numpy's
-    floor_divide: x // 0 == 0 and INT_MIN // -1 == INT_MIN (the frontend never builds it:
-    `/` on ints is true division in float64, and there is no `//` yet). bool: never built."""
+    floor_divide: x // 0 == 0 and INT_MIN // -1 == INT_MIN; uint: the unsigned quotient, x // 0
+    == 0 (the frontend never builds it: `/` on ints is true division in float64, and `//` is
+    FLOORDIV, which the core's legalization turns into this on ints). bool: never built."""
     if np.result_type(a, b).kind in "iu":
         with np.errstate(divide="ignore", over="ignore"):
             return np.floor_divide(a, b)
@@ -137,7 +161,7 @@ def power(a: Any, b: Any) -> Any:
     truncated 1 / a**-b: 1 for a == 1, +-1 for a == -1, else 0 (0 for a == 0 too, as int
     division by zero gives 0). The frontend raises numpy's ValueError when the exponent is a
     known negative integer (a Python int, an array), so only a tensor exponent reaches a kernel
-    with one. bool: never built (numpy gives int8)."""
+    with one. uint: wrapping power by squaring. bool: never built (numpy gives int8)."""
     if np.result_type(a, b).kind not in "iu":
         if np.ndim(b) == 0 and b == 0.5:  # (numpy's float16 pow has no such fast path)
             return np.sqrt(a)
@@ -152,10 +176,12 @@ def power(a: Any, b: Any) -> Any:
 
 
 ALU: dict[Op, Alu] = {
-    # float: -x (flips the sign of 0 and NaN). int: wraps (-INT_MIN == INT_MIN). bool: never built.
+    # float: -x (flips the sign of 0 and NaN). int: wraps (-INT_MIN == INT_MIN). uint: 2**bits - x
+    # (wraps: -0 == 0, -1 == max). bool: never built.
     Op.NEG: Alu(1, np.negative, "neg"),
     # float: 1/x. int: numpy's reciprocal: 1 / x truncated (1, -1, else 0) and INT_MIN for
-    # x == 0 (the frontend never builds it: reciprocal() of ints is float64). bool: never built.
+    # x == 0 (the frontend never builds it: reciprocal() of ints is float64). uint, bool: never
+    # built.
     Op.RECIP: Alu(1, np.reciprocal, "recip"),
     # EXP ... TANH: float only (ints and bools are cast to float first, numpy's rule). numpy's
     # results, to a few ulp (tests/test_ulp.py: <= 4 ulp in float32 on every device); exp
@@ -167,10 +193,22 @@ ALU: dict[Op, Alu] = {
     Op.SIN: Alu(1, np.sin, "sin"),
     Op.COS: Alu(1, np.cos, "cos"),
     Op.TANH: Alu(1, np.tanh, "tanh"),
-    # float: |x| (clears the sign of -0 and NaN). int: wraps (|INT_MIN| == INT_MIN). bool: x.
+    # float: |x| (clears the sign of -0 and NaN). int: wraps (|INT_MIN| == INT_MIN). uint, bool: x.
     Op.ABS: Alu(1, np.abs, "abs"),
     # x == 0 (NaN is not zero, so NOT NaN is False), for every kind.
     Op.NOT: Alu(1, np.logical_not, "not", returns_bool=True),
+    # FLOOR ... RINT: float only, exact: the integer below, above, toward zero, nearest (ties to
+    # even: the Array API's `round`); -0.0, +-inf and NaN are kept (ceil(-0.5) == -0.0). Of ints
+    # and bools the frontend returns the input itself (numpy's floor would give float64).
+    Op.FLOOR: Alu(1, np.floor, "floor"),
+    Op.CEIL: Alu(1, np.ceil, "ceil"),
+    Op.TRUNC: Alu(1, np.trunc, "trunc"),
+    Op.RINT: Alu(1, np.rint, "rint"),
+    # int: ~x (-x - 1). uint: max - x. bool: never built (`~` of bools is NOT).
+    Op.INVERT: Alu(1, np.invert, "~"),
+    # float: the sign bit is set: True for -0.0 and for a NaN with its sign bit set. int, bool:
+    # never built (the frontend compares with 0).
+    Op.SIGNBIT: Alu(1, np.signbit, "signbit", returns_bool=True),
     # float: IEEE, no contraction into fma. int: wraps. bool: ADD is or, MUL is and (numpy);
     # SUB is never built (numpy refuses bool subtraction).
     Op.ADD: Alu(2, np.add, "+"),
@@ -180,8 +218,41 @@ ALU: dict[Op, Alu] = {
     Op.POW: Alu(2, power, "**"),
     Op.MAX: Alu(2, maximum, "max"),
     Op.MIN: Alu(2, minimum, "min"),
+    # numpy's floor_divide and remainder (Python's // and %: the remainder has the divisor's
+    # sign). int: x // 0 == x % 0 == 0, INT_MIN // -1 == INT_MIN, INT_MIN % -1 == 0. uint: the
+    # unsigned quotient and remainder, x // 0 == x % 0 == 0. float:
+    # numpy's npy_divmod exactly: fmod, then corrected: x // 0 == x / 0 and x % 0 is NaN; a
+    # zero quotient or remainder has the sign of x / y or of y (-0.0 // 1 == -0.0, 0.0 % -3
+    # == -0.0); -1 // inf == -1 and -1 % inf == inf; inf // y and inf % y are NaN. bool: never
+    # built (numpy gives int8).
+    Op.FLOORDIV: Alu(2, np.floor_divide, "//"),
+    Op.MOD: Alu(2, np.remainder, "%"),
+    # float: C's fmod, exact: x - n y for n = trunc(x / y) computed exactly, with x's sign;
+    # fmod(x, 0) and fmod(+-inf, y) are NaN, fmod(x, +-inf) == x. The frontend does not build
+    # it (no Array API function): the core's expansion of FLOORDIV and MOD computes from it.
+    Op.FMOD: Alu(2, np.fmod, "fmod"),
+    # AND, OR, XOR: int, uint: bitwise (two's complement). bool: logical.
+    Op.AND: Alu(2, np.bitwise_and, "&"),
+    Op.OR: Alu(2, np.bitwise_or, "|"),
+    Op.XOR: Alu(2, np.bitwise_xor, "^"),
+    # ints and uints only, numpy's rule for counts outside [0, bits): x << n wraps, and is 0 for
+    # n < 0 or n >= bits; x >> n is arithmetic (rounds toward -inf), and for such n it is 0, or
+    # -1 for a negative x. uint: x >> n is logical; both are 0 for n >= bits.
+    Op.SHL: Alu(2, np.left_shift, "<<"),
+    Op.SHR: Alu(2, np.right_shift, ">>"),
+    # float: the next representable value after x toward y (numpy's, of the operands' dtype:
+    # float16 steps are float16's); y if x == y (nextafter(0.0, -0.0) == -0.0; but x for
+    # float16, as numpy's own float16 loop does: nextafter(0.0, -0.0) == 0.0), the smallest
+    # subnormal with y's sign from a zero, +-inf past the largest finite value and back, NaN
+    # if either is NaN.
+    Op.NEXTAFTER: Alu(2, np.nextafter, "nextafter"),
+    # float: the angle of the point (x2, x1) in [-pi, pi], numpy's (C99's) arctan2 to a few ulp
+    # (the core computes it on every device: ug_core.mathlib.atan2), with every special case:
+    # the sign of a zero x1 is kept, atan2(+-0, -0) == +-pi, atan2(+-0, +0) == +-0,
+    # atan2(+-inf, -inf) == +-3pi/4, atan2(+-inf, +inf) == +-pi/4, NaN if either is NaN.
+    Op.ATAN2: Alu(2, np.arctan2, "atan2"),
     # float: ordered comparisons (False with a NaN), but CMPNE, which is True with a NaN;
-    # -0.0 == 0.0. int: signed. bool: False < True.
+    # -0.0 == 0.0. int: signed. uint: unsigned. bool: False < True.
     Op.CMPLT: Alu(2, np.less, "<", returns_bool=True),
     Op.CMPLE: Alu(2, np.less_equal, "<=", returns_bool=True),
     Op.CMPEQ: Alu(2, np.equal, "==", returns_bool=True),
@@ -190,28 +261,39 @@ ALU: dict[Op, Alu] = {
     Op.WHERE: Alu(3, np.where, "where"),
 }
 
-FLOAT, INT, BOOL_KIND = "f", "i", "b"
-_NUMBERS = frozenset({FLOAT, INT})
-_EVERY_KIND = frozenset({FLOAT, INT, BOOL_KIND})
+FLOAT, INT, UINT, BOOL_KIND = "f", "i", "u", "b"
+OPERAND_KINDS = (FLOAT, INT, UINT, BOOL_KIND)
+_INTS = frozenset({INT, UINT})
+_NUMBERS = frozenset({FLOAT, INT, UINT})
+_EVERY_KIND = frozenset(OPERAND_KINDS)
+_INT_AND_BOOL = frozenset({INT, UINT, BOOL_KIND})
 KINDS: dict[Op, frozenset[str]] = {
-    **{op: frozenset({FLOAT}) for op in (Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH)},
-    **{op: _NUMBERS for op in (Op.NEG, Op.RECIP, Op.SUB, Op.DIV, Op.POW)},
+    **{op: frozenset({FLOAT}) for op in (Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH, Op.ATAN2)},
+    **{op: frozenset({FLOAT}) for op in (Op.FLOOR, Op.CEIL, Op.TRUNC, Op.RINT, Op.SIGNBIT, Op.FMOD, Op.NEXTAFTER)},
+    **{op: _INTS for op in (Op.INVERT, Op.SHL, Op.SHR)},
+    Op.RECIP: frozenset({FLOAT, INT}),
+    **{op: _INT_AND_BOOL for op in (Op.AND, Op.OR, Op.XOR)},
+    **{op: _NUMBERS for op in (Op.NEG, Op.SUB, Op.DIV, Op.POW, Op.FLOORDIV, Op.MOD)},
     **{op: _EVERY_KIND for op in (Op.ABS, Op.NOT, Op.ADD, Op.MUL, Op.MAX, Op.MIN,
                                   Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE, Op.WHERE)},
 }
-"""The operand dtype kinds (numpy's dtype.kind, "u" counted as "i") each ALU op is defined on,
-as the comments above say: the pairs the frontend never builds (bool NEG, int EXP, ...) are
-not. The core's legalization (ug_core.legalize) refuses the rest, the same on every device, so
+"""The operand dtype kinds (numpy's dtype.kind: FLOAT, INT, UINT, BOOL_KIND) each ALU op is
+defined on, as the comments above say: the pairs the frontend never builds (bool NEG, int EXP,
+uint RECIP, ...) are not. The core's legalization (ug_core.legalize) refuses the rest, the same on every device, so
 a renderer spells exactly these pairs. WHERE's kind is its value operands'."""
 
 def kind(dtype: np.dtype) -> str:
-    k = np.dtype(dtype).kind
-    return INT if k == "u" else k
+    return np.dtype(dtype).kind
 
 
 def defined(op: Op, operand: np.dtype) -> bool:
     """Whether ALU op `op` is defined on operands of dtype `operand`."""
     return kind(operand) in KINDS[op]
+
+
+def defined_on(operand_kind: str) -> frozenset[Op]:
+    """The ALU ops defined on operands of this dtype kind (one of OPERAND_KINDS)."""
+    return frozenset(op for op, kinds in KINDS.items() if operand_kind in kinds)
 
 
 TRANSCENDENTAL = frozenset({Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH})
@@ -228,15 +310,16 @@ class Reduce:
     combine: Op
 
 
-def _reduce_sum(values: np.ndarray, axis: tuple[int, ...], keepdims: bool, dtype: np.dtype) -> np.ndarray:
-    """The sum. float16 / float32 sums accumulate in float64 and round once (numpy sums pairwise
-    along a contiguous last axis only: its float32 sum over a strided axis of 1M values was 3e-5
-    off), so the ref device is as accurate as the devices must be, whatever the layout, without
-    copying the values (a broadcast input stays a view)."""
+def _reduce_wide(ufunc: np.ufunc, values: np.ndarray, axis: tuple[int, ...], keepdims: bool,
+                 dtype: np.dtype) -> np.ndarray:
+    """The sum (product). float16 / float32 ones accumulate in float64 and round once (numpy sums
+    pairwise along a contiguous last axis only: its float32 sum over a strided axis of 1M values
+    was 3e-5 off), so the ref device is as accurate as the devices must be, whatever the layout,
+    without copying the values (a broadcast input stays a view). ints wrap."""
     if np.dtype(dtype).kind == "f" and np.dtype(dtype).itemsize < 8:
-        wide = np.add.reduce(values, axis=axis, keepdims=keepdims, dtype=np.float64)  # type: ignore[call-overload]
+        wide = ufunc.reduce(values, axis=axis, keepdims=keepdims, dtype=np.float64)
         return wide.astype(dtype)
-    return np.add.reduce(values, axis=axis, keepdims=keepdims, dtype=dtype)  # type: ignore[call-overload]
+    return ufunc.reduce(values, axis=axis, keepdims=keepdims, dtype=dtype)
 
 
 def _reduce_extreme(values: np.ndarray, axis: Any, keepdims: bool, dtype: np.dtype, largest: bool) -> np.ndarray:
@@ -253,13 +336,41 @@ def _reduce_extreme(values: np.ndarray, axis: Any, keepdims: bool, dtype: np.dty
 
 
 REDUCE: dict[Op, Reduce] = {
-    Op.SUM: Reduce("sum", _reduce_sum, Op.ADD),
+    Op.SUM: Reduce("sum", lambda v, axis, keepdims, dtype: _reduce_wide(np.add, v, axis, keepdims, dtype), Op.ADD),
     Op.RMAX: Reduce("max", lambda v, axis, keepdims, dtype: _reduce_extreme(v, axis, keepdims, dtype, True), Op.MAX),
     Op.RMIN: Reduce("min", lambda v, axis, keepdims, dtype: _reduce_extreme(v, axis, keepdims, dtype, False), Op.MIN),
+    Op.PROD: Reduce("prod", lambda v, axis, keepdims, dtype: _reduce_wide(np.multiply, v, axis, keepdims, dtype), Op.MUL),
 }
 
-GRAPH_ONLY = frozenset({Op.BUFFER, Op.VIEW, Op.REDUCE, Op.MATMUL, Op.CUSTOM, Op.COPY, Op.ASSIGN})
-LEAVES = frozenset({Op.CONST, Op.LOAD, Op.ACC})
+
+def _scan_wide(ufunc: np.ufunc, values: np.ndarray, axis: int, dtype: np.dtype) -> np.ndarray:
+    """The running sum (product) along `axis`; float16 / float32 ones accumulate in float64 and
+    round each output once (as _reduce_wide does for reductions). ints wrap; bool: or (and)."""
+    if np.dtype(dtype).kind == "f" and np.dtype(dtype).itemsize < 8:
+        return ufunc.accumulate(values, axis=axis, dtype=np.float64).astype(dtype)
+    return ufunc.accumulate(values, axis=axis, dtype=dtype)
+
+
+SCANS: dict[Op, Callable[[np.ndarray, int, np.dtype], np.ndarray]] = {
+    Op.SUM: lambda v, axis, dtype: _scan_wide(np.add, v, axis, dtype),
+    Op.PROD: lambda v, axis, dtype: _scan_wide(np.multiply, v, axis, dtype),
+}
+"""The scans (Op.SCAN, the Array API's cumulative_sum / cumulative_prod; numpy's cumsum /
+cumprod): element i along the axis is the REDUCE[op].combine of the elements 0..i, numpy(values,
+axis, dtype) on the ref device. ints wrap; bool (dtype=bool) is or / and. Floats: the first
+element is the value itself (the running sum starts from -0.0, the product from 1: identities
+that keep -0.0 and NaN), and each element is the exact running sum (product) rounded to the
+dtype, up to the rounding error of the order a device adds in. float16 runs in float32 and
+rounds each output once (numpy rounds its running float16 value at every step: 5000 x 0.1 sum
+to 256 there). A device runs each row sequentially along the axis (an error of at most
+n eps max |prefix|, in practice about sqrt(n) eps max |prefix|, as numpy's float32 cumsum); a
+long scan over few rows is blocked (ug_core.scans: block totals, their prefix, then a scan per
+block seeded with it: about (blocks + block length) eps max |prefix| at most). The tests allow
+4 sqrt(n) eps max |prefix|. A blocked scan, or one with include_initial (the identity put in
+front as a first value), may give +0.0 where the whole prefix is -0.0."""
+
+GRAPH_ONLY = frozenset({Op.BUFFER, Op.VIEW, Op.REDUCE, Op.SCAN, Op.MATMUL, Op.CUSTOM, Op.COPY, Op.ASSIGN})
+LEAVES = frozenset({Op.CONST, Op.IOTA, Op.LOAD, Op.ACC})
 
 
 def check_exhaustive(handled: Iterable[Op], required: Iterable[Op], who: str) -> None:

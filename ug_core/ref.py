@@ -18,7 +18,7 @@ from . import hookspecs
 from .device import Buffer, Device, DeviceSpec, MatmulSpec, Program
 from .dtypes import SUPPORTED
 from .kernel_ir import Expr, Kernel, toposort
-from .ops import ALU, LEAVES, REDUCE, Op, check_exhaustive
+from .ops import ALU, LEAVES, REDUCE, SCANS, Op, check_exhaustive
 from .view import View, ViewChain
 
 VERSION = "1"
@@ -35,36 +35,53 @@ def strided(flat: np.ndarray, view: View, writeable: bool = False) -> np.ndarray
     return as_strided(flat[view.offset:], view.shape, tuple(s * item for s in view.strides), writeable=writeable)
 
 
-def _chain_indices(chain: ViewChain) -> np.ndarray:
-    """Linear source indices for every index of chain[0].shape (broadcast-minimal arrays)."""
+def _chain_indices(chain: ViewChain) -> tuple[np.ndarray, np.ndarray]:
+    """(linear source index, valid) for every index of chain[0].shape: where a view's mask
+    rejects the index, valid is False and the linear index is 0."""
     first = chain[0]
     ndim = len(first.shape)
     linear: Any = np.int64(first.offset)
-    for d, (size, stride) in enumerate(zip(first.shape, first.strides)):
+    valid: Any = np.bool_(not first.is_void)
+    for d, (size, stride, (lo, hi)) in enumerate(zip(first.shape, first.strides, first.valid_ranges())):
+        i = np.arange(size, dtype=np.int64).reshape((1,) * d + (size,) + (1,) * (ndim - d - 1))
         if stride:
-            linear = linear + np.arange(size, dtype=np.int64).reshape((1,) * d + (size,) + (1,) * (ndim - d - 1)) * stride
-    linear = np.broadcast_to(linear, first.shape)
+            linear = linear + i * stride
+        if (lo, hi) != (0, size):
+            valid = valid & (lo <= i) & (i < hi)
+    linear = np.broadcast_to(np.where(valid, linear, 0), first.shape)
     for view in chain[1:]:
         out: Any = np.int64(view.offset)
         rest = linear
-        for size, stride, cstride in zip(view.shape, view.strides, View.contiguous(view.shape).strides):
+        valid = valid & np.bool_(not view.is_void)
+        for size, stride, cstride, (lo, hi) in zip(view.shape, view.strides, View.contiguous(view.shape).strides,
+                                                   view.valid_ranges()):
             if size == 1:
                 continue
             digit, rest = np.divmod(rest, cstride) if cstride else (rest, rest)
             out = out + digit * stride
-        linear = np.broadcast_to(out, first.shape)
-    return linear
+            if (lo, hi) != (0, size):
+                valid = valid & (lo <= digit) & (digit < hi)
+        linear = np.broadcast_to(np.where(valid, out, 0), first.shape)
+    return linear, np.broadcast_to(valid, first.shape)
 
 
 def _load(flat: np.ndarray, chain: ViewChain) -> np.ndarray:
-    if len(chain) == 1:
+    if len(chain) == 1 and chain[0].mask is None:
         return strided(flat, chain[0])
-    return flat[_chain_indices(chain)]
+    linear, valid = _chain_indices(chain)
+    if not valid.any():
+        return np.zeros(chain[0].shape, flat.dtype)
+    return np.where(valid, flat[linear], flat.dtype.type(0))
+
+
+def _iota(chain: ViewChain, dtype: np.dtype) -> np.ndarray:
+    linear, _ = _chain_indices(chain)
+    return linear.astype(dtype)
 
 
 def _moved(view: View, slot: int | None, offsets: list[int]) -> View:
     """`view` with the runtime offset of its slot added (Kernel.offsets_arg)."""
-    return view if slot is None else View(view.shape, view.strides, view.offset + offsets[slot])
+    return view if slot is None else View(view.shape, view.strides, view.offset + offsets[slot], view.mask)
 
 
 def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], offsets: list[int]) -> np.ndarray:
@@ -83,6 +100,9 @@ def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], offs
             value = _load(arrays[buf], chain[:-1] + (_moved(chain[-1], slot, offsets),))
         elif op is Op.CONST:
             value = np.array(node.arg, dtype=node.dtype)
+        elif op is Op.IOTA:
+            chain, slot = node.arg
+            value = _iota(chain[:-1] + (_moved(chain[-1], slot, offsets),), node.dtype)
         elif op is Op.ACC:
             value = accs[node.arg]
         elif op is Op.CAST:
@@ -108,6 +128,9 @@ def run_kernel(kernel: Kernel, arrays: list[np.ndarray]) -> None:
             accs.append(REDUCE[r.op].numpy(value, kernel.axes, True, r.dtype))
         for s in kernel.stores:
             value = np.broadcast_to(_evaluate(s.expr, arrays, accs, offsets), s.shape)
+            if s.scan is not None:
+                (axis,) = kernel.axes
+                value = SCANS[s.scan](value, axis, value.dtype)
             if s.view.size:
                 strided(arrays[s.buf], _moved(s.view, s.slot, offsets), writeable=True)[...] = value
 
@@ -132,6 +155,12 @@ class RefDevice(Device):
 
     def copy_out(self, handle: np.ndarray, dst: np.ndarray) -> None:
         dst.view(np.uint8).reshape(-1)[...] = handle[: dst.nbytes]
+
+    def host_view(self, handle: np.ndarray, nbytes: int) -> np.ndarray:
+        return handle[:nbytes]
+
+    def wrap_host(self, array: np.ndarray) -> np.ndarray:
+        return array.reshape(-1).view(np.uint8)
 
     def compile(self, kernel: Kernel) -> Program:
         return Program(kernel.name, kernel, source=str(kernel))

@@ -9,6 +9,9 @@ Rules (see the kernel_ir docstring for the kernel shape they target):
   per row (an accumulator) and reuses it, e.g. softmax and layernorm are one kernel each;
 - a reduction that cannot be fused that way, or that two kernels would need, gets a buffer
   (it is never recomputed per output element, nor once per consuming kernel);
+- a scan (Op.SCAN) is a kernel of its own (a scan store, see kernel_ir) that fuses its
+  elementwise producers and the reductions over its rows; its readers load its buffer, but a
+  target that only reshapes it is stored by the scan's kernel itself;
 - matmul, custom and cross-device copy are schedule items of their own;
 - independent outputs with the same iteration space share one kernel (ug.realize(a, b));
 - items come out in topological order; an assign that writes a buffer in place runs after
@@ -17,19 +20,20 @@ Rules (see the kernel_ir docstring for the kernel shape they target):
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
 from .device import MatmulSpec
-from .dtypes import name as dtype_name
+from .dtypes import BOOL, name as dtype_name
 from .graph import Node
 from .kernel_ir import BufferArg, Expr, ExprBuilder, Kernel, Reduction, Store, toposort
 from .kernel_params import parametrize_offsets
 from .ops import ALU, REDUCE, Op
 from .plugins import registry
-from .view import View, ViewChain, chain_push, contiguous_strides, prod
+from .view import View, ViewChain, chain_masked, chain_push, contiguous_strides, indicator, prod
 
 
 class ScheduleError(RuntimeError):
@@ -46,7 +50,7 @@ class KernelItem:
     outputs: list[Node]
     fused: list[str] = field(default_factory=list)
     alias: dict[Node, Node] = field(default_factory=dict)   # output -> node whose buffer it writes in place
-    reduces: list[Node] = field(default_factory=list)       # REDUCE nodes computed inside
+    reduces: list[Node] = field(default_factory=list)       # REDUCE (and SCAN) nodes computed inside
     kind: str = "kernel"
 
     def describe(self) -> str:
@@ -161,6 +165,13 @@ def _loads_buffer(node: Node, realize: set[Node]) -> bool:
     return node.realized or node in realize
 
 
+_KEEPS_ZERO = frozenset({Op.VIEW, Op.REDUCE, Op.CAST, Op.ADD, Op.SUB, Op.MUL, Op.MAX, Op.MIN, Op.ABS, Op.WHERE,
+                         Op.CMPLT, Op.CMPNE})
+"""Ops whose value is 0 (False) where every operand is: read through a masked view chain, their
+operands read 0 where a mask rejects the index, and so do they. Any other op (exp, ==, -x of
+0.0 is -0.0, ...) read through a mask is wrapped in a select of 0 there (`_KernelBuilder._masked`)."""
+
+
 @dataclass(frozen=True)
 class _Root:
     """One output of a kernel: the node whose value is computed and where it is stored."""
@@ -189,6 +200,7 @@ class _KernelBuilder:
         # reductions this kernel cannot fuse: read as loads meanwhile, so that one build finds
         # them all (each else costs a rebuild of the schedule); _build then raises _NeedsBuffer
         self.needs: dict[Node, None] = {}  # (a dict: ordered, and `in` is cheap)
+        self.scans: list[Node] = []  # the SCAN nodes this kernel stores
 
     def expr(self, node: Node, chain: ViewChain, inline: bool = False) -> Expr:
         """`node` read through `chain`; `inline` computes it even if it gets a buffer (a root).
@@ -214,7 +226,10 @@ class _KernelBuilder:
                 args = [memo[k] for _, _, k in operands]
                 op = node.op
                 # (an ALU op, the common case, inline: this loop is most of the scheduler's time)
-                memo[key] = make(op, tuple(args), None, node.dtype) if op in ALU else self._combine(node, args)
+                value = make(op, tuple(args), None, node.dtype) if op in ALU else self._combine(node, args)
+                if op not in _KEEPS_ZERO and chain_masked(chain):
+                    value = self._masked(value, chain)
+                memo[key] = value
                 continue
             if key in memo:  # reached on another path since it was pushed
                 stack.pop()
@@ -247,7 +262,12 @@ class _KernelBuilder:
             return None
         op = node.op
         if op is Op.CONST:
-            self.memo[key] = self.eb.const(node.arg, node.dtype)
+            value = self.eb.const(node.arg, node.dtype)
+            zero = self.eb.const(0, node.dtype)
+            self.memo[key] = self._masked(value, chain) if value is not zero and chain_masked(chain) else value
+            return None
+        if op is Op.IOTA:
+            self.memo[key] = self.eb.iota(chain, node.dtype)
             return None
         if op is Op.VIEW:
             src, src_chain = node.srcs[0], chain_push(chain, node.arg)
@@ -259,6 +279,9 @@ class _KernelBuilder:
         if op in ALU:
             self._note(node, ALU[op].symbol)
             return [(src, chain, (id(src), chain, False)) for src in node.srcs]
+        if op is Op.SCAN:  # a scan is stored only by its own kernel (see store); its readers load it
+            self.needs[node] = None
+            return self._operands(node, chain, inline, key)
         if op is Op.REDUCE:
             if node.arg[1] != self.axes or node.shape != self.outer or len(chain) != 1 or not self._reads_row(chain[0]):
                 self.needs[node] = None
@@ -284,6 +307,13 @@ class _KernelBuilder:
             return self._reduction(node, operands[0])
         return self.eb.make(op, tuple(operands), None, node.dtype)  # (an ALU op: _operands checked)
 
+    def _masked(self, value: Expr, chain: ViewChain) -> Expr:
+        """`value` where every mask of `chain` holds, else 0 (False)."""
+        valid = self.eb.iota(indicator(chain), BOOL)
+        if value.dtype == BOOL and value.op is Op.CONST and value.arg:
+            return valid
+        return self.eb.alu(Op.WHERE, (valid, value, self.eb.const(0, value.dtype)), value.dtype)
+
     def _reduction(self, node: Node, body: Expr) -> Expr:
         """The accumulator of a fused reduction whose body has been built."""
         rop, axes = node.arg
@@ -303,7 +333,7 @@ class _KernelBuilder:
             return False
         if prod(v.shape) == 0:
             return True  # nothing is read
-        if v.offset != 0:
+        if v.offset != 0 or v.mask is not None:
             return False
         row_strides = contiguous_strides(self.outer)
         for d, (size, stride) in enumerate(zip(v.shape, v.strides)):
@@ -317,6 +347,13 @@ class _KernelBuilder:
         return True
 
     def store(self, root: _Root, phase: tuple[int, ...], out_index: int) -> Store:
+        scan = _scan_root(root, self.realize)
+        if scan is not None:  # the running value, stored in the scan's order (a reshape of it is the same layout)
+            rop, axis = scan.arg
+            self._note(scan, f"cum{REDUCE[rop].name}[{axis}]")
+            self.scans.append(scan)
+            body = self.eb.cast(self.expr(scan.srcs[0], (View.contiguous(phase),)), root.out.dtype)
+            return Store(out_index, phase, View.contiguous(phase), body, scan=rop)
         body = self.eb.cast(self.expr(root.value, (View.contiguous(phase),), inline=root.value is root.out), root.out.dtype)
         if root.store_view is None:
             view = View.contiguous(phase)
@@ -328,12 +365,26 @@ class _KernelBuilder:
         return Store(out_index, phase, view, body)
 
 
+def _scan_root(root: _Root, realize: set[Node]) -> Node | None:
+    """The SCAN node whose values a kernel computing `root` stores as they are: the root's
+    own value, or a scan (that gets no buffer of its own) the root reshapes."""
+    value = root.value
+    if value is not root.out:
+        return None
+    if value.op is Op.VIEW and not value.realized and value.arg.is_contiguous:
+        src = value.srcs[0]
+        if src.op is Op.SCAN and not _loads_buffer(src, realize) and prod(src.shape) == prod(value.shape):
+            return src
+    return value if value.op is Op.SCAN and not value.realized else None
+
+
 def _find_reduce(node: Node, realize: set[Node], inline: bool) -> Node | None:
-    """The first reduction reachable from `node` through fusable ops (DFS)."""
+    """The first reduction reachable from `node` through fusable ops (DFS; a scan is never
+    fused into its readers)."""
     stack, seen = [node], set()
     while stack:
         n = stack.pop()
-        if id(n) in seen or (_loads_buffer(n, realize) and not (inline and n is node)):
+        if id(n) in seen or (_loads_buffer(n, realize) and not (inline and n is node)) or n.op is Op.SCAN:
             continue
         seen.add(id(n))
         if n.op is Op.REDUCE:
@@ -344,6 +395,10 @@ def _find_reduce(node: Node, realize: set[Node], inline: bool) -> Node | None:
 
 def _plan(root: _Root, realize: set[Node]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(outer, axes, phase shape of the store) for a kernel computing `root`."""
+    scan = _scan_root(root, realize)
+    if scan is not None:
+        axis = scan.arg[1]
+        return tuple(1 if d == axis else s for d, s in enumerate(scan.shape)), (axis,), scan.shape
     value = root.value
     red = _find_reduce(value, realize, inline=value is root.out)
     if red is not None:
@@ -376,14 +431,14 @@ def _build(roots: list[_Root], realize: set[Node], note: str = "") -> KernelItem
     eb, memo = ExprBuilder(), dict[int, Expr]()
     reductions = tuple(Reduction(r.op, r.shape, _renumber_loads(r.expr, n_out, eb, memo), r.dtype)
                        for r in builder.reductions)
-    stores_final = tuple(Store(s.buf, s.shape, s.view, _renumber_loads(s.expr, n_out, eb, memo)) for s in stores)
+    stores_final = tuple(dataclasses.replace(s, expr=_renumber_loads(s.expr, n_out, eb, memo)) for s in stores)
     args = tuple(BufferArg(r.out.dtype, prod(r.out.shape), True) for r in roots) + tuple(
         BufferArg(n.dtype, prod(n.shape), False) for n in inputs
     )
     kernel = _named(Kernel("", args, outer, axes, reductions, stores_final))
     fused = builder.fused + ([note] if note else [])
     outs = [r.out for r in roots]
-    return KernelItem(kernel, outs + inputs, outs, fused, reduces=list(builder.reduce_ids))
+    return KernelItem(kernel, outs + inputs, outs, fused, reduces=list(builder.reduce_ids) + builder.scans)
 
 
 def _renumber_loads(root: Expr, n_out: int, eb: ExprBuilder, memo: dict[int, Expr]) -> Expr:
@@ -437,8 +492,10 @@ def walk(targets: Iterable[Node]) -> list[Node]:
 
 
 def _strip_view(node: Node) -> tuple[Node, View]:
-    """(base, view) such that node == base read through one strided view."""
-    if node.op is Op.VIEW and not node.realized and not (node.srcs[0].op is Op.VIEW and not node.srcs[0].realized):
+    """(base, view) such that node == base read through one strided view that a matmul takes:
+    no mask, no negative stride (else the view is a kernel's, and the matmul reads its result)."""
+    if (node.op is Op.VIEW and not node.realized and not (node.srcs[0].op is Op.VIEW and not node.srcs[0].realized)
+            and node.arg.mask is None and min(node.arg.strides, default=0) >= 0):
         return node.srcs[0], node.arg
     return node, View.contiguous(node.shape)
 
@@ -713,10 +770,11 @@ def _held(node: Node) -> bool:
 
 
 def _misaligned_in_place(items: list[Item], in_place: set[Node]) -> set[Node]:
-    """The values of in-place assigns whose kernel reads the target other than element by
-    element (e.g. `p[:, 0] = p[:, 1]`, or a reduction over it): writing while reading would
+    """The in-place assigns whose kernel reads the target other than element by element (e.g.
+    `p[:, 0] = p[:, 1]`, `p[::-1] = p`, or a reduction over it): writing while reading would
     let an element read what another already overwrote. Such a value gets a buffer of its
-    own first (the size of the written region), then the write copies it in place."""
+    own first (the size of the written region), then the write copies it in place; a value
+    that is a buffer already (the target itself) is written into a fresh buffer instead."""
     out: set[Node] = set()
     for item in items:
         if not isinstance(item, KernelItem) or not item.alias:
@@ -737,7 +795,7 @@ def _misaligned_in_place(items: list[Item], in_place: set[Node]) -> set[Node]:
                 if other is not store and _loads_from(other.expr, reads):
                     aligned = False
             if not aligned:
-                out.add(node.srcs[1])
+                out.add(node)
     return out
 
 
@@ -766,8 +824,11 @@ def create_schedule(targets: list[Node]) -> Schedule:
             realize.update(e.nodes)
             _settle_buffers(nodes, realize)  # the other nodes builds will ask for, in one pass
             continue
-        shared = _reductions_in_several_kernels(items) | (_misaligned_in_place(items, in_place) - realize)
-        if shared:
+        misaligned = _misaligned_in_place(items, in_place)
+        not_in_place = {a for a in misaligned if a.srcs[1].realized}
+        in_place -= not_in_place
+        shared = _reductions_in_several_kernels(items) | ({a.srcs[1] for a in misaligned - not_in_place} - realize)
+        if shared or not_in_place:
             realize.update(shared)
             continue
         items += [_item_for(n) for n in sorted((n for n in realize if n.op in ITEM_OPS), key=lambda n: position[id(n)])]
@@ -852,7 +913,7 @@ def _merge_makes_cycle(gi: int, node: Node, groups: list[list[Node]], group_of: 
 
 
 def _named(k: Kernel) -> Kernel:
-    kind = "r" if k.reductions else "E"
+    kind = "s" if any(s.scan is not None for s in k.stores) else "r" if k.reductions else "E"
     dims = "_".join(str(d) for d in (k.stores[0].shape if k.stores else k.outer)) or "scalar"
     name = f"{kind}{len(k.reductions) or ''}_{dims}"
     return Kernel(name, k.args, k.outer, k.axes, k.reductions, k.stores)
@@ -886,7 +947,7 @@ def _dependencies(singles: dict[Node, KernelItem]) -> dict[Node, set[Node]]:
 
 
 def _reductions_in_several_kernels(items: list[Item]) -> set[Node]:
-    """Fused reductions that more than one kernel would compute: they get a buffer instead."""
+    """Fused reductions (and scans) that more than one kernel would compute: they get a buffer instead."""
     seen: dict[Node, int] = {}
     for i, item in enumerate(items):
         if not isinstance(item, KernelItem):

@@ -12,7 +12,7 @@ import numpy as np
 from . import dtypes, graph, scalars
 from .device import Buffer
 from .graph import Node
-from .ops import REDUCE, Op
+from .ops import ALU, REDUCE, Op
 from .plugins import registry
 from .runtime import realize_nodes
 from .view import View, prod
@@ -106,7 +106,7 @@ def _shape_arg(shape: Any) -> tuple[int, ...]:
 
 
 def _index_view(shape: tuple[int, ...], index: Any) -> View:
-    """The View that basic indexing (ints, slices with positive steps, None, Ellipsis) selects."""
+    """The View that basic indexing (ints, slices with any nonzero step, None, Ellipsis) selects."""
     if not isinstance(index, tuple):
         index = (index,)
     for item in index:
@@ -136,8 +136,8 @@ def _index_view(shape: tuple[int, ...], index: Any) -> View:
             continue
         size, stride = view.shape[dim], view.strides[dim]
         if isinstance(item, slice):
-            if item.step is not None and operator.index(item.step) <= 0:
-                raise ValueError(f"slice step must be positive, got {item.step} (negative steps are not supported)")
+            if item.step is not None and operator.index(item.step) == 0:
+                raise ValueError("slice step cannot be zero")
             start, stop, step = item.indices(size)
             n = len(range(start, stop, step))
             if n:
@@ -243,6 +243,15 @@ def tracing() -> bool:
     return _tracer is not None and _tracer.tracing()
 
 
+class _BufferArray:
+    """A numpy array interface over a buffer's memory that holds the buffer: np.asarray of it
+    is an array whose base keeps the buffer from being freed (and its memory reused)."""
+
+    def __init__(self, array: np.ndarray, buffer: Any):
+        self.__array_interface__ = array.__array_interface__
+        self.array, self.buffer = array, buffer
+
+
 class Tensor:
     """A lazy n-dimensional array on one device.
 
@@ -253,7 +262,18 @@ class Tensor:
 
     __slots__ = ("_node", "__weakref__")
     __array_priority__ = 1000
-    __array_ufunc__ = None  # numpy defers to our reflected operators (np_array + tensor -> Tensor)
+
+    def __array_ufunc__(self, ufunc: Any, method: str, *inputs: Any, **kwargs: Any) -> Any:
+        """numpy ufuncs on tensors (`np.exp(t)`, `np_array + t`) are ug's functions: lazy tensors
+        (see array_api.numpy_interop)."""
+        from .array_api.numpy_interop import array_ufunc
+        return array_ufunc(ufunc, method, inputs, kwargs)
+
+    def __array_function__(self, func: Any, types: Any, args: Any, kwargs: Any) -> Any:
+        """numpy functions on tensors (`np.sum(t)`, `np.concatenate`) are ug's where it has them
+        (see array_api.numpy_interop)."""
+        from .array_api.numpy_interop import array_function
+        return array_function(func, types, args, kwargs)
 
     def __init__(self, node: Node):
         self._node = node
@@ -341,11 +361,79 @@ class Tensor:
             raise ValueError(f"the truth value of a tensor with shape {self.shape} is ambiguous")
         return bool(self.item())
 
+    def _python_scalar(self, kind: str) -> Scalar:
+        """The one element, for int()/float()/complex()/operator.index(): numpy's TypeError
+        for a tensor of another size (bool() keeps its ValueError, as numpy's does)."""
+        if self.size != 1:
+            raise TypeError(f"only tensors with one element can be converted to Python {kind}s, "
+                            f"this one has shape {self.shape}")
+        return self.item()
+
     def __float__(self) -> float:
-        return float(self.item())
+        return float(self._python_scalar("float"))
 
     def __int__(self) -> int:
-        return int(self.item())
+        return int(self._python_scalar("int"))
+
+    def __complex__(self) -> complex:
+        return complex(self._python_scalar("complex"))
+
+    def __index__(self) -> int:
+        """Only integer tensors are indices (the Array API standard; numpy agrees)."""
+        if self.dtype.kind not in "iu":
+            raise TypeError(f"only integer tensors can be used as an index, this one is {self.dtype.name}")
+        return int(self._python_scalar("int"))
+
+    # --- Array API standard members ---
+    def __array_namespace__(self, api_version: str | None = None) -> Any:
+        """The Array API namespace of ug tensors: the ug_core module itself (as numpy 2 does)."""
+        from .array_api import info
+        return info.namespace(api_version)
+
+    def to_device(self, device: str, /, *, stream: Any = None) -> "Tensor":
+        """The Array API spelling of `.to(device)`; ug has no streams, so `stream` must be None."""
+        if stream is not None:
+            raise ValueError(f"to_device: ug devices have no streams, got stream={stream!r}")
+        return self.to(device)
+
+    @property
+    def mT(self) -> "Tensor":
+        """The matrix transpose of a stack of matrices (the last two axes swapped)."""
+        if self.ndim < 2:
+            raise ValueError(f"mT needs at least 2 dimensions, got shape {self.shape}")
+        return self.permute((*range(self.ndim - 2), self.ndim - 1, self.ndim - 2))
+
+    def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
+                   dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
+        """A DLPack capsule of the value, realized, in host memory: the tensor's own buffer on a
+        host-memory device (cpu, c, ref; the capsule keeps it alive and later writes to the tensor
+        show through), else a copy (copy=False then raises BufferError)."""
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"ug tensors export to the CPU (DLPack device (1, 0)) only, not {dl_device}")
+        lent = None if copy else self._host_memory()
+        if lent is None:
+            if copy is False:
+                raise BufferError(f"device {self.device!r} does not keep its buffers in host memory: "
+                                  f"DLPack export copies (copy=False cannot be honoured)")
+            lent = self.numpy()
+        return lent.__dlpack__(max_version=max_version)
+
+    def _host_memory(self) -> np.ndarray | None:
+        """The value as a numpy array sharing the buffer's memory (which it keeps alive), on a
+        device whose memory is the host's; else None."""
+        if _tracer is not None:  # raises for a value a jitted function's trace does not have
+            _tracer.before_read(self)
+        self.realize()
+        buf = self._node.buffer
+        assert buf is not None
+        raw = buf.device.host_view(buf.handle, buf.nbytes) if buf.size else None
+        if raw is None:
+            return None
+        return np.asarray(_BufferArray(raw.view(buf.dtype).reshape(self.shape), buf))
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        """(kDLCPU, 0): where __dlpack__'s data lives, whatever device holds the tensor."""
+        return (1, 0)
 
     def to(self, device: str) -> "Tensor":
         device = _resolve_device(device)
@@ -377,6 +465,10 @@ class Tensor:
         raise TypeError(f"unsupported operand type {type(other).__name__} for a tensor op")
 
     def _binary(self, op: Op, other: Any, reverse: bool = False, ufunc: Callable[..., Any] | None = None) -> "Tensor":
+        side = dtypes.beyond_range(other, self.dtype) if op in _COMPARISONS else 0
+        if side:   # (numpy 2: uint8 < 300 is True, uint8 == -1 False: one answer for every element)
+            answer = op is Op.CMPNE if op in (Op.CMPEQ, Op.CMPNE) else (side > 0) != reverse
+            return full(self.shape, answer, dtypes.BOOL, self.device)
         a, b, common = self._other(other)
         if ufunc is not None:  # numpy decides the compute dtype (e.g. int / int -> float64)
             common = dtypes.ufunc_result(ufunc, common, common)
@@ -412,6 +504,67 @@ class Tensor:
     def __ne__(self, o: Any) -> "Tensor": return self._binary(Op.CMPNE, o)  # type: ignore[override]
     def __matmul__(self, o: Any) -> "Tensor": return matmul(self, o)
     def __rmatmul__(self, o: Any) -> "Tensor": return matmul(o, self)
+
+    def __floordiv__(self, o: Any) -> "Tensor": return self._binary(Op.FLOORDIV, o, ufunc=np.floor_divide)
+    def __rfloordiv__(self, o: Any) -> "Tensor": return self._binary(Op.FLOORDIV, o, True, ufunc=np.floor_divide)
+    def __mod__(self, o: Any) -> "Tensor": return self._binary(Op.MOD, o, ufunc=np.remainder)
+    def __rmod__(self, o: Any) -> "Tensor": return self._binary(Op.MOD, o, True, ufunc=np.remainder)
+
+    def _bitwise(self, op: Op, other: Any, reverse: bool = False) -> "Tensor":
+        """`&`, `|`, `^` (bitwise of ints, logical of bools), `<<` and `>>` (of ints only), in the
+        operands' common dtype; other dtypes (floats) are a TypeError naming them."""
+        if not (dtypes.is_scalar(other) or isinstance(other, Tensor)):
+            other = _as_tensor(other, self)
+        other_dtype = dtypes.scalar_dtype(other, self.dtype) if dtypes.is_scalar(other) else other.dtype
+        allowed = "iu" if op in (Op.SHL, Op.SHR) else "iub"
+        if dtypes.promote(self.dtype, other_dtype).kind not in allowed:
+            names = [self.dtype.name, other.dtype.name if isinstance(other, Tensor) else type(other).__name__]
+            first, second = names[::-1] if reverse else names
+            kinds = "integer" if allowed == "iu" else "integer or bool"
+            raise TypeError(f"operator {ALU[op].symbol} is defined on {kinds} operands, got {first} and {second}")
+        return self._binary(op, other, reverse)
+
+    def __and__(self, o: Any) -> "Tensor": return self._bitwise(Op.AND, o)
+    def __rand__(self, o: Any) -> "Tensor": return self._bitwise(Op.AND, o, True)
+    def __or__(self, o: Any) -> "Tensor": return self._bitwise(Op.OR, o)
+    def __ror__(self, o: Any) -> "Tensor": return self._bitwise(Op.OR, o, True)
+    def __xor__(self, o: Any) -> "Tensor": return self._bitwise(Op.XOR, o)
+    def __rxor__(self, o: Any) -> "Tensor": return self._bitwise(Op.XOR, o, True)
+    def __lshift__(self, o: Any) -> "Tensor": return self._bitwise(Op.SHL, o)
+    def __rlshift__(self, o: Any) -> "Tensor": return self._bitwise(Op.SHL, o, True)
+    def __rshift__(self, o: Any) -> "Tensor": return self._bitwise(Op.SHR, o)
+    def __rrshift__(self, o: Any) -> "Tensor": return self._bitwise(Op.SHR, o, True)
+
+    # in place: `x op= y` gives x the value of `x op y` (assign: tensors made from x before keep
+    # their values), which must keep x's shape and a dtype x can hold (numpy's same_kind rule:
+    # float32 += float64 is float32, int += float raises)
+    def _in_place(self, result: "Tensor", symbol: str) -> "Tensor":
+        if result.shape != self.shape:
+            raise ValueError(f"{symbol}=: the result's shape {result.shape} is not the tensor's {self.shape}")
+        if result.dtype != self.dtype and not np.can_cast(result.dtype, self.dtype, "same_kind"):
+            raise TypeError(f"{symbol}=: the result's dtype {result.dtype.name} cannot be held by the tensor's "
+                            f"{self.dtype.name} (numpy's same_kind casting)")
+        return self.assign(result)
+
+    def __iadd__(self, o: Any) -> "Tensor": return self._in_place(self + o, "+")
+    def __isub__(self, o: Any) -> "Tensor": return self._in_place(self - o, "-")
+    def __imul__(self, o: Any) -> "Tensor": return self._in_place(self * o, "*")
+    def __itruediv__(self, o: Any) -> "Tensor": return self._in_place(self / o, "/")
+    def __ifloordiv__(self, o: Any) -> "Tensor": return self._in_place(self // o, "//")
+    def __imod__(self, o: Any) -> "Tensor": return self._in_place(self % o, "%")
+    def __ipow__(self, o: Any) -> "Tensor": return self._in_place(self ** o, "**")
+    def __imatmul__(self, o: Any) -> "Tensor": return self._in_place(self @ o, "@")
+    def __iand__(self, o: Any) -> "Tensor": return self._in_place(self & o, "&")
+    def __ior__(self, o: Any) -> "Tensor": return self._in_place(self | o, "|")
+    def __ixor__(self, o: Any) -> "Tensor": return self._in_place(self ^ o, "^")
+    def __ilshift__(self, o: Any) -> "Tensor": return self._in_place(self << o, "<<")
+    def __irshift__(self, o: Any) -> "Tensor": return self._in_place(self >> o, ">>")
+
+    def __invert__(self) -> "Tensor":
+        """`~`: not of bools, bitwise not of ints (numpy's invert); floats are a TypeError."""
+        if self.dtype.kind not in "iub":
+            raise TypeError(f"operator ~ is defined on integer or bool operands, got {self.dtype.name}")
+        return _make(graph.alu(Op.NOT if self.dtype == dtypes.BOOL else Op.INVERT, (self._node,), self.dtype))
 
     def _unary(self, op: Op, ufunc: Callable[..., Any]) -> "Tensor":
         dt = dtypes.ufunc_result(ufunc, self.dtype)
@@ -485,6 +638,9 @@ class Tensor:
 
     def sum(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
         return self._reduce(Op.SUM, axis, keepdims, np.sum(np.empty(0, self.dtype)).dtype)
+
+    def prod(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+        return self._reduce(Op.PROD, axis, keepdims, np.prod(np.empty(0, self.dtype)).dtype)
 
     def max(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
         return self._reduce(Op.RMAX, axis, keepdims, self.dtype)

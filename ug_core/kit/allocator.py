@@ -33,6 +33,14 @@ class Allocator(abc.ABC):
     def copy_in(self, handle: Any, src: np.ndarray) -> None:
         """Copy the contiguous host array `src` to the start of the allocation."""
 
+    def host_view(self, handle: Any, nbytes: int) -> np.ndarray | None:
+        """Device.host_view: the allocation's memory as a numpy uint8 array, for host memory."""
+        return None
+
+    def wrap_host(self, array: np.ndarray) -> Any | None:
+        """Device.wrap_host: a handle over a C-contiguous host array's memory, or None."""
+        return None
+
     @abc.abstractmethod
     def copy_out(self, handle: Any, dst: np.ndarray) -> None:
         """Copy the start of the allocation into the contiguous host array `dst`."""
@@ -55,6 +63,14 @@ class NumpyAllocator(Allocator):
 
     def copy_out(self, handle: np.ndarray, dst: np.ndarray) -> None:
         dst.reshape(-1).view(np.uint8)[...] = handle[: dst.nbytes]
+
+    def host_view(self, handle: np.ndarray, nbytes: int) -> np.ndarray:
+        return handle[:nbytes]
+
+    def wrap_host(self, array: np.ndarray) -> np.ndarray | None:
+        if not array.flags.aligned:
+            return None  # C code reads whole elements
+        return array.reshape(-1).view(np.uint8)
 
 
 SMALL_CLASS = 1 << 16

@@ -23,23 +23,27 @@ and loops over it: `head` declares `gid_start` and `gid_end`, and GLOBAL_ID open
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
 from ..loop_ir import ACC_COMBINE, INDEX, Inst, LoopProgram, Opc, Special
-from ..ops import ALU, Op, check_exhaustive
-from .renderer import Renderer, RenderError
+from ..ops import BOOL_KIND, FLOAT, INT, UINT, Op, check_exhaustive
+from .renderer import Renderer, RenderError, check_alu_tables
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(bool)
-SUFFIX = {F16: "f16", F32: "f32", F64: "f64", I32: "i32", I64: "i64", BOOL: "b"}
+INTS = tuple(map(np.dtype, ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")))
+SUFFIX = {F16: "f16", F32: "f32", F64: "f64", BOOL: "b", **{dt: f"{dt.kind}{8 * dt.itemsize}" for dt in INTS}}
+# the C types of the integer dtypes (C99's, which CUDA C and C++ share: no <stdint.h> needed)
+INT_CTYPES = dict(zip(INTS, ("signed char", "short", "int", "long long",
+                             "unsigned char", "unsigned short", "unsigned int", "unsigned long long")))
+# the type each int dtype's arithmetic wraps in: unsigned, and not narrower than int (C promotes a
+# narrower one to (signed) int, whose overflow is undefined: 65535 * 65535)
+INT_WRAP = {dt: "unsigned long long" if dt.itemsize == 8 else "unsigned int" for dt in INTS}
 
-_FLOAT_MATH = {Op.EXP: "exp", Op.LOG: "log", Op.SQRT: "sqrt", Op.SIN: "sin", Op.COS: "cos", Op.TANH: "tanh"}
 _CMP = {Op.CMPLT: "<", Op.CMPLE: "<=", Op.CMPEQ: "==", Op.CMPNE: "!="}
-_ARITH = {Op.NEG, Op.RECIP, Op.ABS, Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.POW, Op.MAX, Op.MIN} | set(_FLOAT_MATH)
-check_exhaustive(_ARITH | {Op.WHERE, Op.NOT} | set(_CMP), ALU, "C-style renderer (ALU ops)")
-check_exhaustive({Op.ADD, Op.MAX, Op.MIN}, ACC_COMBINE, "C-style renderer (accumulator combine ops)")
+check_exhaustive({Op.ADD, Op.MUL, Op.MAX, Op.MIN}, ACC_COMBINE, "C-style renderer (accumulator combine ops)")
 _INDEX_OPS = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*"}
 
 # The helpers of ops.py's semantics, for C99, C++ and CUDA alike: one definition per type, by
@@ -52,11 +56,17 @@ UG_FN T ug_floordiv_##S(T a, T b) { if (b == 0) return 0; if (b == -1) return (T
 UG_FN T ug_irecip_##S(T a) { return a == 0 ? (T)((U)1 << (sizeof(T) * 8 - 1)) : (a == 1 || a == -1) ? a : 0; } \
 UG_FN T ug_ipow_##S(T base, T e) { if (e < 0) return base == 1 ? 1 : base == -1 ? ((e & 1) ? -1 : 1) : 0; \
   U r = 1, b = (U)base; while (e) { if (e & 1) r *= b; b *= b; e >>= 1; } return (T)r; }
+#define UG_UINT_HELPERS(S, T, U) \
+UG_FN T ug_ipow_##S(T base, T e) { U r = 1, b = (U)base; while (e) { if (e & 1) r *= b; b *= b; e >>= 1; } return (T)r; }
 #define UG_BITCAST(S, T, D, U) UG_FN U ug_bitcast_##S##_##D(T x) { U r; memcpy(&r, &x, sizeof r); return r; }
 #define UG_FLOAT_HELPERS(S, T) \
 UG_FN T ug_max_##S(T a, T b) { if (a > b) return a; if (b > a) return b; return (a == b && a != 0) ? a : a + b; } \
 UG_FN T ug_min_##S(T a, T b) { if (a < b) return a; if (b < a) return b; return (a == b && a != 0) ? a : -((-a) + (-b)); }
 """
+
+# UG_INT_HELPERS / UG_UINT_HELPERS of every integer dtype, for a dialect's prelude (after C_HELPERS)
+C_INT_HELPERS = "".join(f"UG_{'U' if dt.kind == 'u' else ''}INT_HELPERS({SUFFIX[dt]}, {INT_CTYPES[dt]}, "
+                        f"{INT_WRAP[dt]})\n" for dt in INTS)
 
 # float16 <-> float32/float64 in software, for C dialects without a half type (C99): a value is
 # its 16 bits in an unsigned short. Rounding is to nearest even from the exact double (a float
@@ -82,8 +92,8 @@ UG_FN unsigned short ug_double_to_half(double x) {
 class CStyleRenderer(Renderer):
     complete = False  # a dialect subclass is checked
 
-    ctypes: ClassVar[dict[np.dtype, str]] = {F32: "float", F64: "double", I32: "int", I64: "long long", BOOL: "bool"}
-    unsigned: ClassVar[dict[np.dtype, str]] = {I32: "unsigned int", I64: "unsigned long long"}
+    ctypes: ClassVar[dict[np.dtype, str]] = {F32: "float", F64: "double", BOOL: "bool", **INT_CTYPES}
+    unsigned: ClassVar[dict[np.dtype, str]] = INT_WRAP
     prelude: ClassVar[str] = ""
     restrict: ClassVar[str] = "restrict"
 
@@ -103,9 +113,8 @@ class CStyleRenderer(Renderer):
         raise RenderError(f"{type(self).__name__}: no workgroup barrier")
 
     def math(self, op: Op, dtype: np.dtype) -> str:
-        """The function computing `op` (a _FLOAT_MATH op, or POW / ABS) on float32 or float64."""
-        base = {Op.POW: "pow", Op.ABS: "fabs"}.get(op) or _FLOAT_MATH[op]
-        return base + ("f" if dtype == F32 else "")
+        """The function computing `op` (a _LIBM op: exp, fabs, floor, fmod...) on float32 or float64."""
+        return _LIBM[op] + ("f" if dtype == F32 else "")
 
     def float_literal(self, value: float, dtype: np.dtype) -> str:
         f = "f" if dtype == F32 else ""
@@ -161,6 +170,8 @@ class CStyleRenderer(Renderer):
         if dtype.kind == "f":
             return self.float_literal(float(dtype.type(value)), dtype)
         value = int(value)
+        if dtype.kind == "u":
+            return f"{value}{'ULL' if dtype.itemsize == 8 else 'u'}"
         if dtype == I64:
             return "(-9223372036854775807LL - 1LL)" if value == -2**63 else f"{value}LL"
         return "(-2147483647 - 1)" if value == -2**31 else str(value)
@@ -206,6 +217,10 @@ class CStyleRenderer(Renderer):
     def op_load(self, inst: Inst) -> None:
         param, index = inst.srcs
         self.define(inst, f"{self.v(param)}[{self.v(index)}]")
+
+    def op_gated_load(self, inst: Inst) -> None:
+        param, index, gate = inst.srcs  # (?: evaluates the load only where the gate holds)
+        self.define(inst, f"({self.v(gate)} ? {self.v(param)}[{self.v(index)}] : {self.literal(0, inst.dtype)})")
 
     def op_store(self, inst: Inst) -> None:
         param, index, value = inst.srcs
@@ -278,60 +293,8 @@ class CStyleRenderer(Renderer):
             x = [self.to_float(s) for s in a] if operand == F16 else a
             return f"({x[0]} {_CMP[op]} {x[1]})"
         if dtype == F16:
-            return self.from_float(self._alu_float(op, [self.to_float(s) for s in a], F32), F32)
-        if dtype.kind == "f":
-            return self._alu_float(op, a, dtype)
-        if op in _FLOAT_MATH:  # on ints / bool the tensor layer casts first; compute in double
-            return f"(({self.ctype(dtype)}){self._alu_float(op, [f'(double){a[0]}'], F64)})"
-        if dtype == BOOL:
-            return self._alu_bool(op, a)
-        return self._alu_int(op, a, dtype)
-
-    def _alu_float(self, op: Op, a: list[str], dtype: np.dtype) -> str:
-        if op in _FLOAT_MATH or op in (Op.ABS, Op.POW):
-            return f"{self.math(op, dtype)}({', '.join(a)})"
-        one = "1.0f" if dtype == F32 else "1.0"
-        return {
-            Op.NEG: lambda: f"(-{a[0]})",
-            Op.RECIP: lambda: f"({one} / {a[0]})",
-            Op.ADD: lambda: f"({a[0]} + {a[1]})",
-            Op.SUB: lambda: f"({a[0]} - {a[1]})",
-            Op.MUL: lambda: f"({a[0]} * {a[1]})",
-            Op.DIV: lambda: f"({a[0]} / {a[1]})",
-            Op.MAX: lambda: f"{self.helper('max', dtype)}({a[0]}, {a[1]})",
-            Op.MIN: lambda: f"{self.helper('min', dtype)}({a[0]}, {a[1]})",
-        }[op]()
-
-    def _alu_int(self, op: Op, a: list[str], dtype: np.dtype) -> str:
-        t, u = self.ctype(dtype), self.unsigned[dtype]
-        wrap = lambda sym: f"(({t})(({u}){a[0]} {sym} ({u}){a[1]}))"  # noqa: E731
-        return {
-            Op.NEG: lambda: f"(({t})(0u - ({u}){a[0]}))",
-            Op.RECIP: lambda: f"{self.helper('irecip', dtype)}({a[0]})",
-            Op.ABS: lambda: f"(({t})({a[0]} < 0 ? 0u - ({u}){a[0]} : ({u}){a[0]}))",
-            Op.ADD: lambda: wrap("+"),
-            Op.SUB: lambda: wrap("-"),
-            Op.MUL: lambda: wrap("*"),
-            Op.DIV: lambda: f"{self.helper('floordiv', dtype)}({a[0]}, {a[1]})",
-            Op.POW: lambda: f"{self.helper('ipow', dtype)}({a[0]}, {a[1]})",
-            Op.MAX: lambda: f"({a[0]} > {a[1]} ? {a[0]} : {a[1]})",
-            Op.MIN: lambda: f"({a[0]} < {a[1]} ? {a[0]} : {a[1]})",
-        }[op]()
-
-    @staticmethod
-    def _alu_bool(op: Op, a: list[str]) -> str:
-        return {
-            Op.NEG: lambda: a[0],             # numpy refuses; the tensor layer never builds it
-            Op.RECIP: lambda: a[0],           # 1 / True
-            Op.ABS: lambda: a[0],
-            Op.ADD: lambda: f"({a[0]} || {a[1]})",
-            Op.SUB: lambda: f"({a[0]} != {a[1]})",
-            Op.MUL: lambda: f"({a[0]} && {a[1]})",
-            Op.DIV: lambda: f"({a[0]} && {a[1]})",
-            Op.POW: lambda: f"({a[0]} || !{a[1]})",
-            Op.MAX: lambda: f"({a[0]} || {a[1]})",
-            Op.MIN: lambda: f"({a[0]} && {a[1]})",
-        }[op]()
+            return self.from_float(_FLOAT[op](self, [self.to_float(s) for s in a], F32), F32)
+        return _BY_KIND[dtype.kind][op](self, a, dtype)
 
     def cast(self, expr: str, src: np.dtype, dst: np.dtype) -> str:
         if src == dst:
@@ -345,3 +308,81 @@ class CStyleRenderer(Renderer):
         if dst == BOOL:
             return f"({expr} != 0)"
         return f"(({self.ctype(dst)}){expr})"
+
+
+# --- the ALU ops per operand kind, besides WHERE, NOT and the comparisons (`alu`) -------------
+
+Spell = Callable[[CStyleRenderer, list[str], np.dtype], str]   # (renderer, operands, dtype) -> C expression
+
+
+def _fmt(template: str) -> Spell:
+    """An expression from a template: {0}, {1} are the operands, {t} the C type, {u} its unsigned
+    twin (ints), {bits} its width and {top} the index of its top bit."""
+    return lambda r, a, dt: template.format(*a, t=r.ctype(dt), u=r.unsigned.get(dt, ""), bits=8 * dt.itemsize,
+                                            top=8 * dt.itemsize - 1)
+
+
+def _call(name: str) -> Spell:
+    """`name` a helper of C_HELPERS (ug_<name>_<type suffix>), called on the operands."""
+    return lambda r, a, dt: f"{r.helper(name, dt)}({', '.join(a)})"
+
+
+def _libm(op: Op) -> Spell:
+    return lambda r, a, dt: f"{r.math(op, dt)}({', '.join(a)})"
+
+
+_LIBM = {Op.EXP: "exp", Op.LOG: "log", Op.SQRT: "sqrt", Op.SIN: "sin", Op.COS: "cos", Op.TANH: "tanh",
+         Op.ABS: "fabs", Op.POW: "pow", Op.FLOOR: "floor", Op.CEIL: "ceil", Op.TRUNC: "trunc", Op.RINT: "rint",
+         Op.FMOD: "fmod"}
+_FLOAT: dict[Op, Spell] = {
+    **{op: _libm(op) for op in _LIBM},
+    Op.NEG: _fmt("(-{0})"),
+    Op.RECIP: lambda r, a, dt: f"({'1.0f' if dt == F32 else '1.0'} / {a[0]})",
+    Op.ADD: _fmt("({0} + {1})"),
+    Op.SUB: _fmt("({0} - {1})"),
+    Op.MUL: _fmt("({0} * {1})"),
+    Op.DIV: _fmt("({0} / {1})"),
+    Op.MAX: _call("max"),
+    Op.MIN: _call("min"),
+}
+_INT: dict[Op, Spell] = {
+    # add/sub/mul/neg/abs wrap: computed in the unsigned type (signed overflow is C's UB)
+    Op.NEG: _fmt("(({t})(0u - ({u}){0}))"),
+    Op.RECIP: _call("irecip"),
+    Op.ABS: _fmt("(({t})({0} < 0 ? 0u - ({u}){0} : ({u}){0}))"),
+    Op.ADD: _fmt("(({t})(({u}){0} + ({u}){1}))"),
+    Op.SUB: _fmt("(({t})(({u}){0} - ({u}){1}))"),
+    Op.MUL: _fmt("(({t})(({u}){0} * ({u}){1}))"),
+    Op.DIV: _call("floordiv"),
+    Op.POW: _call("ipow"),
+    Op.MAX: _fmt("({0} > {1} ? {0} : {1})"),
+    Op.MIN: _fmt("({0} < {1} ? {0} : {1})"),
+    Op.INVERT: _fmt("(~{0})"),
+    Op.AND: _fmt("({0} & {1})"),
+    Op.OR: _fmt("({0} | {1})"),
+    Op.XOR: _fmt("({0} ^ {1})"),
+    # a count outside [0, bits) (negative: huge as unsigned) gives 0 for <<, the sign for >>
+    # (a shift by bits - 1); C leaves such shifts undefined, so they are never made
+    Op.SHL: _fmt("(({u}){1} < {bits}u ? ({t})(({u}){0} << {1}) : 0)"),
+    Op.SHR: _fmt("({0} >> (({u}){1} < {bits}u ? {1} : {top}))"),
+}
+_UINT: dict[Op, Spell] = {
+    **{op: spell for op, spell in _INT.items() if op is not Op.RECIP},   # (uint RECIP is never built)
+    Op.ABS: _fmt("{0}"),
+    Op.DIV: _fmt("({1} == 0 ? ({t})0 : ({t})({0} / {1}))"),
+    Op.INVERT: _fmt("(({t})~{0})"),
+    Op.SHR: _fmt("(({u}){1} < {bits}u ? ({t})({0} >> {1}) : ({t})0)"),   # logical
+}
+_BOOL: dict[Op, Spell] = {
+    Op.ABS: _fmt("{0}"),
+    Op.ADD: _fmt("({0} || {1})"),
+    Op.MUL: _fmt("({0} && {1})"),
+    Op.MAX: _fmt("({0} || {1})"),
+    Op.MIN: _fmt("({0} && {1})"),
+    Op.AND: _fmt("({0} && {1})"),
+    Op.OR: _fmt("({0} || {1})"),
+    Op.XOR: _fmt("({0} != {1})"),
+}
+_BY_KIND = {FLOAT: _FLOAT, INT: _INT, UINT: _UINT, BOOL_KIND: _BOOL}
+_EVERY_KIND = {Op.WHERE, Op.NOT, *_CMP}
+check_alu_tables({kind: set(table) | _EVERY_KIND for kind, table in _BY_KIND.items()}, "C-style renderer")

@@ -110,6 +110,12 @@ class KitDevice(Device):
     def memory_usage(self) -> int:
         return self.memory.memory_usage()
 
+    def host_view(self, handle: Any, nbytes: int) -> np.ndarray | None:
+        return self.raw.host_view(handle, nbytes)
+
+    def wrap_host(self, array: np.ndarray) -> Any | None:
+        return self.raw.wrap_host(array)
+
     def pool_bytes(self) -> int:
         return self.memory.pool_bytes()
 

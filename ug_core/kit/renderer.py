@@ -12,12 +12,14 @@ ug_core.loop_ir), keeping the text it gives each value in `names`.
 
 from __future__ import annotations
 
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 from ..device import RenderError
+from ..legalize import rendered
 from ..loop_ir import Inst, LoopProgram, Opc
+from ..ops import OPERAND_KINDS, Op, check_exhaustive
 
-__all__ = ["Renderer", "RenderError", "handler_name"]
+__all__ = ["Renderer", "RenderError", "check_alu_tables", "handler_name"]
 
 
 def handler_name(opc: Opc) -> str:
@@ -58,3 +60,14 @@ class Renderer:
         dispatch = self.dispatch
         for inst in program.instructions:
             dispatch[inst.opc](self, inst)
+
+
+def check_alu_tables(handled: Mapping[str, Iterable[Op]], who: str) -> None:
+    """Raise at import time unless a renderer's ALU ops, per operand kind (each of
+    ug_core.ops.OPERAND_KINDS: float, int, uint, bool), cover every op it must spell on that
+    kind (ug_core.legalize.rendered)."""
+    missing = set(OPERAND_KINDS) - set(handled)
+    if missing:
+        raise NotImplementedError(f"{who} has no ALU ops for operand kinds {sorted(missing)}")
+    for kind, ops in handled.items():
+        check_exhaustive(ops, rendered(kind), f"{who} ({kind} operands)")

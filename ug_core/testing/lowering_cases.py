@@ -16,7 +16,7 @@ import numpy as np
 
 from ug_core.device import Buffer
 from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Reduction, Store
-from ug_core.ops import ALU, Op
+from ug_core.ops import ALU, Op, defined
 from ug_core.plugins import registry
 from ug_core.view import View, chain_push
 
@@ -84,7 +84,8 @@ def chained(rng) -> Case:
     return Case(k, {0: a}, {1: a.T.reshape(3, 8).T.reshape(2, 12)})
 
 
-REDUCE_ORACLE: dict[Op, Callable[..., np.ndarray]] = {Op.SUM: np.sum, Op.RMAX: np.max, Op.RMIN: np.min}
+REDUCE_ORACLE: dict[Op, Callable[..., np.ndarray]] = {Op.SUM: np.sum, Op.RMAX: np.max, Op.RMIN: np.min,
+                                                      Op.PROD: np.prod}
 
 
 def row_reduce(rng, r, n, op=Op.SUM, dtype=F32) -> Case:
@@ -335,11 +336,14 @@ def alu_case(rng, op: Op) -> Case:
     elif op is Op.WHERE:
         dtypes_in, out_dtype = [BOOL, F32, F32], F32
     else:
-        dtypes_in, out_dtype = [F32] * arity, (BOOL if ALU[op].returns_bool else F32)
+        operand = F32 if defined(op, F32) else I32   # bitwise ops and shifts: ints
+        dtypes_in, out_dtype = [operand] * arity, (BOOL if ALU[op].returns_bool else operand)
     inputs = {}
     for i, dt in enumerate(dtypes_in):
         if dt == BOOL:
             inputs[i] = rng.random(n) < 0.5
+        elif dt == I32:
+            inputs[i] = rng.integers(-40, 1000, n).astype(I32)   # shift counts outside [0, 32) too
         elif op in (Op.LOG, Op.SQRT, Op.POW) and i == 0:
             inputs[i] = rng.random(n).astype(F32) + 0.1
         else:

@@ -115,6 +115,52 @@ def w8b(xp: Any, a: Any, b: Any) -> Any:
     return y
 
 
+# Array API workloads (issue 13): ug's namespace is `ug`, numpy's `np`; torch spells a few
+# differently (padding, clamp, dim=)
+
+
+def _ns(xp: Any) -> Any:
+    return ug if xp == "ug" else xp
+
+
+STENCIL = ((1, 2, 1), (2, 4, 2), (1, 2, 1))   # a 3x3 blur, weights / 16
+
+
+def w9(xp: Any, x: Any) -> Any:
+    """pad by 1 (zeros), then a 3x3 stencil: the padded image is never stored (one kernel)."""
+    if xp == "ug" or xp is np:
+        p = _ns(xp).pad(x, 1)
+    else:
+        p = xp.nn.functional.pad(x, (1, 1, 1, 1))
+    h, w = x.shape
+    out = None
+    for i, row in enumerate(STENCIL):
+        for j, weight in enumerate(row):
+            term = p[i:i + h, j:j + w] * (weight / 16)
+            out = term if out is None else out + term
+    return out
+
+
+def w10(xp: Any, *xs: Any) -> Any:
+    """concat along the rows' axis, then a row softmax over the joined rows."""
+    joined = xp.cat(xs, dim=-1) if xp not in ("ug", np) else _ns(xp).concat(xs, axis=-1)
+    return _softmax(xp, joined)
+
+
+def w11(xp: Any, x: Any) -> Any:
+    return ug.cumulative_sum(x) if xp == "ug" else xp.cumsum(x, 0) if xp is not np else np.cumsum(x)
+
+
+def w12(xp: Any, x: Any) -> Any:
+    return ug.var(x, axis=0) if xp == "ug" else np.var(x, axis=0) if xp is np else xp.var(x, dim=0, correction=0)
+
+
+def w13(xp: Any, x: Any) -> Any:
+    """int8-range quantization, as floats: clip(round(x * s), -128, 127)."""
+    q = _ns(xp).round(x * 20.0)
+    return ug.clip(q, -128, 127) if xp == "ug" else np.clip(q, -128, 127) if xp is np else xp.clamp(q, -128, 127)
+
+
 def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return rng.standard_normal(shape, dtype=np.float32)
 
@@ -161,6 +207,15 @@ WORKLOADS = [
              w7, flops=lambda i: 4.0 * i[0].shape[0] * i[0].shape[1] * i[1].shape[1] * i[0].shape[2], rtol=1e-3, atol=1e-4),
     Workload("W8a", lambda i: f"tiny add ({i[0].size} el.)", lambda r, s: [_rand(r, 64), _rand(r, 64)], w8a, tiny=True),
     Workload("W8b", lambda i: "chain of 10 tiny ops", lambda r, s: [_rand(r, 64), _rand(r, 64)], w8b, tiny=True),
+    Workload("W9", lambda i: f"pad + 3x3 stencil {_dims(i[0])}", lambda r, s: [_rand(r, 4096 // s, 4096)], w9, _bytes),
+    Workload("W10", lambda i: f"concat {len(i)} x {_dims(i[0])} + row softmax",
+             lambda r, s: [_rand(r, 2048 // s, 512) for _ in range(8)], w10, _bytes),
+    Workload("W11", lambda i: f"cumulative_sum of {_count(i[0].size)}", lambda r, s: [_rand(r, 16 * 2**20 // s)], w11,
+             _bytes, rtol=1e-3, atol=1.0),
+    Workload("W12", lambda i: f"var(axis=0) {_dims(i[0])}", lambda r, s: [_rand(r, 4096 // s, 4096)], w12,
+             lambda i: _bytes(i, i[0].shape[1]), atol=1e-4),
+    Workload("W13", lambda i: f"clip(round(x*s)) quantize {_count(i[0].size)}", lambda r, s: [_rand(r, 16 * 2**20 // s)],
+             w13, _bytes, atol=0.2),
 ]
 
 

@@ -11,6 +11,7 @@ import pytest
 
 import ug_core as ug
 from ug_core.device import CompileError
+from ug_core.dtypes import SUPPORTED
 from ug_core.kit import KitDevice
 
 pytest.importorskip("ug_c")
@@ -48,9 +49,10 @@ def test_float16_is_computed_in_float32_by_the_core_legalization():
     assert "ug_half_to_float(" in source and "ug_double_to_half(" in source
 
 
-def test_a_dtype_it_lacks_is_a_clear_error():
-    with pytest.raises(TypeError, match="uint8"):
-        ug.tensor(np.ones(4, np.uint8), device="c")
+def test_it_holds_every_ug_dtype_and_others_are_a_clear_error():
+    assert ug.registry.get("c").dtypes == frozenset(SUPPORTED)
+    with pytest.raises(TypeError, match="complex64"):
+        ug.tensor(np.ones(4, np.complex64), device="c")
 
 
 def test_compile_errors_carry_the_source(monkeypatch):

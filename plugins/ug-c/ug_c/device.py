@@ -20,14 +20,15 @@ import numpy as np
 
 from ug_core import diskcache
 from ug_core.device import CompileError
+from ug_core.dtypes import SUPPORTED
 from ug_core.kit import (C_HELPERS, C_SOFT_HALF, NATIVE_MATH, Compiler, CStyleRenderer, DeviceInfo, KitDevice,
                          NumpyAllocator, Runtime)
+from ug_core.kit.cstyle import C_INT_HELPERS
 from ug_core.loop_ir import LoopProgram
 from ug_core.lower import LowerOptions
 
-PRELUDE = "#include <math.h>\n#include <stdbool.h>\n#include <string.h>\n#define UG_FN static inline\n" + C_HELPERS + C_SOFT_HALF + """
-UG_INT_HELPERS(i32, int, unsigned int)
-UG_INT_HELPERS(i64, long long, unsigned long long)
+PRELUDE = ("#include <math.h>\n#include <stdbool.h>\n#include <string.h>\n#define UG_FN static inline\n" + C_HELPERS
+           + C_SOFT_HALF + C_INT_HELPERS) + """
 UG_FLOAT_HELPERS(f32, float)
 UG_FLOAT_HELPERS(f64, double)
 UG_BITCAST(f32, float, i32, int) UG_BITCAST(i32, int, f32, float)
@@ -113,7 +114,6 @@ class CRuntime(Runtime):
 
 def make_device(version: str) -> KitDevice:
     compiler = CCompiler()
-    dtypes = frozenset(map(np.dtype, ["float16", "float32", "float64", "int32", "int64", "bool"]))
-    info = DeviceInfo("c", dtypes, LowerOptions(target="cpu", sum_block=SUM_BLOCK), f"{version}+{compiler.version}",
+    info = DeviceInfo("c", frozenset(SUPPORTED), LowerOptions(target="cpu", sum_block=SUM_BLOCK), f"{version}+{compiler.version}",
                       compiler.version, capabilities=frozenset({NATIVE_MATH}))  # libm's exp, log, ...
     return KitDevice(info, CRenderer, compiler, NumpyAllocator(), CRuntime())

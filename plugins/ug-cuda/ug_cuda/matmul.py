@@ -17,6 +17,7 @@ import numpy as np
 
 from ug_core.device import Buffer, MatmulSpec
 from ug_core.env import env_flag
+from ug_core.kit.cstyle import INT_CTYPES, INT_WRAP
 from ug_core.view import prod
 
 from .render import CTYPE, PRELUDE
@@ -29,8 +30,8 @@ _ACC = {
     np.dtype(np.float16): ("float", "ug_h2f({})", "ug_f2h({})"),
     np.dtype(np.float32): ("float", "{}", "{}"),
     np.dtype(np.float64): ("double", "{}", "{}"),
-    np.dtype(np.int32): ("unsigned int", "(unsigned int){}", "(int){}"),
-    np.dtype(np.int64): ("unsigned long long", "(unsigned long long){}", "(long long){}"),
+    # ints wrap: summed in their unsigned twin (at least unsigned int, as C promotes narrower ones)
+    **{dt: (u, f"({u}){{}}", f"({INT_CTYPES[dt]}){{}}") for dt, u in INT_WRAP.items()},
     np.dtype(bool): ("unsigned int", "(unsigned int){}", "({} != 0u)"),   # or of ands
 }
 

@@ -35,6 +35,17 @@ class Block(int):
         block.capacity = capacity
         return block
 
+    @classmethod
+    def lend(cls, array: np.ndarray) -> "Block":
+        """A block over a C-contiguous host array's memory (kept alive by the block)."""
+        ptr = array.ctypes.data
+        block = super().__new__(cls, ptr)
+        block.raw = array
+        block.array = array.reshape(-1).view(np.uint8)
+        block.ptr = ptr
+        block.capacity = array.nbytes
+        return block
+
     def __repr__(self) -> str:
         return f"<Block {self.capacity} bytes at {self.ptr:#x}>"
 
@@ -55,6 +66,14 @@ class HostAllocator(Allocator):
 
     def copy_out(self, handle: Block, dst: np.ndarray) -> None:
         dst.reshape(-1).view(np.uint8)[...] = handle.array[: dst.nbytes]
+
+    def host_view(self, handle: Block, nbytes: int) -> np.ndarray:
+        return handle.array[:nbytes]
+
+    def wrap_host(self, array: np.ndarray) -> Block | None:
+        if not array.flags.aligned:
+            return None  # kernels load whole elements (at element alignment; views start anywhere)
+        return Block.lend(array)
 
 
 def array_of(buffer: Buffer) -> np.ndarray:

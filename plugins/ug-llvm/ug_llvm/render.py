@@ -26,19 +26,17 @@ import numpy as np
 
 from ug_core.kit import Renderer, RenderError
 from ug_core.loop_ir import Inst, LoopProgram, Opc, Special, index_bound
-from ug_core.ops import ALU, Op
+from ug_core.ops import ALU, FLOAT, Op
 
 from . import mathlib
-from .render_alu import alu, const_text, ipow_definition, kind
+from .render_alu import alu, const_text, ipow_definition
 from .render_cast import SIZE, convert
-from .render_ir import IRBuilder
+from .render_ir import MEM, REG, IRBuilder
 
 __all__ = ["LLVMRenderer", "LLVMTarget", "RenderError", "render"]
 
-REG = {np.dtype(np.float16): "half", np.dtype(np.float32): "float", np.dtype(np.float64): "double",
-       np.dtype(np.int32): "i32", np.dtype(np.int64): "i64", np.dtype(bool): "i1"}
-MEM = {**REG, np.dtype(bool): "i8"}
 ACC_FAST = "reassoc contract nsz"      # reduction accumulators: lets the vectorizer reorder the sum
+_ACC_FLOAT = {Op.ADD: "fadd", Op.MUL: "fmul"}
 
 
 @dataclass(frozen=True)
@@ -64,7 +62,7 @@ class LLVMRenderer(Renderer, IRBuilder):
         self.loop_metadata: list[str] = []        # !llvm.loop nodes of the block loops (see op_endrange)
         self.allocas: list[str] = []
         self.math: set[str] = set()               # mathlib functions called
-        self.ipow_types: set[str] = set()         # int types whose ug_ipow is called
+        self.ipow_types: set[tuple[str, bool]] = set()   # (int type, unsigned) whose ug_ipow / ug_upow is called
         self.call_attrs: dict[str, str] = {}      # mathlib function -> its call-site attributes
 
     def walk(self, program: LoopProgram) -> None:
@@ -137,7 +135,7 @@ class LLVMRenderer(Renderer, IRBuilder):
                "attributes #1 = { noinline }\n"]
         if self.loop_metadata:
             out += ['!999 = !{!"llvm.loop.unroll.disable"}', *self.loop_metadata, ""]
-        out += [ipow_definition(ty) for ty in sorted(self.ipow_types)]
+        out += [ipow_definition(ty, unsigned) for ty, unsigned in sorted(self.ipow_types)]
         if self.math:
             out += [mathlib.definitions(self.math), mathlib.ATTRIBUTES]
         out += [f"attributes #{mathlib.call_attribute_group(fn)} = {{ {attrs} }}"
@@ -199,13 +197,28 @@ class LLVMRenderer(Renderer, IRBuilder):
     # -- memory: buffers, and workgroup memory (on cpu, local_size 1: a private array per
     #    global id, e.g. the per-lane accumulators of the outer-blocked lowering)
     def op_load(self, inst: Inst) -> str:
-        base, index = inst.srcs
+        base, index = inst.srcs[:2]
         mem = MEM[inst.dtype]
         ptr = self.value(f"getelementptr inbounds {mem}, ptr {self.v(base)}, i64 {self.v(index)}")
         value = self.value(f"load {mem}, ptr {ptr}, align {SIZE[mem]}")
         if mem != REG[inst.dtype]:  # bool byte -> i1
             value = self.value(f"icmp ne i8 {value}, 0")
         return value
+
+    def op_gated_load(self, inst: Inst) -> str:
+        """A branch around the load and a phi of it and 0: nothing is read (the address is not
+        even formed) where the gate is false. The loop vectorizer if-converts it into a masked
+        load."""
+        k = inst.id
+        before = self.block
+        self.emit(f"br i1 {self.v(inst.srcs[2])}, label %gl{k}.t, label %gl{k}.e")
+        self.label(f"gl{k}.t")
+        value = self.op_load(inst)
+        loaded_in = self.block
+        self.emit(f"br label %gl{k}.e")
+        self.label(f"gl{k}.e")
+        ty = REG[inst.dtype]
+        return self.value(f"phi {ty} [ {value}, %{loaded_in} ], [ {const_text(0, ty)}, %{before} ]")
 
     def op_store(self, inst: Inst) -> None:
         base, index, value = inst.srcs
@@ -236,9 +249,9 @@ class LLVMRenderer(Renderer, IRBuilder):
         ty = REG[inst.srcs[0].dtype]
         args = [self.v(s) for s in inst.srcs]
         if ty == "half":  # numpy computes float16 ops in float32 and rounds the result
-            out = alu(self, op, "float", [self.value(f"fpext half {a} to float") for a in args])
+            out = alu(self, op, FLOAT, "float", [self.value(f"fpext half {a} to float") for a in args])
             return out if ALU[op].returns_bool else self.value(f"fptrunc float {out} to half")
-        return alu(self, op, ty, args)
+        return alu(self, op, inst.srcs[0].dtype.kind, ty, args)
 
     def op_idiv(self, inst: Inst) -> str:  # non-negative dividend, positive divisor
         return self._index_divide(inst, "udiv")
@@ -259,7 +272,7 @@ class LLVMRenderer(Renderer, IRBuilder):
         return self.value(f"{op} i64 {a}, {b}")
 
     def op_cast(self, inst: Inst) -> str:
-        return convert(self, self.v(inst.srcs[0]), REG[inst.srcs[0].dtype], REG[inst.dtype])
+        return convert(self, self.v(inst.srcs[0]), inst.srcs[0].dtype, inst.dtype)
 
     def op_bitcast(self, inst: Inst) -> str:
         return self.value(f"bitcast {REG[inst.srcs[0].dtype]} {self.v(inst.srcs[0])} to {REG[inst.dtype]}")
@@ -273,6 +286,8 @@ class LLVMRenderer(Renderer, IRBuilder):
         return slot
 
     def op_acc_update(self, inst: Inst) -> None:
+        """acc = acc `op` value; float sums and products may be reassociated (ACC_FAST), so
+        the loop vectorizes, which a reduction's order allows (see ug_core.ops)."""
         acc, value = inst.srcs
         ty = _acc_ty(acc.dtype)
         slot = self.v(acc)
@@ -281,14 +296,10 @@ class LLVMRenderer(Renderer, IRBuilder):
             x = self.value(f"fpext half {x} to float")
         cur = self.value(f"load {ty}, ptr {slot}, align {SIZE[ty]}")
         op = inst.arg
-        if kind(ty) == "f":
-            new = (self.value(f"fadd {ACC_FAST} {ty} {cur}, {x}") if op is Op.ADD
-                   else self.intrinsic("maximum" if op is Op.MAX else "minimum", ty, cur, x))
-        elif kind(ty) == "i":
-            new = (self.value(f"add {ty} {cur}, {x}") if op is Op.ADD
-                   else self.intrinsic("smax" if op is Op.MAX else "smin", ty, cur, x))
+        if acc.dtype.kind == "f" and op in _ACC_FLOAT:  # reassociable: the loop vectorizes
+            new = self.value(f"{_ACC_FLOAT[op]} {ACC_FAST} {ty} {cur}, {x}")
         else:
-            new = self.value(f"{'and' if op is Op.MIN else 'or'} i1 {cur}, {x}")
+            new = alu(self, op, acc.dtype.kind, ty, [cur, x])
         self.emit(f"store {ty} {new}, ptr {slot}, align {SIZE[ty]}")
 
     def op_acc_read(self, inst: Inst) -> str:

@@ -1,9 +1,12 @@
 """The ALU ops of loop IR as LLVM IR, per operand kind (float, int, bool).
 
 Semantics are ug_core.ops's (numpy's): integers wrap; int DIV is floor division with x // 0 == 0
-and INT_MIN // -1 == INT_MIN; int RECIP and POW follow ops.py; float MAX / MIN propagate NaN
-(llvm.maximum / minimum); bool + is or, bool * is and. Combinations numpy never produces (exp of
-an int, bool division) raise RenderError, which the device turns into a CompileError.
+and INT_MIN // -1 == INT_MIN; int RECIP and POW follow ops.py; unsigned ints (the same LLVM types:
+signedness is in the instructions) divide, compare, shift right and extend as unsigned; float MAX / MIN propagate NaN
+(llvm.maximum / minimum); bool + is or, bool * is and; shifts by counts outside [0, bits) follow
+numpy (a select, or a clamped count). The core's legalization has refused the combinations
+ug_core.ops does not define (exp of an int, bool division) and expanded floor_divide, remainder,
+signbit and nextafter.
 
 exp, log, tanh, float32 sin / cos and float32 pow call the vectorizable functions of
 ug_llvm.mathlib; the rest of float math is LLVM's intrinsics (libm where scalar).
@@ -14,7 +17,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from ug_core.kit import RenderError
-from ug_core.ops import ALU, Op, check_exhaustive
+from ug_core.kit.renderer import check_alu_tables
+from ug_core.ops import BOOL_KIND, FLOAT, INT, UINT, Op
 
 from . import mathlib
 from .render_ir import FSUF, fconst
@@ -22,16 +26,10 @@ from .render_ir import FSUF, fconst
 if TYPE_CHECKING:
     from .render import LLVMRenderer
 
-INT_BITS = {"i32": 32, "i64": 64}
-FAST = "contract"                      # ordinary float arithmetic
+INT_BITS = {"i1": 1, "i8": 8, "i16": 16, "i32": 32, "i64": 64}
 
 Args = list[str]
 OpText = Callable[["LLVMRenderer", str, Args], str]   # (renderer, operand type, operands) -> result
-
-
-def kind(ty: str) -> str:
-    """'f', 'i' or 'b' (i1) for an LLVM scalar type."""
-    return "f" if ty in FSUF else ("b" if ty == "i1" else "i")
 
 
 def const_text(value: object, ty: str) -> str:
@@ -42,11 +40,11 @@ def const_text(value: object, ty: str) -> str:
     return str(int(value))  # type: ignore[call-overload]
 
 
-def alu(r: "LLVMRenderer", op: Op, ty: str, args: Args) -> str:
-    """`op` on operands of LLVM type `ty` (not WHERE, which the renderer selects itself)."""
-    table = _FLOAT_OPS if kind(ty) == "f" else _INT_OPS if kind(ty) == "i" else _BOOL_OPS
+def alu(r: "LLVMRenderer", op: Op, operand_kind: str, ty: str, args: Args) -> str:
+    """`op` on operands of LLVM type `ty` and dtype kind `operand_kind` (ug_core.ops.FLOAT, INT,
+    UINT, BOOL_KIND); not WHERE, which the renderer selects itself."""
     try:
-        spell = table[op]
+        spell = _BY_KIND[operand_kind][op]
     except KeyError:
         raise RenderError(f"{op.name.lower()} on {ty} (numpy never produces it)") from None
     return spell(r, ty, args)
@@ -55,7 +53,7 @@ def alu(r: "LLVMRenderer", op: Op, ty: str, args: Args) -> str:
 # --- float ----------------------------------------------------------------------------------
 
 def _fbin(opname: str) -> OpText:
-    return lambda r, ty, a: r.value(f"{opname} {FAST} {ty} {a[0]}, {a[1]}")
+    return lambda r, ty, a: r.value(f"{opname} {ty} {a[0]}, {a[1]}")  # (no fast-math flags: no fma contraction, see ops.py)
 
 
 def _compares(instruction: str, lt: str, le: str, eq: str, ne: str) -> dict[Op, OpText]:
@@ -90,7 +88,7 @@ def _fpow(r: "LLVMRenderer", ty: str, a: Args) -> str:
 
 _FLOAT_OPS: dict[Op, OpText] = {
     Op.NEG: lambda r, ty, a: r.value(f"fneg {ty} {a[0]}"),
-    Op.RECIP: lambda r, ty, a: r.value(f"fdiv {FAST} {ty} {const_text(1.0, ty)}, {a[0]}"),
+    Op.RECIP: lambda r, ty, a: r.value(f"fdiv {ty} {const_text(1.0, ty)}, {a[0]}"),
     Op.EXP: _fmath("exp"),
     Op.LOG: _fmath("log"),
     Op.SQRT: lambda r, ty, a: r.intrinsic("sqrt", ty, a[0]),
@@ -106,6 +104,11 @@ _FLOAT_OPS: dict[Op, OpText] = {
     Op.POW: _fpow,
     Op.MAX: lambda r, ty, a: r.intrinsic("maximum", ty, a[0], a[1]),
     Op.MIN: lambda r, ty, a: r.intrinsic("minimum", ty, a[0], a[1]),
+    Op.FLOOR: lambda r, ty, a: r.intrinsic("floor", ty, a[0]),
+    Op.CEIL: lambda r, ty, a: r.intrinsic("ceil", ty, a[0]),
+    Op.TRUNC: lambda r, ty, a: r.intrinsic("trunc", ty, a[0]),
+    Op.RINT: lambda r, ty, a: r.intrinsic("rint", ty, a[0]),   # the default rounding: ties to even
+    Op.FMOD: lambda r, ty, a: r.value(f"frem {ty} {a[0]}, {a[1]}"),   # C's fmod (exact)
     **_compares("fcmp", "olt", "ole", "oeq", "une"),   # ordered: false for NaN, but != is true
 }
 
@@ -145,9 +148,23 @@ def _int_div(r: "LLVMRenderer", ty: str, a: Args) -> str:
     return r.value(f"select i1 {zero}, {ty} 0, {ty} {q}")
 
 
-def _int_pow(r: "LLVMRenderer", ty: str, a: Args) -> str:
-    r.ipow_types.add(ty)
-    return r.call(ty, f"ug_ipow_{ty}", (ty, a[0]), (ty, a[1]))
+def _shift_left(r: "LLVMRenderer", ty: str, a: Args) -> str:
+    """ops.ALU[SHL]: 0 for a count outside [0, bits) (unsigned: a negative one is huge), where
+    LLVM's shl is poison (which select leaves unpicked)."""
+    in_range = r.value(f"icmp ult {ty} {a[1]}, {INT_BITS[ty]}")
+    return r.value(f"select i1 {in_range}, {ty} {r.value(f'shl {ty} {a[0]}, {a[1]}')}, {ty} 0")
+
+
+def _shift_right(r: "LLVMRenderer", ty: str, a: Args) -> str:
+    """ops.ALU[SHR]: arithmetic; a count outside [0, bits) shifts by bits - 1 (the sign)."""
+    return r.value(f"ashr {ty} {a[0]}, {r.intrinsic('umin', ty, a[1], str(INT_BITS[ty] - 1))}")
+
+
+def _pow(unsigned: bool) -> OpText:
+    def emit(r: "LLVMRenderer", ty: str, a: Args) -> str:
+        r.ipow_types.add((ty, unsigned))
+        return r.call(ty, ipow_name(ty, unsigned), (ty, a[0]), (ty, a[1]))
+    return emit
 
 
 _INT_OPS: dict[Op, OpText] = {
@@ -159,19 +176,30 @@ _INT_OPS: dict[Op, OpText] = {
     Op.SUB: _ibin("sub"),
     Op.MUL: _ibin("mul"),
     Op.DIV: _int_div,
-    Op.POW: _int_pow,
+    Op.POW: _pow(unsigned=False),
     Op.MAX: lambda r, ty, a: r.intrinsic("smax", ty, a[0], a[1]),
     Op.MIN: lambda r, ty, a: r.intrinsic("smin", ty, a[0], a[1]),
+    Op.INVERT: lambda r, ty, a: r.value(f"xor {ty} {a[0]}, -1"),
+    Op.AND: _ibin("and"),
+    Op.OR: _ibin("or"),
+    Op.XOR: _ibin("xor"),
+    Op.SHL: _shift_left,
+    Op.SHR: _shift_right,
     **_compares("icmp", "slt", "sle", "eq", "ne"),
 }
 
 
-def ipow_definition(ty: str) -> str:
+def ipow_name(ty: str, unsigned: bool) -> str:
+    return f"ug_{'u' if unsigned else 'i'}pow_{ty}"
+
+
+def ipow_definition(ty: str, unsigned: bool) -> str:
     """`ug_ipow_<ty>`: integer power by squaring (numpy semantics, wrapping); a negative exponent
-    gives 1 / b**-e truncated, 0 for b == 0 (ops.power; numpy raises instead)."""
-    return f"""define internal {ty} @ug_ipow_{ty}({ty} %b, {ty} %e) #0 {{
+    gives 1 / b**-e truncated, 0 for b == 0 (ops.power; numpy raises instead). `ug_upow_<ty>`:
+    the same of unsigned ints (no exponent is negative: `icmp ult e, 0` is false)."""
+    return f"""define internal {ty} @{ipow_name(ty, unsigned)}({ty} %b, {ty} %e) #0 {{
 entry:
-  %neg = icmp slt {ty} %e, 0
+  %neg = icmp {'ult' if unsigned else 'slt'} {ty} %e, 0
   br i1 %neg, label %negative, label %loop
 loop:
   %r = phi {ty} [ 1, %entry ], [ %r2, %body ]
@@ -202,23 +230,48 @@ negative:
 """
 
 
+# --- uint: the int ops but where the sign matters ---------------------------------------------
+
+def _uint_div(r: "LLVMRenderer", ty: str, a: Args) -> str:
+    """ops.divide on unsigned ints: x // 0 == 0 (udiv by 0 is undefined: the divisor is made safe)."""
+    zero = r.value(f"icmp eq {ty} {a[1]}, 0")
+    q = r.value(f"udiv {ty} {a[0]}, {r.value(f'select i1 {zero}, {ty} 1, {ty} {a[1]}')}")
+    return r.value(f"select i1 {zero}, {ty} 0, {ty} {q}")
+
+
+def _logical_shift_right(r: "LLVMRenderer", ty: str, a: Args) -> str:
+    """ops.ALU[SHR] of unsigned ints: logical; 0 for a count of bits or more (poison in LLVM)."""
+    in_range = r.value(f"icmp ult {ty} {a[1]}, {INT_BITS[ty]}")
+    return r.value(f"select i1 {in_range}, {ty} {r.value(f'lshr {ty} {a[0]}, {a[1]}')}, {ty} 0")
+
+
+_UINT_OPS: dict[Op, OpText] = {
+    **{op: spell for op, spell in _INT_OPS.items() if op is not Op.RECIP},   # (uint RECIP is never built)
+    Op.ABS: lambda r, ty, a: a[0],
+    Op.DIV: _uint_div,
+    Op.POW: _pow(unsigned=True),
+    Op.MAX: lambda r, ty, a: r.intrinsic("umax", ty, a[0], a[1]),
+    Op.MIN: lambda r, ty, a: r.intrinsic("umin", ty, a[0], a[1]),
+    Op.SHR: _logical_shift_right,
+    **_compares("icmp", "ult", "ule", "eq", "ne"),
+}
+
+
 # --- bool (i1) ------------------------------------------------------------------------------
 
 _BOOL_OPS: dict[Op, OpText] = {
-    Op.NEG: lambda r, ty, a: a[0],
-    Op.RECIP: lambda r, ty, a: a[0],
     Op.ABS: lambda r, ty, a: a[0],
     Op.NOT: lambda r, ty, a: r.value(f"xor i1 {a[0]}, true"),
     Op.ADD: _ibin("or"),
-    Op.SUB: _ibin("xor"),
     Op.MUL: _ibin("and"),
     Op.MAX: _ibin("or"),
     Op.MIN: _ibin("and"),
+    Op.AND: _ibin("and"),
+    Op.OR: _ibin("or"),
+    Op.XOR: _ibin("xor"),
     **_compares("icmp", "ult", "ule", "eq", "ne"),    # false < true
 }
 
-# what each kind leaves out, numpy never produces (WHERE is selected by the renderer itself)
-_TRANSCENDENTAL = {Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH}
-check_exhaustive(set(_FLOAT_OPS) | {Op.WHERE}, ALU, "llvm renderer (float ALU ops)")
-check_exhaustive(set(_INT_OPS) | {Op.WHERE} | _TRANSCENDENTAL, ALU, "llvm renderer (int ALU ops)")
-check_exhaustive(set(_BOOL_OPS) | {Op.WHERE, Op.DIV, Op.POW} | _TRANSCENDENTAL, ALU, "llvm renderer (bool ALU ops)")
+_BY_KIND = {FLOAT: _FLOAT_OPS, INT: _INT_OPS, UINT: _UINT_OPS, BOOL_KIND: _BOOL_OPS}
+# each kind's tables, and WHERE, which the renderer selects itself
+check_alu_tables({kind: set(table) | {Op.WHERE} for kind, table in _BY_KIND.items()}, "llvm renderer")

@@ -2,56 +2,65 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
-from ug_core.kit import RenderError
+import numpy as np
 
-from .render_alu import INT_BITS, const_text, kind
+from .render_alu import INT_BITS, const_text
+from .render_ir import REG
 
 if TYPE_CHECKING:
     from .render import LLVMRenderer
 
-SIZE = {"half": 2, "float": 4, "double": 8, "i32": 4, "i64": 8, "i1": 1, "i8": 1}
+SIZE = {"half": 2, "float": 4, "double": 8, "i64": 8, "i32": 4, "i16": 2, "i8": 1, "i1": 1}
+_EXTEND = {"i": "sext", "u": "zext", "b": "zext"}          # an int of this kind, widened
+_TO_FLOAT = {"i": "sitofp", "u": "uitofp", "b": "uitofp"}  # an int of this kind, as a float
 
 
-def convert(r: "LLVMRenderer", x: str, src: str, dst: str) -> str:
-    """The value `x` of type `src` as `dst`."""
+def convert(r: "LLVMRenderer", x: str, src_dtype: np.dtype, dst_dtype: np.dtype) -> str:
+    """The value `x` of dtype `src_dtype` as `dst_dtype` (ints of one width and either sign are
+    one LLVM type: between them nothing changes)."""
+    src, dst = REG[src_dtype], REG[dst_dtype]
+    source, target = src_dtype.kind, dst_dtype.kind
     if src == dst:
         return x
     if src == "double" and dst == "half":
         return _double_to_half(r, x)
-    kinds = kind(src), kind(dst)
-    if kinds == ("f", "i"):
-        return _float_to_int(r, x, src, dst)
-    if kinds not in _CONVERSIONS:
-        raise RenderError(f"no cast from {src} to {dst}")
-    return r.value(_CONVERSIONS[kinds](x, src, dst))
+    if source == "f":
+        if target == "f":
+            return r.value(f"{'fpext' if SIZE[dst] > SIZE[src] else 'fptrunc'} {src} {x} to {dst}")
+        if target == "b":
+            return r.value(f"fcmp une {src} {x}, {const_text(0.0, src)}")
+        return _float_to_int(r, x, src, dst_dtype)
+    if target == "f":
+        return r.value(f"{_TO_FLOAT[source]} {src} {x} to {dst}")
+    if target == "b":
+        return r.value(f"icmp ne {src} {x}, 0")
+    return r.value(f"{_EXTEND[source] if INT_BITS[dst] > INT_BITS[src] else 'trunc'} {src} {x} to {dst}")
 
 
-# (source kind, destination kind) -> the instruction, for (value, source type, destination type)
-_CONVERSIONS: dict[tuple[str, str], Callable[[str, str, str], str]] = {
-    ("f", "f"): lambda x, s, d: f"{'fpext' if SIZE[d] > SIZE[s] else 'fptrunc'} {s} {x} to {d}",
-    ("f", "b"): lambda x, s, d: f"fcmp une {s} {x}, {const_text(0.0, s)}",
-    ("i", "f"): lambda x, s, d: f"sitofp {s} {x} to {d}",
-    ("b", "f"): lambda x, s, d: f"uitofp i1 {x} to {d}",
-    ("i", "i"): lambda x, s, d: f"{'sext' if INT_BITS[d] > INT_BITS[s] else 'trunc'} {s} {x} to {d}",
-    ("b", "i"): lambda x, s, d: f"zext i1 {x} to {d}",
-    ("i", "b"): lambda x, s, d: f"icmp ne {s} {x}, 0",
-}
-
-
-def _float_to_int(r: "LLVMRenderer", x: str, src: str, dst: str) -> str:
-    """numpy on x86: NaN and out-of-range values give INT_MIN (cvttss2si); never poison."""
+def _float_to_int(r: "LLVMRenderer", x: str, src: str, dst_dtype: np.dtype) -> str:
+    """numpy on x86: a float becomes an int32 (int64 for 64-bit and uint32 results; uint64 above
+    2**63 unsigned) whose low bits are kept; NaN and values out of that range give its INT_MIN
+    (cvttss2si). Never poison, which fptosi / fptoui of such values are."""
     if src == "half":
         x, src = r.value(f"fpext half {x} to float"), "float"
-    bits = INT_BITS[dst]
-    lo, hi = const_text(-(2.0 ** (bits - 1)), src), const_text(2.0 ** (bits - 1), src)
-    ok = r.value(f"fcmp oge {src} {x}, {lo}")
-    ok2 = r.value(f"fcmp olt {src} {x}, {hi}")
-    inr = r.value(f"and i1 {ok}, {ok2}")
-    safe = r.value(f"select i1 {inr}, {src} {x}, {src} {const_text(0.0, src)}")
-    conv = r.value(f"fptosi {src} {safe} to {dst}")
-    return r.value(f"select i1 {inr}, {dst} {conv}, {dst} {-(1 << (bits - 1))}")
+    dst, bits = REG[dst_dtype], 8 * dst_dtype.itemsize
+    wide = "i64" if bits == 64 or (dst_dtype.kind == "u" and bits == 32) else "i32"
+    out = _in_range(r, x, src, "fptosi", -(2.0 ** (INT_BITS[wide] - 1)), 2.0 ** (INT_BITS[wide] - 1), wide,
+                    -(1 << (INT_BITS[wide] - 1)))
+    if dst_dtype.kind == "u" and bits == 64:   # [2**63, 2**64): unsigned
+        out = _in_range(r, x, src, "fptoui", 2.0 ** 63, 2.0 ** 64, wide, out)
+    return out if wide == dst else r.value(f"trunc {wide} {out} to {dst}")
+
+
+def _in_range(r: "LLVMRenderer", x: str, src: str, instruction: str, lo: float, hi: float, ty: str,
+              otherwise: int | str) -> str:
+    """`instruction` (fptosi / fptoui) of x to `ty` where lo <= x < hi, else `otherwise`."""
+    inside = r.value(f"and i1 {r.value(f'fcmp oge {src} {x}, {const_text(lo, src)}')}, "
+                     f"{r.value(f'fcmp olt {src} {x}, {const_text(hi, src)}')}")
+    safe = r.value(f"select i1 {inside}, {src} {x}, {src} {const_text(lo, src)}")
+    return r.value(f"select i1 {inside}, {ty} {r.value(f'{instruction} {src} {safe} to {ty}')}, {ty} {otherwise}")
 
 
 def _double_to_half(r: "LLVMRenderer", x: str) -> str:

@@ -12,6 +12,12 @@ import struct
 import numpy as np
 
 FSUF = {"half": "f16", "float": "f32", "double": "f64"}   # the intrinsic suffix of a float type
+# the LLVM type of a dtype's values (ints of either signedness share it: the instructions say
+# which) and of its elements in memory (a bool is an i1 in registers, a byte in memory)
+REG = {np.dtype(np.float16): "half", np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+       **{np.dtype(f"{sign}int{bits}"): f"i{bits}" for sign in ("", "u") for bits in (8, 16, 32, 64)},
+       np.dtype(bool): "i1"}
+MEM = {**REG, np.dtype(bool): "i8"}
 
 
 def fconst(value: float, ty: str) -> str:

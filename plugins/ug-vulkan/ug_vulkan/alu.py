@@ -1,7 +1,8 @@
 """ALU ops and casts in SPIR-V with ug_core.ops semantics, where the hardware's differ.
 
 IEEE 754-2019 max/min (NaN-propagating, -0 < +0), floor division and numpy's reciprocal for
-ints, bools as logic. exp, log, tanh, sin, cos and pow arrive already expanded by the core's
+ints, unsigned division, comparisons, logical right shifts and zero extension for uints, bools
+as logic. exp, log, tanh, sin, cos and pow arrive already expanded by the core's
 math library (ug_core.mathlib, at legalization); what is left is the target's own: sqrt,
 GLSL's sin / cos of float32 on a device without float64 (whose reduction needs it), and
 GLSL's Pow of a positive finite float32 base there (mathlib has done the edge cases).
@@ -15,9 +16,10 @@ from typing import Callable
 import numpy as np
 
 from ug_core.kit import RenderError
-from ug_core.ops import ALU, Op, check_exhaustive
+from ug_core.kit.renderer import check_alu_tables
+from ug_core.ops import BOOL_KIND, FLOAT, INT, UINT, Op
 
-from .emit import BOOL, F16, F32, I32, SpirvEmitter
+from .emit import BOOL, F16, F32, F64, SpirvEmitter
 from .spirv import GLSL, Op as S
 
 
@@ -25,8 +27,7 @@ def alu(e: SpirvEmitter, op: Op, dt: np.dtype, a: list[int], src_dts: list[np.dt
     src = src_dts[0] if op is not Op.WHERE else src_dts[1]
     if op is Op.WHERE:
         return e.op(S.Select, e.vt(dt), *a)
-    kind = "b" if src == BOOL else ("f" if src.kind == "f" else "i")
-    handler = _ALU_BY_KIND[kind].get(op)
+    handler = _ALU_BY_KIND[src.kind].get(op)
     if handler is None:
         raise RenderError(f"op {op.name} on {src.name} is not supported")
     return handler(e, src, *a)
@@ -45,11 +46,17 @@ def cast(e: SpirvEmitter, x: int, src: np.dtype, dst: np.dtype) -> int:
         return e.op(S.Select, t, x, e.c(1, dst), e.c(0, dst))
     if src.kind == "f" and dst.kind == "f":
         return e.op(S.FConvert, t, x)
-    if src.kind == "f":
-        return e.op(S.ConvertFToS, t, x)
+    if src.kind == "f":   # (out-of-range values give undefined ones, as in numpy)
+        return e.op(S.ConvertFToU if dst.kind == "u" else S.ConvertFToS, t, x)
     if dst.kind == "f":
-        return e.op(S.ConvertSToF, t, x)
-    return e.op(S.SConvert, t, x)
+        return e.op(S.ConvertUToF if src.kind == "u" else S.ConvertSToF, t, x)
+    bits = e.int_bits(dst)
+    if e.int_bits(src) == bits:
+        return e.op(S.Bitcast, t, x)   # int8 <-> uint8...: the same bits
+    if src.kind == "i":
+        return e.op(S.SConvert, t, x)  # sign-extends (or truncates)
+    wide = e.op(S.UConvert, e.m.t_int(bits, False), x)   # zero-extends (OpUConvert's type is unsigned)
+    return wide if dst.kind == "u" else e.op(S.Bitcast, t, wide)
 
 
 def f_max(e: SpirvEmitter, dt: np.dtype, x: int, y: int, less: bool = False) -> int:
@@ -100,19 +107,22 @@ def fpow(e: SpirvEmitter, dt: np.dtype, x: int, y: int) -> int:
 
 
 def ipow(e: SpirvEmitter, dt: np.dtype, x: int, y: int) -> int:
-    """ops.power on ints: by squaring, wrapping; a negative exponent gives 1 / x**-y
+    """ops.power on ints and uints: by squaring, wrapping; a negative exponent gives 1 / x**-y
     truncated (1 for x == 1, +-1 for x == -1, else 0)."""
     t = e.vt(dt)
     b = e.m.t_bool()
-    bits = 32 if (dt == I32 or not e.caps.int64) else 64
+    unsigned = dt.kind == "u"
+    bits = e.int_bits(dt) - (0 if unsigned else 1)   # the exponent's bits (a signed one's top bit is 0 below)
     negative = e.op(S.SLessThan, b, y, e.c(0, dt))
-    result, base, n = e.c(1, dt), x, e.sel(dt, negative, e.c(0, dt), y)
-    for i in range(bits - 1):
+    result, base, n = e.c(1, dt), x, y if unsigned else e.sel(dt, negative, e.c(0, dt), y)
+    for i in range(bits):
         bit = e.op(S.INotEqual, b, e.op(S.BitwiseAnd, t, n, e.c(1, dt)), e.c(0, dt))
         result = e.op(S.Select, t, bit, e.op(S.IMul, t, result, base), result)
-        if i < bits - 2:
+        if i < bits - 1:
             base = e.op(S.IMul, t, base, base)
-            n = e.op(S.ShiftRightArithmetic, t, n, e.c(1, dt))
+            n = e.op(S.ShiftRightLogical, t, n, e.c(1, dt))
+    if unsigned:
+        return result
     odd = e.op(S.INotEqual, b, e.op(S.BitwiseAnd, t, y, e.c(1, dt)), e.c(0, dt))
     minus_one = e.sel(dt, odd, e.c(-1, dt), e.c(1, dt))
     one_over = e.sel(dt, e.op(S.IEqual, b, x, e.c(-1, dt)), minus_one, e.c(0, dt))
@@ -140,11 +150,9 @@ def _trans(which: str) -> Callable[..., int]:
     return lambda e, dt, x: transcendental(e, which, dt, x)
 
 
-def _i_minmax(less: bool) -> Callable[..., int]:
-    def f(e: SpirvEmitter, dt: np.dtype, x: int, y: int) -> int:
-        pick = e.op(S.SLessThan if less else S.SGreaterThan, e.m.t_bool(), x, y)
-        return e.sel(dt, pick, x, y)
-    return f
+def _i_minmax(opcode: int) -> Callable[..., int]:
+    """MAX / MIN: x where `opcode` (a comparison) holds, else y."""
+    return lambda e, dt, x, y: e.sel(dt, e.op(opcode, e.m.t_bool(), x, y), x, y)
 
 
 def _i_abs(e: SpirvEmitter, dt: np.dtype, x: int) -> int:
@@ -177,6 +185,61 @@ def _i_div(e: SpirvEmitter, dt: np.dtype, x: int, y: int) -> int:
     return e.sel(dt, zero, e.c(0, dt), q)
 
 
+def _shift_left(e: SpirvEmitter, dt: np.dtype, x: int, n: int) -> int:
+    """ops.ALU[SHL]: 0 for a count outside [0, bits) (unsigned: a negative one is huge), where
+    OpShiftLeftLogical's result is undefined."""
+    in_range = e.op(S.ULessThan, e.m.t_bool(), n, e.c(8 * dt.itemsize, dt))
+    return e.sel(dt, in_range, e.op(S.ShiftLeftLogical, e.vt(dt), x, n), e.c(0, dt))
+
+
+def _shift_right(e: SpirvEmitter, dt: np.dtype, x: int, n: int) -> int:
+    """ops.ALU[SHR]: arithmetic; a count outside [0, bits) shifts by bits - 1 (the sign)."""
+    top = e.c(8 * dt.itemsize - 1, dt)
+    count = e.sel(dt, e.op(S.ULessThan, e.m.t_bool(), n, top), n, top)
+    return e.op(S.ShiftRightArithmetic, e.vt(dt), x, count)
+
+
+def _u_div(e: SpirvEmitter, dt: np.dtype, x: int, y: int) -> int:
+    """ops.divide on uints: x // 0 == 0 (OpUDiv by 0 is undefined: the divisor is replaced first)."""
+    zero = e.op(S.IEqual, e.m.t_bool(), y, e.c(0, dt))
+    return e.sel(dt, zero, e.c(0, dt), e.op(S.UDiv, e.vt(dt), x, e.sel(dt, zero, e.c(1, dt), y)))
+
+
+def _logical_shift_right(e: SpirvEmitter, dt: np.dtype, x: int, n: int) -> int:
+    """ops.ALU[SHR] of uints: logical; 0 for a count of bits or more (undefined in SPIR-V)."""
+    in_range = e.op(S.ULessThan, e.m.t_bool(), n, e.c(8 * dt.itemsize, dt))
+    return e.sel(dt, in_range, e.op(S.ShiftRightLogical, e.vt(dt), x, n), e.c(0, dt))
+
+
+def _glsl(op: int) -> Callable[..., int]:
+    return lambda e, dt, x: e.ext(op, e.vt(dt), x)
+
+
+def _trunc(e: SpirvEmitter, dt: np.dtype, x: int) -> int:
+    """Trunc; of float64, Ceil or Floor by the sign (lavapipe's float64 Trunc loses -0.0)."""
+    if dt != F64:
+        return e.ext(GLSL.Trunc, e.vt(dt), x)
+    return e.sel(dt, e.fcmp(S.FOrdLessThan, x, e.c(0.0, dt)), e.ext(GLSL.Ceil, e.vt(dt), x), e.ext(GLSL.Floor, e.vt(dt), x))
+
+
+def _round_even(e: SpirvEmitter, dt: np.dtype, x: int) -> int:
+    """RoundEven; of float64 from Floor (lavapipe's float64 RoundEven truncates): one more above
+    a half, or at a half from an odd floor; a zero keeps x's sign (-0.25 -> -0.0)."""
+    if dt != F64:
+        return e.ext(GLSL.RoundEven, e.vt(dt), x)
+    b = e.m.t_bool()
+    floor = e.ext(GLSL.Floor, e.vt(dt), x)
+    above = e.fbin(S.FSub, dt, x, floor)   # exact
+    half_floor = e.fbin(S.FMul, dt, floor, e.c(0.5, dt))
+    odd = e.fcmp(S.FOrdNotEqual, half_floor, e.ext(GLSL.Floor, e.vt(dt), half_floor))
+    half = e.c(0.5, dt)
+    up = e.op(S.LogicalOr, b, e.fcmp(S.FOrdGreaterThan, above, half),
+              e.op(S.LogicalAnd, b, e.fcmp(S.FOrdEqual, above, half), odd))
+    out = e.sel(dt, up, e.fbin(S.FAdd, dt, floor, e.c(1.0, dt)), floor)
+    negative_zero = e.op(S.LogicalAnd, b, e.fcmp(S.FOrdEqual, out, e.c(0.0, dt)), e.fcmp(S.FOrdLessThan, x, e.c(0.0, dt)))
+    return e.sel(dt, negative_zero, e.c(-0.0, dt), out)
+
+
 def _b_lt(e: SpirvEmitter, dt: np.dtype, x: int, y: int) -> int:
     b = e.m.t_bool()
     return e.op(S.LogicalAnd, b, e.op(S.LogicalNot, b, x), y)
@@ -196,12 +259,14 @@ _FLOAT_OPS: dict[Op, Callable[..., int]] = {
     Op.RECIP: lambda e, dt, x: e.fbin(S.FDiv, dt, e.c(1.0, dt), x),
     Op.EXP: _trans("exp"), Op.LOG: _trans("log"), Op.SQRT: _trans("sqrt"),
     Op.SIN: _trans("sin"), Op.COS: _trans("cos"), Op.TANH: _trans("tanh"),
-    Op.ABS: lambda e, dt, x: e.ext(GLSL.FAbs, e.vt(dt), x),
+    Op.ABS: _glsl(GLSL.FAbs),
     Op.NOT: lambda e, dt, x: e.fcmp(S.FOrdEqual, x, e.c(0.0, dt)),
     Op.ADD: _f_bin(S.FAdd), Op.SUB: _f_bin(S.FSub), Op.MUL: _f_bin(S.FMul), Op.DIV: _f_bin(S.FDiv),
     Op.POW: fpow,
     Op.MAX: f_max,
     Op.MIN: lambda e, dt, x, y: f_max(e, dt, x, y, less=True),
+    Op.FLOOR: _glsl(GLSL.Floor), Op.CEIL: _glsl(GLSL.Ceil), Op.TRUNC: _trunc, Op.RINT: _round_even,
+    Op.FMOD: _f_bin(S.FRem),   # x - y trunc(x / y), inexact: only where ug_core.mathlib has none (float64 without int64)
     Op.CMPLT: _f_cmp(S.FOrdLessThan), Op.CMPLE: _f_cmp(S.FOrdLessThanEqual),
     Op.CMPEQ: _f_cmp(S.FOrdEqual), Op.CMPNE: _f_cmp(S.FUnordNotEqual),
 }
@@ -212,7 +277,10 @@ _INT_OPS: dict[Op, Callable[..., int]] = {
     Op.NOT: lambda e, dt, x: e.op(S.IEqual, e.m.t_bool(), x, e.c(0, dt)),
     Op.ADD: _i_bin(S.IAdd), Op.SUB: _i_bin(S.ISub), Op.MUL: _i_bin(S.IMul), Op.DIV: _i_div,
     Op.POW: ipow,
-    Op.MAX: _i_minmax(False), Op.MIN: _i_minmax(True),
+    Op.MAX: _i_minmax(S.SGreaterThan), Op.MIN: _i_minmax(S.SLessThan),
+    Op.INVERT: lambda e, dt, x: e.op(S.Not, e.vt(dt), x),
+    Op.AND: _i_bin(S.BitwiseAnd), Op.OR: _i_bin(S.BitwiseOr), Op.XOR: _i_bin(S.BitwiseXor),
+    Op.SHL: _shift_left, Op.SHR: _shift_right,
     Op.CMPLT: _i_cmp(S.SLessThan), Op.CMPLE: _i_cmp(S.SLessThanEqual),
     Op.CMPEQ: _i_cmp(S.IEqual), Op.CMPNE: _i_cmp(S.INotEqual),
 }
@@ -221,14 +289,17 @@ _BOOL_OPS: dict[Op, Callable[..., int]] = {
     Op.NOT: lambda e, dt, x: e.op(S.LogicalNot, e.m.t_bool(), x),
     Op.ADD: _b_bin(S.LogicalOr), Op.MUL: _b_bin(S.LogicalAnd),
     Op.MAX: _b_bin(S.LogicalOr), Op.MIN: _b_bin(S.LogicalAnd),
+    Op.AND: _b_bin(S.LogicalAnd), Op.OR: _b_bin(S.LogicalOr), Op.XOR: _b_bin(S.LogicalNotEqual),
     Op.CMPLT: _b_lt, Op.CMPLE: _b_le,
     Op.CMPEQ: _b_bin(S.LogicalEqual), Op.CMPNE: _b_bin(S.LogicalNotEqual),
 }
-# ints: transcendental ops are cast to float by the graph (numpy's rule); bools: numpy rejects
-# NEG/SUB/DIV/POW/RECIP/transcendentals on bool (they are promoted or refused before a kernel exists)
-_NOT_FOR_INT = {Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH}
-_NOT_FOR_BOOL = {Op.NEG, Op.RECIP, Op.SUB, Op.DIV, Op.POW} | _NOT_FOR_INT
-check_exhaustive(set(_FLOAT_OPS) | {Op.WHERE}, ALU, "SPIR-V renderer (float ops)")
-check_exhaustive(set(_INT_OPS) | {Op.WHERE} | _NOT_FOR_INT, ALU, "SPIR-V renderer (int ops)")
-check_exhaustive(set(_BOOL_OPS) | {Op.WHERE} | _NOT_FOR_BOOL, ALU, "SPIR-V renderer (bool ops)")
-_ALU_BY_KIND = {"f": _FLOAT_OPS, "i": _INT_OPS, "b": _BOOL_OPS}
+_UINT_OPS: dict[Op, Callable[..., int]] = {
+    **{op: spell for op, spell in _INT_OPS.items() if op is not Op.RECIP},   # (uint RECIP is never built)
+    Op.ABS: lambda e, dt, x: x,
+    Op.DIV: _u_div,
+    Op.MAX: _i_minmax(S.UGreaterThan), Op.MIN: _i_minmax(S.ULessThan),
+    Op.SHR: _logical_shift_right,
+    Op.CMPLT: _i_cmp(S.ULessThan), Op.CMPLE: _i_cmp(S.ULessThanEqual),
+}
+_ALU_BY_KIND = {FLOAT: _FLOAT_OPS, INT: _INT_OPS, UINT: _UINT_OPS, BOOL_KIND: _BOOL_OPS}
+check_alu_tables({kind: set(table) | {Op.WHERE} for kind, table in _ALU_BY_KIND.items()}, "SPIR-V renderer")

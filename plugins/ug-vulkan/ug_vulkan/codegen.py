@@ -180,6 +180,20 @@ class SpirvRenderer(SpirvEmitter, Renderer):
             wide = self.op(S.BitwiseAnd, u32, self.op(S.ShiftRightLogical, u32, word, shift), self.u32(0xFF))
         return self.op(S.INotEqual, self.m.t_bool(), wide, self.u32(0))
 
+    def op_gated_load(self, ins: Inst) -> None:
+        """A Function variable holding 0, overwritten by the load under an if: where the gate is
+        false nothing is read (robust buffer access is not relied upon)."""
+        var = self.fvar(self.vt(ins.dtype))
+        self.op0(S.Store, var, self.c(0, ins.dtype))
+        then, merge = self.m.id(), self.m.id()
+        self.op0(S.SelectionMerge, merge, 0)
+        self.op0(S.BranchConditional, self.val(ins.srcs[2]), then, merge)
+        self.label(then)
+        self.op0(S.Store, var, self._load(*self.params[ins.srcs[0].arg], self.val(ins.srcs[1])))
+        self.op0(S.Branch, merge)
+        self.label(merge)
+        self.define(ins, self.op(S.Load, self.vt(ins.dtype), var))
+
     def op_store(self, ins: Inst) -> None:
         var, dt = self.params[ins.srcs[0].arg]
         index, value = self.val(ins.srcs[1]), self.val(ins.srcs[2])

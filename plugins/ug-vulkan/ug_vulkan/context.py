@@ -6,8 +6,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ug_core.env import ConfigError
 
 from . import settings
@@ -63,14 +61,7 @@ class VulkanContext:
         # scheduler keeps kernels under it; lavapipe's is 32, and past it a launch crashes)
         self.max_kernel_buffers = min(lim.maxPerStageDescriptorStorageBuffers, lim.maxPerStageResources)
         self.caps, enable = self._features(min(props.apiVersion, self.api))
-        names = ["float32", "int32", "bool"]
-        if self.caps.int64:
-            names.append("int64")
-        if self.caps.float64:
-            names.append("float64")
-        if self.caps.float16:
-            names.append("float16")
-        self.dtypes = frozenset(map(np.dtype, names))
+        self.dtypes = self.caps.dtypes
         self._create_device(enable)
         mem = vk.vkGetPhysicalDeviceMemoryProperties(self.physical)
         self.memory_types = [mem.memoryTypes[i].propertyFlags for i in range(mem.memoryTypeCount)]
@@ -125,10 +116,12 @@ class VulkanContext:
             float16=f16 and sb16 and "float16" not in off,
             int8_storage=sb8 and "int8storage" not in off,
             int8=i8 and sb8 and "int8storage" not in off,
+            int16=bool(base.shaderInt16) and sb16 and "int16" not in off,
             preserve_widths=tuple(preserve) if api >= vk.VK_MAKE_VERSION(1, 2, 0) else (),
         )
-        enable = {"int64": caps.int64, "float64": caps.float64, "float16": caps.float16,
-                  "sb16": caps.float16, "sb8": caps.int8_storage, "int8": caps.int8, "v12": api >= vk.VK_MAKE_VERSION(1, 2, 0)}
+        enable = {"int64": caps.int64, "float64": caps.float64, "float16": caps.float16, "int16": caps.int16,
+                  "sb16": caps.float16 or caps.int16, "sb8": caps.int8_storage, "int8": caps.int8,
+                  "v12": api >= vk.VK_MAKE_VERSION(1, 2, 0)}
         return caps, enable
 
     def _create_device(self, enable: dict[str, Any]) -> None:
@@ -136,7 +129,8 @@ class VulkanContext:
         priorities = [1.0]
         queue_info = vk.VkDeviceQueueCreateInfo(queueFamilyIndex=self.queue_family, queueCount=1,
                                                 pQueuePriorities=priorities)
-        features = vk.VkPhysicalDeviceFeatures(shaderInt64=enable["int64"], shaderFloat64=enable["float64"])
+        features = vk.VkPhysicalDeviceFeatures(shaderInt64=enable["int64"], shaderFloat64=enable["float64"],
+                                               shaderInt16=enable["int16"])
         if enable["v12"]:
             f12 = vk.VkPhysicalDeviceVulkan12Features(shaderFloat16=enable["float16"], shaderInt8=enable["int8"],
                                                       storageBuffer8BitAccess=enable["sb8"])

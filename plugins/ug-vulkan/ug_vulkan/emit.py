@@ -6,6 +6,8 @@ tables, instruction words, and the module around the function body.
   the entry block (`fvar`); values every use needs (`opaque_zero`) go in a prologue there too.
 * Index math is int64 when the device has shaderInt64, else int32 (sizes are checked).
 * bool buffers are 1 byte per element with 8-bit storage, else 32-bit words.
+* Unsigned dtypes are unsigned SPIR-V ints (OpUDiv, OpUConvert, OpConvertFToU want them); int8 /
+  uint8 need shaderInt8 and 8-bit storage, int16 / uint16 shaderInt16 and 16-bit storage.
 """
 
 from __future__ import annotations
@@ -34,12 +36,28 @@ class Caps:
     float16: bool = True            # shaderFloat16 + storageBuffer16BitAccess
     int8_storage: bool = True       # storageBuffer8BitAccess: bool buffers as bytes
     int8: bool = True               # shaderInt8 (only declared alongside 8-bit storage)
+    int16: bool = True              # shaderInt16 + storageBuffer16BitAccess
     preserve_widths: tuple[int, ...] = ()  # float widths with SignedZeroInfNanPreserve
 
     @property
     def index_bits(self) -> int:
         return 64 if self.int64 else 32
 
+    @property
+    def dtypes(self) -> frozenset[np.dtype]:
+        """The dtypes a shader can hold: those it lacks a feature for are not claimed (the frontend
+        refuses them, naming them)."""
+        names = ["float32", "int32", "uint32", "bool"]
+        for have, more in ((self.int64, ("int64", "uint64")), (self.float64, ("float64",)),
+                           (self.float16, ("float16",)), (self.int8, ("int8", "uint8")),
+                           (self.int16, ("int16", "uint16"))):
+            if have:
+                names += more
+        return frozenset(map(np.dtype, names))
+
+
+# the Caps field and the capability an int type of this width needs (64: see `vt`)
+_INT_CAPS = {8: ("int8", Cap.Int8), 16: ("int16", Cap.Int16), 64: ("int64", Cap.Int64)}
 
 _EXACT = frozenset({S.FAdd, S.FSub, S.FMul, S.FDiv, S.FNegate})
 
@@ -104,9 +122,11 @@ class SpirvEmitter:
             width = dt.itemsize * 8
             if width == 64 and not self.caps.int64:
                 return m.t_int(32)  # int64 only ever appears as index math then (the dtype is not offered)
-            if width == 64:
-                m.capability(Cap.Int64)
-            return m.t_int(width)
+            if width in _INT_CAPS:
+                ok, cap = _INT_CAPS[width]
+                self._need(getattr(self.caps, ok), dt.name)
+                m.capability(cap)
+            return m.t_int(width, dt.kind == "i")
         raise RenderError(f"dtype {dt} is not supported by the Vulkan backend")
 
     def _need(self, ok: bool, what: str) -> None:
@@ -124,9 +144,12 @@ class SpirvEmitter:
                     m.capability(Cap.Int8)
                 return m.t_int(8, False), 1
             return m.t_int(32, False), 4
-        if dt == F16:
+        if dt.itemsize == 2:
             m.capability(Cap.StorageBuffer16BitAccess)
             m.extension("SPV_KHR_16bit_storage")
+        elif dt.itemsize == 1:
+            m.capability(Cap.StorageBuffer8BitAccess)
+            m.extension("SPV_KHR_8bit_storage")
         return self.vt(dt), dt.itemsize
 
     # --- constants
@@ -137,8 +160,11 @@ class SpirvEmitter:
             return self.m.const(t, bool(value), "b")
         if dt.kind == "f":
             return self.m.const(t, float(value), "f", dt.itemsize * 8)
-        width = 32 if (dt == I64 and not self.caps.int64) else dt.itemsize * 8
-        return self.m.const(t, int(value), "i", width)
+        return self.m.const(t, int(value), "u" if dt.kind == "u" else "i", self.int_bits(dt))
+
+    def int_bits(self, dt: np.dtype) -> int:
+        """The width of an int dtype's values (int64's are 32 bits on a device without int64: index math)."""
+        return 32 if (dt.itemsize == 8 and not self.caps.int64) else dt.itemsize * 8
 
     def u32(self, value: int) -> int:
         return self.m.u32(value)

@@ -50,8 +50,10 @@ class Op:
     MemberDecorate = 72
     CompositeConstruct = 80
     CompositeExtract = 81
+    ConvertFToU = 109
     ConvertFToS = 110
     ConvertSToF = 111
+    ConvertUToF = 112
     UConvert = 113
     SConvert = 114
     FConvert = 115
@@ -157,8 +159,10 @@ class BuiltIn:
 
 
 class GLSL:  # GLSL.std.450 extended instructions
+    Trunc = 3
     FAbs = 4
     Floor = 8
+    Ceil = 9
     Sin = 13
     Cos = 14
     Tanh = 21
@@ -300,6 +304,8 @@ class Module:
         if found is None:
             found = self._consts[key] = self.id()
             words = [bits & 0xFFFFFFFF] if width <= 32 else [bits & 0xFFFFFFFF, bits >> 32]
+            if kind == "i" and width < 32 and bits >> (width - 1):   # a narrow negative one's word is sign-extended
+                words = [bits | (0xFFFFFFFF ^ ((1 << width) - 1))]
             self.globals += inst(Op.Constant, [type_id, found, *words])
         return found
 

@@ -1,0 +1,81 @@
+"""numpy functions called on ug tensors (array_api.numpy_interop): ug's lazy functions where the
+namespace has them, numpy's own on the values where it does not."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import ug_core as ug
+
+DEVICES = [d for d in ("ref", "cpu") if d in ug.devices()]
+
+
+@pytest.fixture(params=DEVICES)
+def dev(request):
+    return request.param
+
+
+X = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
+Y = np.linspace(-2, 2, 12, dtype=np.float32).reshape(3, 4)
+
+# (call, what numpy itself gives on arrays): each call gets ug tensors (or a mix) and must give
+# a lazy ug tensor with numpy's values and dtype
+LAZY = {
+    "exp": lambda x, y: np.exp(x),
+    "ufunc two args": lambda x, y: np.maximum(x, y),
+    "ufunc scalar": lambda x, y: np.multiply(x, 2),
+    "array + tensor": lambda x, y: np.asarray(Y) + x,
+    "array < tensor": lambda x, y: np.asarray(Y) < x,
+    "add.reduce": lambda x, y: np.add.reduce(x),
+    "maximum.reduce keepdims": lambda x, y: np.maximum.reduce(x, axis=1, keepdims=True),
+    "sum axis": lambda x, y: np.sum(x, axis=0),
+    "sum dtype": lambda x, y: np.sum(x, dtype=np.float64),
+    "prod": lambda x, y: np.prod(y, axis=1),
+    "mean": lambda x, y: np.mean(x),
+    "var ddof": lambda x, y: np.var(x, axis=1, ddof=1),
+    "std": lambda x, y: np.std(x),
+    "max": lambda x, y: np.max(x, axis=1),
+    "amin": lambda x, y: np.amin(x),
+    "reshape": lambda x, y: np.reshape(x, (4, 3)),
+    "transpose": lambda x, y: np.transpose(x),
+    "where": lambda x, y: np.where(x > 0, x, y),
+    "clip": lambda x, y: np.clip(x, -1, 2),
+    "stack": lambda x, y: np.stack([x, y]),
+    "expand_dims": lambda x, y: np.expand_dims(x, 1),
+    "matmul": lambda x, y: np.matmul(x, np.transpose(y)),
+    "zeros_like": lambda x, y: np.zeros_like(x),
+    "full_like": lambda x, y: np.full_like(x, 3.0),
+}
+
+
+@pytest.mark.parametrize("name", list(LAZY))
+def test_numpy_calls_on_tensors_run_ug_functions(dev, name):
+    fn = LAZY[name]
+    want = np.asarray(fn(X, Y))
+    got = fn(ug.tensor(X, device=dev), ug.tensor(Y, device=dev))
+    assert isinstance(got, ug.Tensor), type(got)
+    assert got.device == dev
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, atol=1e-6)
+
+
+def test_numpy_calls_fuse_into_one_kernel(dev):
+    x = ug.tensor(X, device=dev)
+    out = np.sum(np.exp(np.maximum(x, 0.0)) * 2.0, axis=1)
+    assert isinstance(out, ug.Tensor)
+    assert len(ug.schedule(out).kernels) == 1
+    np.testing.assert_allclose(out.numpy(), np.sum(np.exp(np.maximum(X, 0.0)) * 2.0, axis=1), rtol=1e-6)
+
+
+def test_what_ug_lacks_runs_in_numpy_on_the_values(dev):
+    x = ug.tensor(X, device=dev)
+    out = np.empty((3, 4), np.float32)
+    got = np.add(x, 1, out=out)            # out=: numpy's own loop, into the given array
+    assert got is out
+    np.testing.assert_array_equal(out, X + 1)
+    norm = np.linalg.norm(x)               # not in the namespace (yet): numpy's result
+    assert isinstance(norm, (np.floating, float))
+    assert np.isclose(norm, np.linalg.norm(X))
+    acc = np.add.accumulate(x, axis=1)     # a ufunc method ug has no counterpart of
+    assert isinstance(acc, np.ndarray)
+    np.testing.assert_allclose(acc, np.add.accumulate(X, axis=1))

@@ -1,0 +1,37 @@
+"""ug as an Array API standard (2024.12) namespace: the functions, grouped as the standard
+groups them, one module per group. `ug_core` re-exports them; `Tensor.__array_namespace__()`
+returns the `ug_core` module (see info.namespace)."""
+
+import math
+
+from . import creation, data_types, elementwise, manipulation, statistical, transcendental, utility
+from .creation import *  # noqa: F403
+from .data_types import *  # noqa: F403
+from .elementwise import *  # noqa: F403
+from .info import API_VERSION, __array_namespace_info__
+from .linalg import matmul, matrix_transpose, tensordot, vecdot
+from .manipulation import *  # noqa: F403
+from .statistical import *  # noqa: F403
+from .transcendental import *  # noqa: F403
+from .utility import *  # noqa: F403
+
+e = math.e
+inf = math.inf
+nan = math.nan
+pi = math.pi
+newaxis = None
+
+__array_api_version__ = API_VERSION
+
+__all__ = [
+    "__array_api_version__", "__array_namespace_info__", "e", "inf", "nan", "newaxis", "pi",
+    "matmul", "matrix_transpose", "tensordot", "vecdot",   # the linalg extension's, in the main namespace too
+]
+# each group module lists its functions (`+=` of module lists: a form type checkers follow)
+__all__ += creation.__all__
+__all__ += data_types.__all__
+__all__ += elementwise.__all__
+__all__ += manipulation.__all__
+__all__ += statistical.__all__
+__all__ += transcendental.__all__
+__all__ += utility.__all__

@@ -1,0 +1,108 @@
+"""Statistical functions of the Array API standard: sum, prod, max, min, mean, var, std, and the
+scans cumulative_sum and cumulative_prod (ops.SCANS, built by ug_core.scans)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from .. import dtypes, graph, scans
+from ..tensor import _check_supported, _normalize_axes, _normalize_axis, graph_scalar as _graph_scalar
+from ..ops import Op
+from ..view import View
+from ..tensor import Tensor
+from ._common import check_tensor
+
+Axis = int | tuple[int, ...] | None
+
+
+def sum(x: Tensor, /, *, axis: Axis = None, dtype: Any = None, keepdims: bool = False) -> Tensor:
+    """The sum, accumulated in `dtype`; by default the standard's: the tensor's dtype for
+    floats, the default integer dtype (int64) for ints and bools."""
+    check_tensor(x, "sum")
+    if dtype is None:
+        return x.sum(axis, keepdims)
+    return x._reduce(Op.SUM, axis, keepdims, _check_supported(dtypes.to_dtype(dtype), x.device))
+
+
+def prod(x: Tensor, /, *, axis: Axis = None, dtype: Any = None, keepdims: bool = False) -> Tensor:
+    """The product, accumulated in `dtype`; by default the standard's (as for sum). Over no
+    elements it is 1."""
+    check_tensor(x, "prod")
+    if dtype is None:
+        return x.prod(axis, keepdims)
+    return x._reduce(Op.PROD, axis, keepdims, _check_supported(dtypes.to_dtype(dtype), x.device))
+
+
+def max(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    return check_tensor(x, "max").max(axis, keepdims)
+
+
+def min(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    return check_tensor(x, "min").min(axis, keepdims)
+
+
+def mean(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:
+    return check_tensor(x, "mean").mean(axis, keepdims)
+
+
+def _count(x: Tensor, axis: Axis) -> int:
+    return math.prod(x.shape[a] for a in _normalize_axes(axis, x.ndim))
+
+
+def var(x: Tensor, /, *, axis: Axis = None, correction: int | float = 0.0, keepdims: bool = False) -> Tensor:
+    """sum((x - mean)^2) / (N - correction), N the number of reduced elements; N <= correction
+    divides by 0 (inf or NaN), as numpy does."""
+    check_tensor(x, "var")
+    if not dtypes.is_scalar(correction) or isinstance(correction, (bool, np.bool_)) or correction < 0:
+        raise ValueError(f"var: correction must be a non-negative number, got {correction!r}")
+    centered = x._float() - x.mean(axis, keepdims=True)
+    squares = (centered * centered).sum(axis, keepdims)
+    divisor = float(_count(x, axis)) - float(correction)
+    return squares / _graph_scalar(divisor if divisor > 0 else 0.0, squares.dtype, x.device)
+
+
+def std(x: Tensor, /, *, axis: Axis = None, correction: int | float = 0.0, keepdims: bool = False) -> Tensor:
+    return var(x, axis=axis, correction=correction, keepdims=keepdims).sqrt()
+
+
+def cumulative_sum(x: Tensor, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Tensor:
+    """The running sums along `axis` (None: the one axis of a 1-d x), accumulated in `dtype`, by
+    default the standard's (as for sum); include_initial puts the empty sum 0 first (the axis
+    grows by one). numpy's cumulative_sum, to rounding (see ops.SCANS)."""
+    return _cumulative(x, Op.SUM, "cumulative_sum", axis, dtype, include_initial)
+
+
+def cumulative_prod(x: Tensor, /, *, axis: int | None = None, dtype: Any = None,
+                    include_initial: bool = False) -> Tensor:
+    """The running products, as cumulative_sum (the empty product is 1)."""
+    return _cumulative(x, Op.PROD, "cumulative_prod", axis, dtype, include_initial)
+
+
+def _cumulative(x: Tensor, op: Op, fn: str, axis: int | None, dtype: Any, include_initial: bool) -> Tensor:
+    check_tensor(x, fn)
+    if x.ndim == 0:  # numpy's: a 0-d x is scanned as one element
+        x = x.reshape(1)
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError(f"{fn}: axis is required for an array of more than one dimension (shape {x.shape})")
+        axis = 0
+    axis = _normalize_axis(axis, x.ndim)
+    if dtype is None:
+        dt = (np.sum if op is Op.SUM else np.prod)(np.empty(0, x.dtype)).dtype
+    else:
+        dt = dtypes.to_dtype(dtype)
+    node = graph.cast(x.node, _check_supported(dt, x.device))
+    if include_initial:  # the identity in front: a masked index reads 0, a product's selects 1
+        widths = tuple((1, 0) if d == axis else (0, 0) for d in range(x.ndim))
+        before = View.contiguous(x.shape).pad(widths)
+        node = graph.view(node, before)
+        if op is Op.PROD:
+            valid = graph.view(graph.const(True, dtypes.BOOL, x.device, x.shape), before)
+            node = graph.alu(Op.WHERE, (valid, node, graph.const(1, dt, x.device, node.shape)), dt)
+    return Tensor(scans.scan(node, op, axis, dt))
+
+
+__all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]
