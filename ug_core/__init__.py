@@ -23,6 +23,7 @@ from .array_api.data_types import *  # noqa: F403
 from .array_api.elementwise import *  # noqa: F403
 from .array_api.linalg import matmul, matrix_transpose, tensordot, vecdot
 from .array_api.manipulation import *  # noqa: F403
+from .array_api.searching import *  # noqa: F403
 from .array_api.statistical import *  # noqa: F403
 from .array_api.transcendental import *  # noqa: F403
 from .array_api.utility import *  # noqa: F403

@@ -648,6 +648,14 @@ class Tensor:
     def min(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
         return self._reduce(Op.RMIN, axis, keepdims, self.dtype)
 
+    def argmax(self, axis: int | None = None, keepdims: bool = False) -> "Tensor":
+        from .array_api.searching import argmax
+        return argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis: int | None = None, keepdims: bool = False) -> "Tensor":
+        from .array_api.searching import argmin
+        return argmin(self, axis=axis, keepdims=keepdims)
+
     def mean(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
         axes = _normalize_axes(axis, self.ndim)
         dt = dtypes.ufunc_result(np.true_divide, self.dtype, self.dtype) if self.dtype.kind != "f" else self.dtype

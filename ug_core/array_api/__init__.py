@@ -4,13 +4,14 @@ returns the `ug_core` module (see info.namespace)."""
 
 import math
 
-from . import creation, data_types, elementwise, manipulation, statistical, transcendental, utility
+from . import creation, data_types, elementwise, manipulation, searching, statistical, transcendental, utility
 from .creation import *  # noqa: F403
 from .data_types import *  # noqa: F403
 from .elementwise import *  # noqa: F403
 from .info import API_VERSION, __array_namespace_info__
 from .linalg import matmul, matrix_transpose, tensordot, vecdot
 from .manipulation import *  # noqa: F403
+from .searching import *  # noqa: F403
 from .statistical import *  # noqa: F403
 from .transcendental import *  # noqa: F403
 from .utility import *  # noqa: F403
@@ -32,6 +33,7 @@ __all__ += creation.__all__
 __all__ += data_types.__all__
 __all__ += elementwise.__all__
 __all__ += manipulation.__all__
+__all__ += searching.__all__
 __all__ += statistical.__all__
 __all__ += transcendental.__all__
 __all__ += utility.__all__

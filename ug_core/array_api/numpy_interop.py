@@ -117,6 +117,15 @@ def _reduction(name: str) -> Callable[..., Any]:
     return call
 
 
+def _arg_reduction(name: str) -> Callable[..., Any]:
+    """np.argmax/np.argmin(a, axis=None, out=None, *, keepdims=False) as ug's `name`."""
+    def call(a: Any, axis: Any = None, out: Any = None, *, keepdims: bool = False) -> Any:
+        if out is not None:
+            return NotImplemented
+        return _ug(name)(a, axis=axis, keepdims=keepdims)
+    return call
+
+
 def _spread(name: str) -> Callable[..., Any]:
     """np.var/np.std(a, axis, dtype, out, ddof, keepdims) as ug's (ddof is the correction)."""
     def call(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0,
@@ -191,6 +200,7 @@ _FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.mean: _reduction("mean"),
     np.max: _reduction("max"), np.min: _reduction("min"), np.amax: _reduction("max"), np.amin: _reduction("min"),
     np.all: _reduction("all"), np.any: _reduction("any"),
+    np.argmax: _arg_reduction("argmax"), np.argmin: _arg_reduction("argmin"),
     np.var: _spread("var"), np.std: _spread("std"),
     np.cumsum: _cumulative("cumulative_sum"), np.cumprod: _cumulative("cumulative_prod"),
     np.reshape: _reshape, np.clip: _clip, np.concatenate: _concatenate,
@@ -198,7 +208,7 @@ _FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     np.empty_like: _like("empty_like"), np.full_like: _full_like,
     **{getattr(np, name): _same(name) for name in (
         "stack", "moveaxis", "expand_dims", "squeeze", "broadcast_to", "broadcast_arrays", "flip", "roll",
-        "tile", "repeat", "tensordot", "diff", "tril", "triu", "meshgrid", "vecdot", "matrix_transpose", "astype")
+        "tile", "repeat", "tensordot", "count_nonzero", "diff", "tril", "triu", "meshgrid", "vecdot", "matrix_transpose", "astype")
        if hasattr(np, name)},
     np.transpose: _transpose,  # (after the names above: numpy 2's permute_dims is transpose)
 }

@@ -34,7 +34,8 @@ from .renderer import Renderer, RenderError, check_alu_tables
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(bool)
 INTS = tuple(map(np.dtype, ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")))
-SUFFIX = {F16: "f16", F32: "f32", F64: "f64", BOOL: "b", **{dt: f"{dt.kind}{8 * dt.itemsize}" for dt in INTS}}
+SUFFIX: dict[np.dtype, str] = {F16: "f16", F32: "f32", F64: "f64", BOOL: "b",
+                               **{dt: f"{dt.kind}{8 * dt.itemsize}" for dt in INTS}}
 # the C types of the integer dtypes (C99's, which CUDA C and C++ share: no <stdint.h> needed)
 INT_CTYPES = dict(zip(INTS, ("signed char", "short", "int", "long long",
                              "unsigned char", "unsigned short", "unsigned int", "unsigned long long")))

@@ -161,6 +161,10 @@ def w13(xp: Any, x: Any) -> Any:
     return ug.clip(q, -128, 127) if xp == "ug" else np.clip(q, -128, 127) if xp is np else xp.clamp(q, -128, 127)
 
 
+def w14(xp: Any, x: Any) -> Any:
+    return ug.argmax(x, axis=1) if xp == "ug" else np.argmax(x, axis=1) if xp is np else xp.argmax(x, dim=1)
+
+
 def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return rng.standard_normal(shape, dtype=np.float32)
 
@@ -216,6 +220,8 @@ WORKLOADS = [
              lambda i: _bytes(i, i[0].shape[1]), atol=1e-4),
     Workload("W13", lambda i: f"clip(round(x*s)) quantize {_count(i[0].size)}", lambda r, s: [_rand(r, 16 * 2**20 // s)],
              w13, _bytes, atol=0.2),
+    Workload("W14", lambda i: f"argmax over rows {_dims(i[0])}", lambda r, s: [_rand(r, 4096 // s, 4096)], w14,
+             lambda i: _bytes(i, i[0].shape[0])),
 ]
 
 

@@ -37,7 +37,9 @@ class Config:
         return RenderOptions(fast_math=self.fast_math, restrict=self.restrict)
 
     def nvrtc_options(self) -> tuple[str, ...]:
-        return ("--use_fast_math",) if self.fast_math else ()
+        # --fmad=false: a * b + c rounds twice, as ops.py defines it (NVRTC contracts it into an fma
+        # by default, and fast math on top of that, when asked for, changes results anyway)
+        return ("--use_fast_math",) if self.fast_math else ("--fmad=false",)
 
 
 @dataclass(frozen=True)
