@@ -346,7 +346,7 @@ class LentBuffer(Buffer):
         self.device, self.size, self.dtype, self.handle = device, size, np.dtype(dtype), handle
 
     def __del__(self) -> None:
-        pass
+        """Nothing to give back: the memory is its owner's (the handle's reference to it goes)."""
 
 
 class _SizedBuffer(Buffer):

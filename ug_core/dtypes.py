@@ -20,6 +20,9 @@ BOOL = np.dtype(bool)
 # dtype.name runs numpy Python code (several us); kernel keys and schedule descriptions name
 # the dtype of every expression node
 _NAMES = {d: d.name for d in SUPPORTED}
+# (min, max) of each integer dtype: np.iinfo takes about a microsecond, and comparing an int
+# tensor with a Python int asks for it (beyond_range)
+_INT_RANGES = {d: (int(np.iinfo(d).min), int(np.iinfo(d).max)) for d in SUPPORTED if d.kind in "iu"}
 
 
 def name(dt: np.dtype) -> str:
@@ -88,10 +91,10 @@ def scalar_dtype(value: Any, tensor_dtype: np.dtype) -> np.dtype:
 def beyond_range(value: Any, dtype: np.dtype) -> int:
     """1 (-1) if `value` is a Python int above (below) the range of the int dtype `dtype`, else 0
     (numpy 2 refuses such a weak scalar in arithmetic, an OverflowError, but compares by value)."""
-    if dtype.kind not in "iu" or type(value) is not int:
+    if type(value) is not int or dtype.kind not in "iu":
         return 0
-    info = np.iinfo(dtype)
-    return 1 if value > info.max else -1 if value < info.min else 0
+    low, high = _INT_RANGES[dtype]
+    return 1 if value > high else -1 if value < low else 0
 
 
 def default_dtype(value: Any) -> np.dtype:
@@ -119,5 +122,5 @@ def identity(reduce_name: str, dtype: np.dtype) -> Any:
         return dtype.type(-np.inf if reduce_name == "max" else np.inf)
     if dtype == BOOL:
         return reduce_name != "max"
-    info = np.iinfo(dtype)
-    return dtype.type(info.min if reduce_name == "max" else info.max)
+    low, high = _INT_RANGES[dtype]
+    return dtype.type(low if reduce_name == "max" else high)
