@@ -151,6 +151,12 @@ def divide(a: Any, b: Any) -> Any:
     return np.true_divide(a, b)
 
 
+def nextafter(a: Any, b: Any) -> Any:
+    """np.nextafter, but y where x == y for float16 too (numpy < 2.5 kept x there)."""
+    out = np.nextafter(a, b)
+    return np.where(np.asarray(a) == np.asarray(b), b, out).astype(out.dtype, copy=False)
+
+
 def power(a: Any, b: Any) -> Any:
     """POW. float: C99 / numpy pow: pow(x, 0) == 1 and pow(1, y) == 1 even for NaN,
     pow(-1, +-inf) == 1, a negative base with a non-integer exponent is NaN, pow(+-0, y < 0)
@@ -241,11 +247,10 @@ ALU: dict[Op, Alu] = {
     Op.SHL: Alu(2, np.left_shift, "<<"),
     Op.SHR: Alu(2, np.right_shift, ">>"),
     # float: the next representable value after x toward y (numpy's, of the operands' dtype:
-    # float16 steps are float16's); y if x == y (nextafter(0.0, -0.0) == -0.0; but x for
-    # float16, as numpy's own float16 loop does: nextafter(0.0, -0.0) == 0.0), the smallest
-    # subnormal with y's sign from a zero, +-inf past the largest finite value and back, NaN
-    # if either is NaN.
-    Op.NEXTAFTER: Alu(2, np.nextafter, "nextafter"),
+    # float16 steps are float16's); y if x == y, for every dtype (C's rule: nextafter(0.0, -0.0)
+    # == -0.0; numpy before 2.5 returned x for float16), the smallest subnormal with y's sign
+    # from a zero, +-inf past the largest finite value and back, NaN if either is NaN.
+    Op.NEXTAFTER: Alu(2, nextafter, "nextafter"),
     # float: the angle of the point (x2, x1) in [-pi, pi], numpy's (C99's) arctan2 to a few ulp
     # (the core computes it on every device: ug_core.mathlib.atan2), with every special case:
     # the sign of a zero x1 is kept, atan2(+-0, -0) == +-pi, atan2(+-0, +0) == +-0,

@@ -50,6 +50,6 @@ def nextafter(e: Emitter, x: Inst, y: Inst) -> Inst:
     tiny = F16_TINY if dt == F16 else float(np.finfo(dt).smallest_subnormal)
     out = e.where(e.cmp(Op.CMPLT, a, 0.0), e.neg(magnitude), magnitude)
     out = e.where(e.cmp(Op.CMPEQ, a, 0.0), e.where(signbit(e, b), -tiny, tiny, a.dtype), out)
-    out = e.where(e.cmp(Op.CMPEQ, a, b), a if dt == F16 else b, out)   # (numpy's float16 loop keeps x)
+    out = e.where(e.cmp(Op.CMPEQ, a, b), b, out)   # y, as C and numpy >= 2.5 (for float16 too)
     out = e.where(e.or_(e.is_nan(a), e.is_nan(b)), e.add(a, b), out)
     return e.cast(out, dt)

@@ -280,6 +280,8 @@ class Row:
 
 
 def _check(got: Any, want: np.ndarray, w: Workload) -> bool:
+    if getattr(got, "is_cuda", False):   # a torch tensor on the GPU
+        got = got.cpu()
     got = np.asarray(got, dtype=np.float64).reshape(np.shape(want))
     return bool(np.allclose(got, want, rtol=w.rtol * 10, atol=w.atol * 10))
 
@@ -296,22 +298,38 @@ def _ug_runner(w: Workload, inputs: list[np.ndarray], device: str) -> tuple[Call
     return run, lambda: jitted(*tensors).numpy()
 
 
-def _torch_runners(w: Workload, inputs: list[np.ndarray], compile_too: bool) -> list[tuple[str, Callable[[], Any]]]:
+def _torch_runners(w: Workload, inputs: list[np.ndarray], compile_too: bool, gpu: bool = False
+                   ) -> list[tuple[str, Callable[[], Any]]]:
+    """torch eager (and torch.compile) on the CPU; with `gpu` (a ug device `cuda` is benched and
+    torch sees a GPU) also on the GPU, as `torch:cuda`, each call waiting for the GPU."""
     try:
         import torch
     except ImportError:
         return []
-    ts = [torch.from_numpy(a) for a in inputs]
-    eager = lambda: w.fn(torch, *ts)  # noqa: E731
-    runners = [("torch", eager)]
-    if compile_too:
-        torch._dynamo.reset()  # a fresh compile per workload (one shared lambda would hit the recompile limit)
+    places = [("", torch.device("cpu"))]
+    if gpu and torch.cuda.is_available():
+        places.append((":cuda", torch.device("cuda")))
+    runners = []
+    for suffix, place in places:
+        ts = [torch.from_numpy(a).to(place) for a in inputs]
+        wait = torch.cuda.synchronize if place.type == "cuda" else (lambda: None)
+        runners.append((f"torch{suffix}", _waiting(lambda ts=ts: w.fn(torch, *ts), wait)))
+        if compile_too:
+            torch._dynamo.reset()  # a fresh compile per workload (one shared lambda would hit the recompile limit)
 
-        def traced(*xs: Any) -> Any:
-            return w.fn(torch, *xs)
-        compiled_fn = torch.compile(traced)
-        runners.append(("torch.compile", lambda: compiled_fn(*ts)))
+            def traced(*xs: Any) -> Any:
+                return w.fn(torch, *xs)
+            compiled_fn = torch.compile(traced)
+            runners.append((f"torch.compile{suffix}", _waiting(lambda ts=ts, f=compiled_fn: f(*ts), wait)))
     return runners
+
+
+def _waiting(run: Callable[[], Any], wait: Callable[[], Any]) -> Callable[[], Any]:
+    def timed() -> Any:
+        out = run()
+        wait()
+        return out
+    return timed
 
 
 def run_bench(devices: list[str], names: list[str] | None, scale: int, repeat: int, torch_compile: bool,
@@ -326,7 +344,7 @@ def run_bench(devices: list[str], names: list[str] | None, scale: int, repeat: i
         rows: list[Row] = []
         peers: list[tuple[str, Callable[[], Any]]] = [("numpy", lambda w=w, inputs=inputs: w.fn(np, *inputs))]
         try:
-            peers += _torch_runners(w, inputs, torch_compile)
+            peers += _torch_runners(w, inputs, torch_compile, gpu="cuda" in devices)
         except Exception as e:  # torch.compile may be unusable on a machine
             rows.append(Row(w, "torch", None, False, f"unavailable: {type(e).__name__}"))
         timed: list[tuple[Row, Callable[[], Any]]] = []   # rows that ran and get a time
@@ -357,11 +375,15 @@ def run_bench(devices: list[str], names: list[str] | None, scale: int, repeat: i
 
 def _print_rows(w: Workload, rows: list[Row], inputs: list[np.ndarray], out: Callable[[str], None]) -> None:
     peers = [r for r in rows if not r.impl.startswith("ug:") and r.seconds is not None and r.ok]
-    best = min(peers, key=lambda r: r.seconds) if peers else None  # type: ignore[arg-type,return-value]
+    # ug on a GPU is compared with the peers on that GPU (torch:cuda), where they ran
+    gpu_peers = [r for r in peers if r.impl.endswith(":cuda")]
+    cpu_peers = [r for r in peers if r not in gpu_peers]
     unit, mult = ("us", 1e6) if w.tiny else ("ms", 1e3)
     for r in rows:
         t = f"{r.seconds * mult:10.3f} {unit}" if r.seconds is not None else f"{'-':>13}"
         ratio = ""
+        same_place = gpu_peers if r.impl == "ug:cuda" and gpu_peers else cpu_peers
+        best = min(same_place, key=lambda p: p.seconds) if same_place else None  # type: ignore[arg-type,return-value]
         if r.impl.startswith("ug:") and best is not None and r.seconds is not None:
             ratio = f"{r.seconds / best.seconds:.2f}x vs {best.impl}"  # type: ignore[operator]
         check = "ok" if r.ok else "MISMATCH" if r.seconds is not None else ""

@@ -29,6 +29,7 @@ from ug_core.view import prod
 
 from .device import CudaDevice
 from .memory import Allocation
+from .runtime import ctypes_array
 
 KDL_CUDA = 2
 _DL_CODES = {"i": 0, "u": 1, "f": 2, "b": 6}  # kDLInt, kDLUInt, kDLFloat, kDLBool
@@ -133,7 +134,7 @@ def _dl_dtype(dtype: np.dtype) -> _DLDataType:
 
 def _make_capsule(array: CudaArray) -> Any:
     ndim = len(array.shape)
-    shape = (ctypes.c_int64 * max(ndim, 1))(*array.shape)
+    shape = ctypes_array(ctypes.c_int64, max(ndim, 1))(*array.shape)
     managed = _DLManagedTensor()
     managed.dl_tensor = _DLTensor(ctypes.c_void_p(array.ptr), _DLDevice(KDL_CUDA, array.device.context.ordinal), ndim,
                                   _dl_dtype(array.dtype), ctypes.cast(shape, ctypes.POINTER(ctypes.c_int64)), None, 0)

@@ -21,6 +21,7 @@ from ug_core.kit.cstyle import INT_CTYPES, INT_WRAP
 from ug_core.view import prod
 
 from .render import CTYPE, PRELUDE
+from .runtime import ctypes_array
 
 TILE = 16
 MAXB = 6  # batch dims handled in the kernel; more are looped over on the host
@@ -151,9 +152,9 @@ def run(device: Any, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> Non
         for d, (n, sa, sb) in enumerate(zip(inner, a_bs[lead:], b_bs[lead:])):
             args.bshape[d], args.a_bs[d], args.b_bs[d] = n, sa, sb
         out_ptr = out.handle.ptr + out_extra * dtype.itemsize
-        values = (ctypes.c_uint64 * 3)(out_ptr, a.handle.ptr, b.handle.ptr)
+        values = ctypes_array(ctypes.c_uint64, 3)(out_ptr, a.handle.ptr, b.handle.ptr)
         base = ctypes.addressof(values)
-        params = (ctypes.c_void_p * 4)(base, base + 8, base + 16, ctypes.addressof(args))
+        params = ctypes_array(ctypes.c_void_p, 4)(base, base + 8, base + 16, ctypes.addressof(args))
         grid = (min(-(-N // TILE), 2**31 - 1), min(-(-M // TILE), 65535), min(per_call, 65535))
         device.runtime.call(func, grid, (TILE, TILE, 1), params)
 

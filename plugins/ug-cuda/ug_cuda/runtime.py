@@ -4,6 +4,7 @@ cuLaunchKernel with the program's grid and block on the device's stream. The kit
 from __future__ import annotations
 
 import ctypes
+import functools
 from typing import Any, Callable
 
 from ug_core.kit import Runtime
@@ -23,6 +24,13 @@ class LoadedKernel:
     def __init__(self, function: Any, module: Any, grid: tuple[int, int, int], block: tuple[int, int, int], name: str):
         self.function, self.module, self.grid, self.block, self.name = function, module, grid, block, name
         self.unaliased: LoadedKernel | None = None
+
+
+@functools.lru_cache(maxsize=None)
+def ctypes_array(ctype: type, n: int) -> type:
+    """The ctypes type `ctype * n`, made once: such a type is a reference cycle (the type and its
+    dict), so one made per launch would leave garbage for the cyclic gc after every launch."""
+    return ctype * n
 
 
 def _pad3(t: tuple[int, ...]) -> tuple[int, int, int]:
@@ -57,9 +65,9 @@ class CudaRuntime(Runtime):
             if loaded.unaliased is None:
                 loaded.unaliased = self.load_unaliased(program, loaded.name)
             loaded = loaded.unaliased
-        values = (ctypes.c_uint64 * len(ptrs))(*ptrs)
+        values = ctypes_array(ctypes.c_uint64, len(ptrs))(*ptrs)
         base = ctypes.addressof(values)
-        params = (ctypes.c_void_p * len(ptrs))(*[base + 8 * i for i in range(len(ptrs))])
+        params = ctypes_array(ctypes.c_void_p, len(ptrs))(*[base + 8 * i for i in range(len(ptrs))])
         self.call(loaded.function, loaded.grid, loaded.block, params)  # copies the argument values before returning
 
     def call(self, function: Any, grid: tuple[int, int, int], block: tuple[int, int, int], args: ctypes.Array | None,
