@@ -166,6 +166,23 @@ def scan(src: Node, op: Op, axis: int, dtype: np.dtype) -> Node:
     return new_node(Op.SCAN, (cast(src, dtype),), (op, axis), (src.shape, dtype, src.device))
 
 
+def gather(src: Node, index: Node, axis: int) -> Node:
+    """src read at `index` along `axis` (see ops.Op.GATHER). Shape rule: index's; src and index
+    have one rank and equal sizes off `axis` (the frontend broadcasts), index is an integer."""
+    assert len(src.shape) == len(index.shape) and 0 <= axis < len(src.shape), (src.shape, index.shape, axis)
+    assert all(a == b for d, (a, b) in enumerate(zip(src.shape, index.shape)) if d != axis), (src.shape, index.shape)
+    assert index.dtype.kind in "iu" and src.shape[axis] > 0, (index.dtype, src.shape)
+    return new_node(Op.GATHER, (src, index), axis, (index.shape, src.dtype, src.device))
+
+
+def scatter(values: Node, slots: Node, op: Op, n_slots: int, parts: int) -> Node:
+    """Rows of `values` combined by `op` (SUM, RMAX, RMIN) into `n_slots` slots (ops.Op.SCATTER).
+    Shape rule: (parts, n_slots); values and slots are 1-d, of one length, a multiple of parts."""
+    assert op in REDUCE and values.shape == slots.shape and len(values.shape) == 1, (op, values.shape, slots.shape)
+    assert slots.dtype.kind in "iu" and parts >= 1 and values.shape[0] % parts == 0 and n_slots >= 1
+    return new_node(Op.SCATTER, (values, slots), (op, n_slots, parts), ((parts, n_slots), values.dtype, values.device))
+
+
 def matmul(a: Node, b: Node, dtype: np.dtype) -> Node:
     """Shape rule: (..., M, K) @ (..., K, N) -> (..., M, N); batch dims already equal."""
     assert a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2], (a.shape, b.shape)

@@ -14,7 +14,8 @@ order along the axis: acc = identity; for i: acc = combine(acc, s.expr(i)); out[
 (ops.SCANS; its accumulator is the store's output dtype, float16's float32).
 
 All index spaces have the kernel's rank n; on the dims not in `axes` they equal `outer`.
-A LOAD reads argument `buf` through a chain of views starting at the phase's index space
+A GATHER reads argument `buf` at an element its operand computes (int64, in range: the
+scheduler wraps and clamps it). A LOAD reads argument `buf` through a chain of views starting at the phase's index space
 (0 where a view's mask rejects the index: nothing is read there); an IOTA is the element
 index such a chain reaches (see ops.Op.IOTA);
 with a slot, the element index is moved by a runtime offset (kernel_params: the kernel's
@@ -79,6 +80,16 @@ class ExprBuilder:
         index is moved by a runtime offset, as a load's."""
         return self.make(Op.IOTA, (), (chain, slot), dtype)
 
+    def gather(self, buf: int, element: Expr, dtype: np.dtype) -> Expr:
+        """Argument `buf` read at element `element` (an int64 expression, in range)."""
+        assert element.dtype == np.dtype(np.int64), element.dtype
+        return self.make(Op.GATHER, (element,), buf, dtype)
+
+    def scatter(self, op: Op, slot: Expr, value: Expr, slots: int, identity: Any) -> Expr:
+        """The root of a scatter store's expression (see ops.Op.SCATTER)."""
+        assert slot.dtype == np.dtype(np.int64), slot.dtype
+        return self.make(Op.SCATTER, (slot, value), (op, slots, identity), value.dtype)
+
     def acc(self, index: int, dtype: np.dtype) -> Expr:
         return self.make(Op.ACC, (), index, dtype)
 
@@ -117,6 +128,11 @@ class Store:
     expr: Expr
     slot: int | None = None  # the element index is moved by offsets argument [slot] (see Kernel)
     scan: Op | None = None   # a scan (ops.SCANS: Op.SUM or Op.PROD) of expr along the kernel's one axis
+
+    @property
+    def scatter(self) -> Expr | None:
+        """The SCATTER root of a scatter store's expression (ops.Op.SCATTER), else None."""
+        return self.expr if self.expr.op is Op.SCATTER else None
 
 
 @dataclass(frozen=True)
@@ -198,6 +214,12 @@ def _expr_lines(root: Expr, names: dict[int, str], kernel: Kernel) -> list[str]:
             desc = "iota " + " -> ".join(str(v) for v in chain) + _moved(kernel, slot)
         elif node.op is Op.ACC:
             desc = f"acc r{node.arg}"
+        elif node.op is Op.GATHER:
+            desc = f"load b{node.arg}[{local[id(node.srcs[0])]}]"
+        elif node.op is Op.SCATTER:
+            rop, slots, identity = node.arg
+            desc = (f"scatter {REDUCE[rop].name} of {local[id(node.srcs[1])]} into slot {local[id(node.srcs[0])]} "
+                    f"of a row of {slots} (from {identity!r})")
         elif node.op is Op.CAST:
             desc = f"cast {local[id(node.srcs[0])]}"
         else:

@@ -81,7 +81,7 @@ import numpy as np
 from . import dag, dtypes
 from .kernel_ir import Expr, Kernel, Reduction, Store, toposort
 from .loop_ir import ACC_COMBINE, BOOL, INDEX, OPENS, PURE, Inst, LoopProgram, Opc, ParamSpec, Special
-from .ops import ALU, LEAVES, REDUCE, Op, check_exhaustive
+from .ops import ALU, INDEXED, LEAVES, REDUCE, Op, check_exhaustive
 from .view import View, ViewChain, prod
 
 
@@ -372,6 +372,10 @@ class _Cuts:
     inner: int = 1
 
 
+def toposort_all(roots: list[Expr]) -> list[Expr]:
+    return dag.toposort(roots, lambda e: e.srcs)
+
+
 def _first_views(roots: list[Expr]) -> list[View]:
     """The masked first views (over the phase index) of the loads and index vectors under `roots`."""
     out = []
@@ -419,7 +423,7 @@ SUM_BLOCK_GROUP = 32
 added into the next level's (see _Lowerer._sum_blocks)."""
 
 # Expr op -> how to lower it; dispatch must cover every op a kernel expression can hold
-_EXPR_OPS = set(ALU) | {Op.CAST} | set(LEAVES)
+_EXPR_OPS = set(ALU) | {Op.CAST} | set(LEAVES) | set(INDEXED)
 
 
 class _Lowerer:
@@ -450,9 +454,10 @@ class _Lowerer:
             if self.opts.target == "cpu":
                 self._lower_cpu()
             elif (max(self._extents(), default=0) <= self.opts.gpu_serial_max_extent
-                  or any(s.scan is not None for s in self.k.stores)):
+                  or any(s.scan is not None or s.scatter is not None for s in self.k.stores)):
                 # (a scan: one thread runs each outer index's scan in order; a long one over few
-                # rows arrives blocked into many rows, see ug_core.scans)
+                # rows arrives blocked into many rows, see ug_core.scans; a scatter: one thread
+                # runs each part in order, into a row of its own)
                 self._lower_gpu_thread_per_outer()
             else:
                 self._lower_gpu_workgroup_per_outer()
@@ -490,9 +495,13 @@ class _Lowerer:
 
     # -- cpu, elementwise kernels that read through masks: a loop per row
     def _is_masked_elementwise(self) -> bool:
-        """An elementwise kernel (no reduction, no scan) with a mask on some outer dim."""
+        """An elementwise kernel (no reduction, no scan) with a mask on some outer dim, or with a
+        gather and rows (`emb[ids] * s`: a row's index math and index load are the backend's to
+        hoist out of the loop over the row, whose gathered loads are then contiguous)."""
         if self.k.reductions or not self.outer_dims or any(self._extent(s.shape) > 1 for s in self.k.stores):
             return False
+        if len(self.outer_dims) > 1 and any(e.op is Op.GATHER for e in toposort_all([s.expr for s in self.k.stores])):
+            return True
         views = _first_views([s.expr for s in self.k.stores])
         return any(len(_mask_bounds(views, d, self.k.outer[d])) > 2 for d in self.outer_dims)
 
@@ -532,7 +541,7 @@ class _Lowerer:
         """Whether the outer-blocked strategy pays: the reductions' loads read consecutive
         outer indices contiguously and the reduced index with a large stride (so the serial
         loop over the reduced index is neither cache-friendly nor vectorizable)."""
-        if not self.outer_dims:
+        if not self.outer_dims or any(s.scatter is not None for s in self.k.stores):
             return False
         loops = [(r.shape, r.expr) for r in self.k.reductions if self._extent(r.shape) > 1]
         loops += [(s.shape, s.expr) for s in self.k.stores if s.scan is not None and self._extent(s.shape) > 1]
@@ -800,13 +809,41 @@ class _Lowerer:
             self.accs.append(self._serial_reduce(r, outer))
         for s in self.k.stores:
             e = self._extent(s.shape)
-            if e == 1:  # (a scan of one value is the value: combine(identity, v) == v)
+            if s.scatter is not None:
+                self._serial_scatter(s, outer)
+            elif e == 1:  # (a scan of one value is the value: combine(identity, v) == v)
                 self._store(s, outer, None)
             elif e > 1 and s.scan is not None:
                 self._serial_scan(s, outer)
             elif e > 1:
                 for i in self._loop(b.const(0), b.const(e), self._phase_cuts(s.shape, [s.expr])):
                     self._store(s, outer, i)
+
+    def _serial_scatter(self, s: Store, outer: Inst) -> None:
+        """A scatter store (ops.Op.SCATTER): the outer index's row of the output filled with the
+        identity, then `for i: row[slot(i)] = combine(row[slot(i)], value(i))`, in order."""
+        b = self.b
+        root = s.scatter
+        assert root is not None
+        rop, slots, identity = root.arg
+        dt = self.k.args[s.buf].dtype
+        out = self.params[s.buf]
+        row = b.mul(outer, slots)
+        k = b.range(b.const(0), b.const(slots))
+        b.emit(Opc.STORE, None, (out, b.add(row, k), b.const(identity, dt)))
+        b.close()
+        extent = self._extent(s.shape)
+        i = b.range(b.const(0), b.const(extent)) if extent > 1 else None
+        index = self._phase(s.shape, outer, i)
+        slot, value = (self._expr(e, index) for e in root.srcs)
+        at = b.add(row, slot)
+        old = b.load(out, at, dt, False)
+        b.emit(Opc.STORE, None, (out, at, b.alu(REDUCE[rop].combine, (old, b.cast(value, dt)), dt)))
+        if i is not None:
+            b.close()
+
+    def _expr_scatter(self, node: Expr, srcs: list[Inst], index: _PhaseIndex) -> Inst:
+        raise AssertionError("a SCATTER is a store's root, lowered by _serial_scatter")
 
     def _serial_scan(self, s: Store, outer: Inst) -> None:
         """A scan store: `for i: acc = combine(acc, value(i)); out[i] = acc`, in order (a
@@ -964,6 +1001,10 @@ class _Lowerer:
             return self.b.const(0, node.dtype)
         return self.b.load(self.params[buf], element, node.dtype, read_only, gate)
 
+    def _expr_gather(self, node: Expr, srcs: list[Inst], index: _PhaseIndex) -> Inst:
+        buf = node.arg   # the element (srcs[0]) is in range: the scheduler clamped it
+        return self.b.load(self.params[buf], srcs[0], node.dtype, not self.k.args[buf].output, None)
+
     def _expr_iota(self, node: Expr, srcs: list[Inst], index: _PhaseIndex) -> Inst:
         chain, slot = node.arg
         element, gate = self._chain_index(chain, index, self._moved(slot))
@@ -1002,6 +1043,7 @@ class _Lowerer:
 
     _EXPR: dict[Op, Callable[..., Inst]] = {
         Op.LOAD: _expr_load, Op.IOTA: _expr_iota, Op.CONST: _expr_const, Op.ACC: _expr_acc, Op.CAST: _expr_cast,
+        Op.GATHER: _expr_gather, Op.SCATTER: _expr_scatter,
         **dict.fromkeys(ALU, _expr_alu),
     }
 

@@ -84,6 +84,25 @@ class Op(enum.Enum):
     CUSTOM = enum.auto()   # arg: host function fn(out, *inputs)
     COPY = enum.auto()     # srcs (x,) on another device
     ASSIGN = enum.auto()   # srcs (target, value); arg: region View into target or None
+    # a read at a computed element, in the graph and in kernel IR (INDEXED):
+    # graph: srcs (x, index), arg: axis; out[i] = x[i with i[axis] replaced by index[i]] (numpy's
+    #   take_along_axis without broadcasting: one rank, equal sizes off `axis`); shape: index's.
+    #   An index is wrapped once if negative (i + n for -n <= i < 0) and clamped into [0, n):
+    #   the frontend raises IndexError where it knows the index, a lazy one is clamped, and
+    #   nothing is ever read outside x.
+    # kernel IR: srcs (element index, int64), arg: buffer argument index.
+    GATHER = enum.auto()
+    # a combine of values into computed slots (INDEXED), deterministic: each part of the values
+    # is combined in order into a row of its own, the rows are combined after (by the frontend).
+    # graph: srcs (values (N,), slots (N,) ints), arg: (reduce op, slots, parts); shape (parts,
+    #   slots): row p is the op's identity combined, in order, with values[j] at slot slots[j] for
+    #   j in part p's positions [p * N / parts, (p + 1) * N / parts) (N is a multiple of parts).
+    #   A slot out of [0, slots) is clamped into it (the frontend checks what it knows).
+    # kernel IR: the root of a store's expression, srcs (slot, int64 in range; value), arg:
+    #   (reduce op, slots, identity); the kernel's outer index p fills row p of the output (rows
+    #   of `slots` elements) with the identity, then runs the store's axis in order:
+    #   row[slot] = combine(row[slot], value).
+    SCATTER = enum.auto()
     # kernel-expression leaves (only inside kernel IR)
     LOAD = enum.auto()     # arg: (buffer argument index, ViewChain from the phase's index space)
     ACC = enum.auto()      # arg: index of a reduction already finished for the current outer index
@@ -356,12 +375,24 @@ def _scan_wide(ufunc: np.ufunc, values: np.ndarray, axis: int, dtype: np.dtype) 
     return ufunc.accumulate(values, axis=axis, dtype=dtype)
 
 
+def _scan_extreme(values: np.ndarray, axis: int, dtype: np.dtype, largest: bool) -> np.ndarray:
+    """The running max (min) along `axis`, by ug's maximum (minimum): NaN wins, -0.0 < 0.0."""
+    out = np.moveaxis(np.array(values, dtype=dtype), axis, 0)
+    pick = maximum if largest else minimum
+    for i in range(1, out.shape[0]):
+        out[i] = pick(out[i - 1], out[i])
+    return np.moveaxis(out, 0, axis)
+
+
 SCANS: dict[Op, Callable[[np.ndarray, int, np.dtype], np.ndarray]] = {
     Op.SUM: lambda v, axis, dtype: _scan_wide(np.add, v, axis, dtype),
     Op.PROD: lambda v, axis, dtype: _scan_wide(np.multiply, v, axis, dtype),
+    Op.RMAX: lambda v, axis, dtype: _scan_extreme(v, axis, dtype, True),
+    Op.RMIN: lambda v, axis, dtype: _scan_extreme(v, axis, dtype, False),
 }
-"""The scans (Op.SCAN, the Array API's cumulative_sum / cumulative_prod; numpy's cumsum /
-cumprod): element i along the axis is the REDUCE[op].combine of the elements 0..i, numpy(values,
+"""The scans (Op.SCAN, the Array API's cumulative_sum / cumulative_prod, ug's cumulative_max /
+cumulative_min; numpy's cumsum / cumprod / maximum.accumulate): element i along the axis is the
+REDUCE[op].combine of the elements 0..i (max and min exact, by maximum / minimum's rules), numpy(values,
 axis, dtype) on the ref device. ints wrap; bool (dtype=bool) is or / and. Floats: the first
 element is the value itself (the running sum starts from -0.0, the product from 1: identities
 that keep -0.0 and NaN), and each element is the exact running sum (product) rounded to the
@@ -376,6 +407,7 @@ front as a first value), may give +0.0 where the whole prefix is -0.0."""
 
 GRAPH_ONLY = frozenset({Op.BUFFER, Op.VIEW, Op.REDUCE, Op.SCAN, Op.MATMUL, Op.CUSTOM, Op.COPY, Op.ASSIGN})
 LEAVES = frozenset({Op.CONST, Op.IOTA, Op.LOAD, Op.ACC})
+INDEXED = frozenset({Op.GATHER, Op.SCATTER})
 
 
 def check_exhaustive(handled: Iterable[Op], required: Iterable[Op], who: str) -> None:
@@ -387,5 +419,5 @@ def check_exhaustive(handled: Iterable[Op], required: Iterable[Op], who: str) ->
 
 
 # every op lives in exactly one group
-check_exhaustive(set(ALU) | {Op.CAST} | set(REDUCE) | GRAPH_ONLY | LEAVES, Op, "ops tables")
+check_exhaustive(set(ALU) | {Op.CAST} | set(REDUCE) | GRAPH_ONLY | LEAVES | INDEXED, Op, "ops tables")
 check_exhaustive(KINDS, ALU, "ops.KINDS")

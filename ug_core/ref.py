@@ -17,14 +17,14 @@ from numpy.lib.stride_tricks import as_strided
 from . import hookspecs
 from .device import Buffer, Device, DeviceSpec, MatmulSpec, Program
 from .dtypes import SUPPORTED
-from .kernel_ir import Expr, Kernel, toposort
-from .ops import ALU, LEAVES, REDUCE, SCANS, Op, check_exhaustive
+from .kernel_ir import Expr, Kernel, Store, toposort
+from .ops import ALU, INDEXED, LEAVES, REDUCE, SCANS, Op, check_exhaustive
 from .view import View, ViewChain
 
 VERSION = "1"
 
-_HANDLED = set(ALU) | {Op.CAST} | LEAVES
-check_exhaustive(_HANDLED | set(REDUCE), set(ALU) | {Op.CAST} | LEAVES | set(REDUCE), "ref device")
+_HANDLED = set(ALU) | {Op.CAST} | LEAVES | INDEXED
+check_exhaustive(_HANDLED | set(REDUCE), set(ALU) | {Op.CAST} | LEAVES | INDEXED | set(REDUCE), "ref device")
 
 
 def strided(flat: np.ndarray, view: View, writeable: bool = False) -> np.ndarray:
@@ -105,6 +105,10 @@ def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], offs
             value = _iota(chain[:-1] + (_moved(chain[-1], slot, offsets),), node.dtype)
         elif op is Op.ACC:
             value = accs[node.arg]
+        elif op is Op.SCATTER:
+            raise AssertionError("a SCATTER is a store's root (see _scatter)")
+        elif op is Op.GATHER:  # (the element is in range: the scheduler clamped it)
+            value = arrays[node.arg][memo[id(node.srcs[0])]]
         elif op is Op.CAST:
             value = memo[id(node.srcs[0])].astype(node.dtype)
         else:
@@ -118,6 +122,30 @@ def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], offs
     return memo[id(root)]
 
 
+_AT = {Op.SUM: np.add, Op.PROD: np.multiply, Op.RMAX: np.maximum, Op.RMIN: np.minimum}
+
+
+def _scatter(s: Store, arrays: list[np.ndarray], accs: list[np.ndarray], offsets: list[int]) -> None:
+    """A scatter store: each outer index's row filled with the identity, then combined with its
+    values in order (ufunc.at is unbuffered and in order; a float max/min goes element by
+    element, with ug's NaN and signed-zero rules)."""
+    root = s.scatter
+    assert root is not None
+    rop, slots, identity = root.arg
+    out = arrays[s.buf]
+    slot, value = (np.broadcast_to(_evaluate(e, arrays, accs, offsets), s.shape) for e in root.srcs)
+    value = value.astype(out.dtype)
+    rows = out.reshape(-1, slots)
+    rows[...] = identity
+    combine = ALU[REDUCE[rop].combine].numpy
+    for p in range(rows.shape[0]):
+        if rop in (Op.SUM, Op.PROD) or out.dtype.kind != "f":
+            _AT[rop].at(rows[p], slot[p], value[p])
+        else:
+            for k, v in zip(slot[p], value[p]):
+                rows[p, k] = combine(rows[p, k], v)
+
+
 def run_kernel(kernel: Kernel, arrays: list[np.ndarray]) -> None:
     """Execute a kernel on flat host arrays (one per argument)."""
     accs: list[np.ndarray] = []
@@ -127,6 +155,9 @@ def run_kernel(kernel: Kernel, arrays: list[np.ndarray]) -> None:
             value = np.broadcast_to(_evaluate(r.expr, arrays, accs, offsets), r.shape)
             accs.append(REDUCE[r.op].numpy(value, kernel.axes, True, r.dtype))
         for s in kernel.stores:
+            if s.scatter is not None:
+                _scatter(s, arrays, accs, offsets)
+                continue
             value = np.broadcast_to(_evaluate(s.expr, arrays, accs, offsets), s.shape)
             if s.scan is not None:
                 (axis,) = kernel.axes

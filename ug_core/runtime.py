@@ -395,6 +395,8 @@ def _is_epilogue(mm: MatmulItem, item: KernelItem) -> bool:
         for expr in toposort(store.expr):
             if expr.op is Op.LOAD and expr.arg[0] in product and tuple(expr.arg[1]) != identity:
                 return False
+            if expr.op is Op.GATHER and expr.arg in product:  # reads the product anywhere
+                return False
     return True
 
 

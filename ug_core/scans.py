@@ -18,7 +18,7 @@ import math
 import numpy as np
 
 from . import graph
-from .dtypes import BOOL
+from .dtypes import BOOL, identity
 from .graph import Node
 from .ops import Op, REDUCE
 from .view import View, prod
@@ -71,14 +71,16 @@ def _blocked(x: Node, op: Op, axis: int, dtype: np.dtype) -> Node:
     ones = (1,) * (k + 2)
     before = View.contiguous(totals.shape).pad(((0, 0),) * k + ((1, 0), (0, 0))).slice((0,) * (k + 2), totals.shape, ones)
     shifted = graph.view(totals, before)
-    # a masked view reads 0: a sum's identity, but a product's is selected where it reads nothing
+    # a masked view reads 0: a sum's identity, but another's (a product's 1, a max's -inf) is
+    # selected where it reads nothing
+    unit = identity(REDUCE[op].name, dtype)
     if op is not Op.SUM:
         valid = graph.view(graph.const(True, BOOL, x.device, totals.shape), before)
-        shifted = graph.alu(Op.WHERE, (valid, shifted, graph.const(1, dtype, x.device, totals.shape)), dtype)
+        shifted = graph.alu(Op.WHERE, (valid, shifted, graph.const(unit, dtype, x.device, totals.shape)), dtype)
     seed = _first_of_block(graph.scan(shifted, op, k, dtype), rows.shape)
     if op is not Op.SUM:
         first = _first_of_block(graph.const(True, BOOL, x.device, totals.shape), rows.shape)
-        seed = graph.alu(Op.WHERE, (first, seed, graph.const(1, dtype, x.device, rows.shape)), dtype)
+        seed = graph.alu(Op.WHERE, (first, seed, graph.const(unit, dtype, x.device, rows.shape)), dtype)
     out = graph.scan(graph.alu(REDUCE[op].combine, (rows, seed), dtype), op, k + 1, dtype)
     flat = graph.view(out, View.contiguous(kept + (padded,)))
     if padded > n:

@@ -26,8 +26,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable
 
+import numpy as np
+
 from .device import MatmulSpec
-from .dtypes import BOOL, name as dtype_name
+from .dtypes import BOOL, identity, name as dtype_name
 from .graph import Node
 from .kernel_ir import BufferArg, Expr, ExprBuilder, Kernel, Reduction, Store, toposort
 from .kernel_params import parametrize_offsets
@@ -157,6 +159,9 @@ class _NeedsBuffer(Exception):
         self.nodes = nodes
 
 
+INDEX = np.dtype(np.int64)
+"""A gather's element index (the loop IR's index type)."""
+
 ITEM_OPS = frozenset({Op.MATMUL, Op.CUSTOM, Op.COPY})
 """Ops that are schedule items of their own, never fused into a kernel."""
 
@@ -226,7 +231,7 @@ class _KernelBuilder:
                 args = [memo[k] for _, _, k in operands]
                 op = node.op
                 # (an ALU op, the common case, inline: this loop is most of the scheduler's time)
-                value = make(op, tuple(args), None, node.dtype) if op in ALU else self._combine(node, args)
+                value = make(op, tuple(args), None, node.dtype) if op in ALU else self._combine(node, args, chain)
                 if op not in _KEEPS_ZERO and chain_masked(chain):
                     value = self._masked(value, chain)
                 memo[key] = value
@@ -254,11 +259,7 @@ class _KernelBuilder:
         """What `node` read through `chain` needs built first, as (node, chain, memo key); None
         for a leaf (a load, a constant, an already fused reduction), whose Expr goes into the memo."""
         if (_loads_buffer(node, self.realize) or node in self.needs) and not inline:
-            index = self._input_index.get(node)
-            if index is None:
-                index = self._input_index[node] = len(self.inputs)
-                self.inputs.append(node)
-            self.memo[key] = self.eb.load(-1 - index, chain, node.dtype)
+            self.memo[key] = self.eb.load(self._input(node), chain, node.dtype)
             return None
         op = node.op
         if op is Op.CONST:
@@ -279,6 +280,10 @@ class _KernelBuilder:
         if op in ALU:
             self._note(node, ALU[op].symbol)
             return [(src, chain, (id(src), chain, False)) for src in node.srcs]
+        if op is Op.GATHER:  # its index is fused (read where the gather is); its source is a buffer (_combine)
+            self._note(node, f"gather[{node.arg}]")
+            index = node.srcs[1]
+            return [(index, chain, (id(index), chain, False))]
         if op is Op.SCAN:  # a scan is stored only by its own kernel (see store); its readers load it
             self.needs[node] = None
             return self._operands(node, chain, inline, key)
@@ -296,9 +301,19 @@ class _KernelBuilder:
         # items and assigns are always realized, so they were handled above
         raise AssertionError(f"unscheduled node {node!r}")
 
-    def _combine(self, node: Node, operands: list[Expr]) -> Expr:
-        """The Expr of an expanded `node` from its operands' Exprs (see `_operands`)."""
+    def _input(self, node: Node) -> int:
+        """The (provisional, -1 - position) argument number of the buffer of input `node`."""
+        index = self._input_index.get(node)
+        if index is None:
+            index = self._input_index[node] = len(self.inputs)
+            self.inputs.append(node)
+        return -1 - index
+
+    def _combine(self, node: Node, operands: list[Expr], chain: ViewChain) -> Expr:
+        """The Expr of an expanded `node` read through `chain` from its operands' Exprs (see `_operands`)."""
         op = node.op
+        if op is Op.GATHER:
+            return self._gather(node, operands[0], chain)
         if op is Op.VIEW:
             return operands[0]
         if op is Op.CAST:
@@ -306,6 +321,36 @@ class _KernelBuilder:
         if op is Op.REDUCE:
             return self._reduction(node, operands[0])
         return self.eb.make(op, tuple(operands), None, node.dtype)  # (an ALU op: _operands checked)
+
+    def _gather(self, node: Node, index: Expr, chain: ViewChain) -> Expr:
+        """A GATHER read through `chain`: its source's buffer (a realized node, maybe through one
+        strided view: _must_realize saw to it) read at element `position + index * stride`,
+        where `position` is the element the chain reaches with the gathered coordinate at 0 and
+        the index is wrapped once if negative and clamped into the axis (never a read outside)."""
+        eb = self.eb
+        axis = node.arg
+        base, v = _strip_view(node.srcs[0])
+        assert _loads_buffer(base, self.realize) or base.op is Op.IOTA, f"the source of {node!r} is not a buffer"
+        n, stride = v.shape[axis], v.strides[axis]
+        at_zero = View(node.shape, tuple(0 if d == axis else s for d, s in enumerate(v.strides)), v.offset)
+        position = eb.iota(chain_push(chain, at_zero), INDEX)
+        i = index
+        if i.dtype.kind == "u":  # no negative index; clamped in its own type (a uint64 may not fit int64)
+            if n - 1 < np.iinfo(i.dtype).max:
+                i = eb.alu(Op.MIN, (i, eb.const(n - 1, i.dtype)), i.dtype)
+            i = eb.cast(i, INDEX)
+        else:
+            i = eb.cast(i, INDEX)
+            wrapped = eb.alu(Op.ADD, (i, eb.const(n, INDEX)), INDEX)
+            i = eb.alu(Op.WHERE, (eb.alu(Op.CMPLT, (i, eb.const(0, INDEX)), BOOL), wrapped, i), INDEX)
+            i = eb.alu(Op.MAX, (i, eb.const(0, INDEX)), INDEX)
+            i = eb.alu(Op.MIN, (i, eb.const(n - 1, INDEX)), INDEX)
+        if stride != 1:
+            i = eb.alu(Op.MUL, (i, eb.const(stride, INDEX)), INDEX)
+        element = eb.alu(Op.ADD, (position, i), INDEX)
+        if base.op is Op.IOTA and not _loads_buffer(base, self.realize):   # an index vector: the element is the value
+            return eb.cast(element, node.dtype)
+        return eb.gather(self._input(base), element, node.dtype)
 
     def _masked(self, value: Expr, chain: ViewChain) -> Expr:
         """`value` where every mask of `chain` holds, else 0 (False)."""
@@ -347,6 +392,8 @@ class _KernelBuilder:
         return True
 
     def store(self, root: _Root, phase: tuple[int, ...], out_index: int) -> Store:
+        if root.value.op is Op.SCATTER and root.value is root.out:
+            return self._scatter_store(root.value, phase, out_index)
         scan = _scan_root(root, self.realize)
         if scan is not None:  # the running value, stored in the scan's order (a reshape of it is the same layout)
             rop, axis = scan.arg
@@ -363,6 +410,34 @@ class _KernelBuilder:
                 raise _NeedsBuffer(root.value)
             view = reshaped
         return Store(out_index, phase, view, body)
+
+
+    def _scatter_store(self, node: Node, phase: tuple[int, ...], out_index: int) -> Store:
+        """A SCATTER's store: part p (the outer index) runs its positions j in order (phase
+        (parts, N / parts), reading values and slots at p * N / parts + j) and combines each
+        value into its clamped slot of row p (the kernel's output, rows of n_slots)."""
+        eb = self.eb
+        rop, n_slots, parts = node.arg
+        values, slots = node.srcs
+        self._note(node, f"scatter-{REDUCE[rop].name}")
+        chain = (View(phase, (phase[1], 1), 0),)   # (p, j) -> position p * chunk + j
+        value = self.expr(values, chain)
+        slot = self.expr(slots, chain)
+        if slot.dtype.kind == "u" and n_slots - 1 < np.iinfo(slot.dtype).max:
+            slot = eb.alu(Op.MIN, (slot, eb.const(n_slots - 1, slot.dtype)), slot.dtype)
+        slot = eb.cast(slot, INDEX)
+        if slot.dtype.kind == "i":
+            slot = eb.alu(Op.MIN, (eb.alu(Op.MAX, (slot, eb.const(0, INDEX)), INDEX), eb.const(n_slots - 1, INDEX)), INDEX)
+        identity = scatter_identity(rop, node.dtype)
+        return Store(out_index, phase, View.contiguous(phase), eb.scatter(rop, slot, value, n_slots, identity))
+
+
+def scatter_identity(rop: Op, dtype: np.dtype) -> Any:
+    """The value a scatter's rows start from: the reduction's identity (-0.0 for a float sum,
+    which leaves every sum as it is, -0.0 included)."""
+    if rop is Op.SUM and dtype.kind == "f":
+        return -0.0
+    return dtype.type(identity(REDUCE[rop].name, dtype)).item()
 
 
 def _scan_root(root: _Root, realize: set[Node]) -> Node | None:
@@ -395,6 +470,9 @@ def _find_reduce(node: Node, realize: set[Node], inline: bool) -> Node | None:
 
 def _plan(root: _Root, realize: set[Node]) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """(outer, axes, phase shape of the store) for a kernel computing `root`."""
+    if root.value.op is Op.SCATTER and root.value is root.out:   # part p runs its positions in order
+        parts, n = root.value.arg[2], root.value.srcs[0].shape[0]
+        return (parts, 1), (1,), (parts, n // parts)
     scan = _scan_root(root, realize)
     if scan is not None:
         axis = scan.arg[1]
@@ -459,6 +537,8 @@ def _renumber_loads(root: Expr, n_out: int, eb: ExprBuilder, memo: dict[int, Exp
         if e.op is Op.LOAD:
             buf, chain, slot = e.arg
             memo[id(e)] = eb.load(n_out + (-1 - buf), chain, e.dtype, slot)
+        elif e.op is Op.GATHER:
+            memo[id(e)] = eb.gather(n_out + (-1 - e.arg), memo[id(e.srcs[0])], e.dtype)
         else:
             memo[id(e)] = eb.make(e.op, tuple([memo[id(s)] for s in e.srcs]), e.arg, e.dtype)
     return memo[id(root)]
@@ -512,6 +592,12 @@ def _must_realize(nodes: list[Node], targets: list[Node]) -> set[Node]:
                 base, _ = _strip_view(src)
                 if not base.realized:
                     realize.add(base)
+        elif node.op is Op.GATHER:  # read at computed elements: its source is a buffer (an index
+            base, _ = _strip_view(node.srcs[0])   # vector's element is its index: no buffer)
+            if not base.realized and base.op is not Op.IOTA:
+                realize.add(base)
+        elif node.op is Op.SCATTER:  # a kernel of its own (a scatter store), which fuses its sources
+            realize.add(node)
         elif node.op in (Op.CUSTOM, Op.COPY):
             realize.update(s for s in node.srcs if not s.realized)
         elif node.op is Op.ASSIGN and not node.srcs[0].realized:
@@ -791,6 +877,8 @@ def _misaligned_in_place(items: list[Item], in_place: set[Node]) -> set[Node]:
             for expr in toposort(store.expr):
                 if expr.op is Op.LOAD and expr.arg[0] in reads and tuple(expr.arg[1]) != (store.view,):
                     aligned = False
+                if expr.op is Op.GATHER and expr.arg in reads:  # reads the target anywhere
+                    aligned = False
             for other in kernel.stores:
                 if other is not store and _loads_from(other.expr, reads):
                     aligned = False
@@ -800,7 +888,7 @@ def _misaligned_in_place(items: list[Item], in_place: set[Node]) -> set[Node]:
 
 
 def _loads_from(expr: Expr, bufs: set[int]) -> bool:
-    return any(e.op is Op.LOAD and e.arg[0] in bufs for e in toposort(expr))
+    return any((e.op is Op.LOAD and e.arg[0] in bufs) or (e.op is Op.GATHER and e.arg in bufs) for e in toposort(expr))
 
 
 def unrealized(targets: Iterable[Node]) -> list[Node]:
@@ -913,7 +1001,8 @@ def _merge_makes_cycle(gi: int, node: Node, groups: list[list[Node]], group_of: 
 
 
 def _named(k: Kernel) -> Kernel:
-    kind = "s" if any(s.scan is not None for s in k.stores) else "r" if k.reductions else "E"
+    kind = ("s" if any(s.scan is not None for s in k.stores) else "x" if any(s.scatter is not None for s in k.stores)
+            else "r" if k.reductions else "E")
     dims = "_".join(str(d) for d in (k.stores[0].shape if k.stores else k.outer)) or "scalar"
     name = f"{kind}{len(k.reductions) or ''}_{dims}"
     return Kernel(name, k.args, k.outer, k.axes, k.reductions, k.stores)

@@ -111,7 +111,7 @@ def _index_view(shape: tuple[int, ...], index: Any) -> View:
         index = (index,)
     for item in index:
         if isinstance(item, (Tensor, np.ndarray, list)) or isinstance(item, bool):
-            raise TypeError(f"advanced indexing with {type(item).__name__} is not supported; use ints, slices, None and ...")
+            raise TypeError(f"indexing with {type(item).__name__} is not supported here; use ints, slices, None and ...")
         if not (item is None or item is Ellipsis or isinstance(item, (slice, int, np.integer))):
             raise TypeError(f"invalid index {item!r}: use ints, slices, None and ...")
     if sum(1 for i in index if i is Ellipsis) > 1:
@@ -744,6 +744,10 @@ class Tensor:
         return self.reshape(-1)
 
     def __getitem__(self, index: Any) -> "Tensor":
+        if isinstance(index, (Tensor, np.ndarray, list)) or (
+                isinstance(index, tuple) and any(isinstance(i, (Tensor, np.ndarray, list)) for i in index)):
+            from .array_api.indexing import getitem   # integer arrays: a gather
+            return getitem(self, index if isinstance(index, tuple) else (index,))
         return self._view(_index_view(self.shape, index))
 
     # --- in place ---
@@ -754,6 +758,11 @@ class Tensor:
         return self
 
     def __setitem__(self, index: Any, value: Any) -> None:
+        if isinstance(index, (Tensor, np.ndarray, list)) or (
+                isinstance(index, tuple) and any(isinstance(i, (Tensor, np.ndarray, list)) for i in index)):
+            from .scatter import setitem   # integer arrays: a scatter (the last write wins)
+            self._replace_node(graph.assign(self._node, setitem(self, index if isinstance(index, tuple) else (index,), value), None))
+            return
         region = _index_view(self.shape, index)
         self._replace_node(graph.assign(self._node, self._value_for(value, region.shape), region))
 

@@ -4,10 +4,11 @@ returns the `ug_core` module (see info.namespace)."""
 
 import math
 
-from . import creation, data_types, elementwise, manipulation, searching, statistical, transcendental, utility
+from . import creation, data_types, elementwise, indexing, manipulation, searching, statistical, transcendental, utility
 from .creation import *  # noqa: F403
 from .data_types import *  # noqa: F403
 from .elementwise import *  # noqa: F403
+from .indexing import *  # noqa: F403
 from .info import API_VERSION, __array_namespace_info__
 from .linalg import matmul, matrix_transpose, tensordot, vecdot
 from .manipulation import *  # noqa: F403
@@ -32,6 +33,7 @@ __all__ = [
 __all__ += creation.__all__
 __all__ += data_types.__all__
 __all__ += elementwise.__all__
+__all__ += indexing.__all__
 __all__ += manipulation.__all__
 __all__ += searching.__all__
 __all__ += statistical.__all__

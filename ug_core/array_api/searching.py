@@ -9,13 +9,16 @@ and after (`argmax(x, axis=1) * 2`) fuses into that kernel."""
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 
 from .. import dtypes, graph
 from ..ops import Op
-from ..tensor import Tensor, _normalize_axes, _normalize_axis, where
+from ..tensor import Tensor, _normalize_axes, _normalize_axis, tensor, where
 from ._common import check_tensor, index_dtype
+from .data_types import result_type
+from .indexing import _take, take
 
 INT32_MAX = 2**31 - 1
 _INT32 = np.dtype(np.int32)
@@ -73,4 +76,59 @@ def _arg_extreme(x: Tensor, axis: int | None, keepdims: bool, largest: bool) -> 
     return where(first < last, first, last).astype(index_dtype(x.device))
 
 
-__all__ = ["argmax", "argmin", "count_nonzero"]
+def nonzero(x: Tensor, /) -> tuple[Tensor, ...]:
+    """The indices of the elements that are not zero (NaN is not zero), one int64 vector per
+    dimension, in row-major order (numpy's). Their length depends on the values: `x != 0` is
+    realized and read on the host (the one sync), then the indices are made there and copied
+    to x's device. A 0-d x is an error (the standard's, and numpy 2's)."""
+    check_tensor(x, "nonzero")
+    if x.ndim == 0:
+        raise ValueError("nonzero: x must have at least one dimension (use atleast_1d)")
+    mask = (x if x.dtype == dtypes.BOOL else x != 0).numpy()
+    found = np.nonzero(mask)
+    dt = index_dtype(x.device)
+    return tuple(tensor(f.astype(dt), device=x.device) for f in found)
+
+
+def searchsorted(x1: Tensor, x2: Any, /, *, side: str = "left", sorter: Any = None) -> Tensor:
+    """Where each value of x2 would go in the sorted 1-d x1 to keep it sorted (numpy's): the
+    first such index (`side="left"`: x1[i-1] < v <= x1[i]) or the last ("right": x1[i-1] <= v
+    < x1[i]); NaNs sort last, as numpy's sort puts them. A binary search per value of x2, all of
+    it one kernel: ceil(log2(n + 1)) reads of x1 at computed indices (gathers), each step
+    halving the range [lo, hi) where the index can be. `sorter`: indices that sort x1."""
+    check_tensor(x1, "searchsorted", "x1")
+    if side not in ("left", "right"):
+        raise ValueError(f"searchsorted: side must be 'left' or 'right', got {side!r}")
+    if x1.ndim != 1:
+        raise ValueError(f"searchsorted: x1 must be 1-d, got shape {x1.shape}")
+    if sorter is not None:
+        x1 = take(x1, sorter, axis=0)
+    v = x2 if isinstance(x2, Tensor) else tensor(np.asarray(x2, dtype=x1.dtype), device=x1.device)
+    if v.device != x1.device:
+        raise ValueError(f"searchsorted: x2 is on {v.device!r}, x1 on {x1.device!r}")
+    common = result_type(x1, v)
+    a, v = x1.astype(common), v.astype(common)
+    n = a.shape[0]
+    dt = index_dtype(x1.device)
+    lo = Tensor(graph.const(0, dt, v.device, v.shape))
+    hi = Tensor(graph.const(n, dt, v.device, v.shape))
+    if n == 0:
+        return lo
+    for _ in range(n.bit_length()):   # n + 1 possible answers: that many halvings
+        mid = (lo + hi) // 2
+        at = _take(a, mid, 0)
+        go_right = _before(at, v) if side == "left" else ~_before(v, at)
+        open_range = lo < hi
+        lo = where(open_range & go_right, mid + 1, lo)
+        hi = where(open_range & ~go_right, mid, hi)
+    return lo
+
+
+def _before(a: Tensor, b: Tensor) -> Tensor:
+    """a sorts before b: a < b, with NaN after every number (numpy's sort order)."""
+    if a.dtype.kind != "f":
+        return a < b
+    return (a < b) | ((b != b) & (a == a))
+
+
+__all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted"]

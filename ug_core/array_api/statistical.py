@@ -81,6 +81,17 @@ def cumulative_prod(x: Tensor, /, *, axis: int | None = None, dtype: Any = None,
     return _cumulative(x, Op.PROD, "cumulative_prod", axis, dtype, include_initial)
 
 
+def cumulative_max(x: Tensor, /, *, axis: int | None = None) -> Tensor:
+    """The running maximum along `axis` (None: the one axis of a 1-d x), in x's dtype; a NaN
+    stays from where it appears on (numpy's maximum.accumulate; torch's cummax values)."""
+    return _cumulative(x, Op.RMAX, "cumulative_max", axis, x.dtype if isinstance(x, Tensor) else None, False)
+
+
+def cumulative_min(x: Tensor, /, *, axis: int | None = None) -> Tensor:
+    """The running minimum, as cumulative_max."""
+    return _cumulative(x, Op.RMIN, "cumulative_min", axis, x.dtype if isinstance(x, Tensor) else None, False)
+
+
 def _cumulative(x: Tensor, op: Op, fn: str, axis: int | None, dtype: Any, include_initial: bool) -> Tensor:
     check_tensor(x, fn)
     if x.ndim == 0:  # numpy's: a 0-d x is scanned as one element
@@ -105,4 +116,4 @@ def _cumulative(x: Tensor, op: Op, fn: str, axis: int | None, dtype: Any, includ
     return Tensor(scans.scan(node, op, axis, dt))
 
 
-__all__ = ["cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]
+__all__ = ["cumulative_max", "cumulative_min", "cumulative_prod", "cumulative_sum", "max", "mean", "min", "prod", "std", "sum", "var"]

@@ -237,3 +237,15 @@ def test_empty_and_0d(device, shape):
                       (ew.signbit(y), np.signbit(f)), (ew.nextafter(y, 0.0), np.nextafter(f, np.float32(0)))):
         assert got.shape == want.shape and got.dtype == want.dtype
         assert_same(got.numpy(), want)
+
+
+@pytest.mark.parametrize("dt", [np.int8, np.int16, np.int32], ids=lambda d: np.dtype(d).name)
+def test_widened_to_int64_compares_signed(device, require_dtype, dt):
+    # lavapipe compared a sign-extended int64 (OpSConvert) as if zero-extended: -1 < 0 was false
+    require_dtype(np.dtype(dt))
+    a = np.array([-1, 2, -3, 0, np.iinfo(dt).min, np.iinfo(dt).max], dt)
+    wide = ug.tensor(a, device=device).astype(ug.int64)
+    w = a.astype(np.int64)
+    for got, want in ((wide < 0, w < 0), (wide < 1, w < 1), (wide <= -1, w <= -1), (wide > -2, w > -2),
+                      (ug.maximum(wide, 0), np.maximum(w, 0)), (wide, w)):
+        assert_same(got.numpy(), want, (a,))

@@ -165,6 +165,11 @@ def w14(xp: Any, x: Any) -> Any:
     return ug.argmax(x, axis=1) if xp == "ug" else np.argmax(x, axis=1) if xp is np else xp.argmax(x, dim=1)
 
 
+def w15(xp: Any, table: Any, ids: Any) -> Any:
+    """an embedding lookup and a scale: the gather fuses into the multiply (one kernel)."""
+    return table[ids] * 0.5
+
+
 def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return rng.standard_normal(shape, dtype=np.float32)
 
@@ -222,6 +227,9 @@ WORKLOADS = [
              w13, _bytes, atol=0.2),
     Workload("W14", lambda i: f"argmax over rows {_dims(i[0])}", lambda r, s: [_rand(r, 4096 // s, 4096)], w14,
              lambda i: _bytes(i, i[0].shape[0])),
+    Workload("W15", lambda i: f"emb[ids]*s {_dims(i[0])}, {_count(i[1].size)} ids",
+             lambda r, s: [_rand(r, 50000, 512), r.integers(0, 50000, 65536 // s)], w15,
+             lambda i: float(i[1].nbytes + 2 * i[1].size * i[0].shape[1] * 4)),
 ]
 
 
@@ -340,7 +348,7 @@ def run_bench(devices: list[str], names: list[str] | None, scale: int, repeat: i
         if names and w.name not in names and w.name.rstrip("ab") not in names:
             continue
         inputs = w.make_inputs(rng, scale)
-        want = np.asarray(w.fn(np, *[a.astype(np.float64) for a in inputs]))
+        want = np.asarray(w.fn(np, *[a.astype(np.float64) if a.dtype.kind == "f" else a for a in inputs]))
         rows: list[Row] = []
         peers: list[tuple[str, Callable[[], Any]]] = [("numpy", lambda w=w, inputs=inputs: w.fn(np, *inputs))]
         try:

@@ -53,6 +53,13 @@ def cast(e: SpirvEmitter, x: int, src: np.dtype, dst: np.dtype) -> int:
     bits = e.int_bits(dst)
     if e.int_bits(src) == bits:
         return e.op(S.Bitcast, t, x)   # int8 <-> uint8...: the same bits
+    if src.kind == "i" and bits == 64:
+        # sign-extended by arithmetic: lavapipe (Mesa 22.3) compared OpSConvert'ed int64 values
+        # as if zero-extended (int64(int32(-1)) < 0 was false); (u ^ top) - top is the same value
+        top = 1 << (e.int_bits(src) - 1)
+        wide = e.op(S.UConvert, e.m.t_int(64, False), e.op(S.Bitcast, e.m.t_int(e.int_bits(src), False), x))
+        flipped = e.op(S.BitwiseXor, t, e.op(S.Bitcast, t, wide), e.c(top, dst))
+        return e.op(S.ISub, t, flipped, e.c(top, dst))
     if src.kind == "i":
         return e.op(S.SConvert, t, x)  # sign-extends (or truncates)
     wide = e.op(S.UConvert, e.m.t_int(bits, False), x)   # zero-extends (OpUConvert's type is unsigned)

@@ -1,0 +1,224 @@
+"""Indexed stores: scatter_add, index_add, bincount and `x[idx] = v`, on one primitive, a
+deterministic scatter (ops.Op.SCATTER).
+
+A scatter splits its N values into `parts` consecutive parts; the kernel runs each part in order
+(one thread per part) into a row of its own, filled with the identity first, and the rows are
+then reduced (a plain reduction, which fuses with what follows). The number of parts depends
+only on N and the number of slots (`parts_for`), never on the device or its threads: the result
+has the same bits on every run, float sums included (each part's values are added in order,
+on every device; the rows' sum is the device's reduction, in a fixed order of its own).
+
+    scatter_add: x + rows.sum(0), the rows summing src at their slots
+    x[idx] = v:  numpy's last write wins: the rows hold, per slot, the largest position that
+                 writes it (a max of positions, which any order gives alike), then one gather
+                 reads v at that position where some position wrote, x elsewhere
+    bincount:    scatter_add of ones (or weights) into max(x) + 1 slots: the length depends on
+                 the values, so x is realized and its min and max read first (a sync)
+
+Indices known on the host (numpy arrays, lists, ints) are checked (IndexError); a tensor's are
+clamped into range in the kernel (documented; never a write outside).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from . import dtypes, graph
+from .array_api.indexing import _checked_index, _gather, _wrapped, getitem, is_mask
+from .array_api.manipulation import pad
+from .graph import Node
+from .ops import Op
+from .plugins import registry
+from .schedule import scatter_identity
+from .tensor import Tensor, _broadcast, _normalize_axis, tensor, where
+
+__all__ = ["scatter_add", "index_add", "bincount"]
+
+MAX_PARTS = 64
+"""At most this many parts (rows) per scatter: enough threads for a cpu, and the rows (parts x
+slots elements) stay at most about N / 4 elements (`parts_for`)."""
+
+
+def parts_for(n: int, slots: int) -> int:
+    """How many parts a scatter of n values into `slots` slots runs in: rows cost parts * slots
+    elements to fill and to reduce, so a part gets at least 4 values per slot."""
+    return max(1, min(MAX_PARTS, n // (4 * slots)))
+
+
+def scatter_add(x: Tensor, axis: int, index: Any, src: Any) -> Tensor:
+    """x with src added at `index` along `axis` (torch's scatter_add): for every position q of
+    index, out[q with q[axis] replaced by index[q]] += src[q]. index has x's rank, at most x's
+    size off `axis`; src broadcasts to index's shape. Duplicate indices all add."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"scatter_add: x must be a ug Tensor, got {type(x).__name__}")
+    if x.ndim == 0:
+        raise ValueError("scatter_add: x must have at least one dimension")
+    axis = _normalize_axis(axis, x.ndim)
+    idx, in_range = _checked_index(index, x.shape[axis], x.device, f"scatter_add: axis {axis} of x")
+    if idx.ndim != x.ndim:
+        raise ValueError(f"scatter_add: index (shape {idx.shape}) must have x's rank {x.ndim} (shape {x.shape})")
+    if any(idx.shape[d] > x.shape[d] for d in range(x.ndim) if d != axis):
+        raise ValueError(f"scatter_add: index (shape {idx.shape}) is larger than x (shape {x.shape}) off axis {axis}")
+    values = _values(src, idx.shape, x, "scatter_add")
+    return _added(x, values, _linear_slots(idx, in_range, x.shape, axis))
+
+
+def index_add(x: Tensor, axis: int, index: Any, source: Any) -> Tensor:
+    """x with source's slices added along `axis` at `index` (torch's index_add): for each i,
+    out[..., index[i], ...] += source[..., i, ...]; index is 1-d, source has x's shape but
+    len(index) on `axis`. Duplicate indices all add."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"index_add: x must be a ug Tensor, got {type(x).__name__}")
+    if x.ndim == 0:
+        raise ValueError("index_add: x must have at least one dimension")
+    axis = _normalize_axis(axis, x.ndim)
+    idx, in_range = _checked_index(index, x.shape[axis], x.device, f"index_add: axis {axis} of x")
+    if idx.ndim != 1:
+        raise ValueError(f"index_add: index must be 1-d, got shape {idx.shape}")
+    shape = x.shape[:axis] + (idx.shape[0],) + x.shape[axis + 1:]
+    full = idx.reshape(*(1,) * axis, idx.shape[0], *(1,) * (x.ndim - axis - 1)).broadcast_to(shape)
+    return _added(x, _values(source, shape, x, "index_add"), _linear_slots(full, in_range, x.shape, axis))
+
+
+def bincount(x: Any, /, weights: Any = None, minlength: int = 0) -> Tensor:
+    """numpy's bincount: how many times each value 0, 1, ..., max(x) occurs in the 1-d,
+    non-negative integer x (int64 counts), or the sums of `weights` there (in the weights'
+    float dtype; integer weights sum as float64, as numpy's, float32 where the device has no
+    float64). The length, max(max(x) + 1, minlength), depends on the values: x is realized and
+    its min and max read first."""
+    if not isinstance(x, Tensor):
+        x = tensor(np.asarray(x))
+    if x.ndim != 1 or x.dtype.kind not in "iu":
+        raise TypeError(f"bincount: x must be a 1-d integer tensor, got shape {x.shape} of {x.dtype.name}")
+    if minlength < 0:
+        raise ValueError(f"bincount: minlength must be non-negative, got {minlength}")
+    n = x.shape[0]
+    low, high = (0, -1)
+    if n:
+        low, high = _min_max(x)
+        if low < 0:
+            raise ValueError(f"bincount: x must be non-negative, its minimum is {low}")
+    length = max(high + 1, minlength)
+    if weights is None:
+        counts = dtypes.to_dtype("int64") if np.dtype(np.int64) in _device_dtypes(x.device) else dtypes.to_dtype("int32")
+        values = Tensor(graph.const(1, counts, x.device, (n,)))
+    else:
+        w = weights if isinstance(weights, Tensor) else tensor(np.asarray(weights), device=x.device)
+        if w.shape != x.shape:
+            raise ValueError(f"bincount: weights (shape {w.shape}) must have x's shape {x.shape}")
+        values = w if w.dtype.kind == "f" else w.astype(dtypes.to_dtype("float64") if np.dtype(np.float64) in _device_dtypes(x.device) else dtypes.to_dtype("float32"))
+    if length == 0:
+        return Tensor(graph.const(0, values.dtype, x.device, (0,)))
+    zero = Tensor(graph.const(0, values.dtype, x.device, (length,)))
+    if n == 0:
+        return zero
+    return _added(zero, values, x)
+
+
+def setitem(x: Tensor, index: tuple[Any, ...], value: Any) -> Node:
+    """The new value of x after `x[index] = value` with integer arrays or boolean masks in
+    index (numpy's advanced assignment: duplicates, the last write wins), as a node. A mask of
+    x's shape with a value that broadcasts to x is a select (no sync); other masks are read."""
+    if len(index) == 1 and is_mask(index[0]):
+        mask = index[0] if isinstance(index[0], Tensor) else tensor(np.asarray(index[0]), device=x.device)
+        shape = value.shape if isinstance(value, Tensor) else np.shape(value)
+        if mask.shape == x.shape and math.prod(shape) == 1 and len(shape) <= 1:
+            scalar = value.reshape(()) if isinstance(value, Tensor) else np.asarray(value).reshape(())
+            return where(mask, Tensor(graph.cast(_as_node(scalar, x), x.dtype)), x)._node
+    position = getitem(_positions(x), index)   # each written element's linear position in x
+    count = math.prod(position.shape)
+    if count == 0:
+        return x._node
+    flat_positions = position.reshape(count)
+    v = value if isinstance(value, Tensor) else tensor(np.asarray(value) if not dtypes.is_scalar(value) else value,
+                                                     device=x.device)
+    if v.ndim > position.ndim or not all(a == 1 or a == b for a, b in zip(v.shape[::-1], position.shape[::-1])):
+        raise ValueError(f"cannot assign a value of shape {v.shape} to a region of shape {position.shape}")
+    written = Tensor(_broadcast(graph.cast(v._node, x.dtype), position.shape)).reshape(count)
+    order = dtypes.to_dtype("int32") if count < 2**31 else dtypes.to_dtype("int64")
+    writer = Tensor(graph.iota((count,), order, x.device))
+    rows = _scatter(writer, flat_positions, Op.RMAX, x.size)
+    last = rows.max(axis=0) if rows.shape[0] > 1 else rows.reshape(x.size)   # -1: nobody wrote
+    picked = _gather(written, last, 0)   # (clamped: -1 reads element 0, not used)
+    return where(last >= 0, picked, x.reshape(x.size)).reshape(*x.shape)._node
+
+
+# --- helpers ---------------------------------------------------------------------------------
+
+
+def _as_node(value: Any, x: Tensor) -> Node:
+    if isinstance(value, Tensor):
+        return value._node
+    return tensor(np.asarray(value, dtype=x.dtype), device=x.device)._node
+
+
+def _positions(x: Tensor) -> Tensor:
+    """The linear position of each element of x, as a lazy index vector of x's shape."""
+    dt = dtypes.to_dtype("int32") if x.size < 2**31 else dtypes.to_dtype("int64")
+    return Tensor(graph.iota(x.shape, dt, x.device))
+
+
+def _values(src: Any, shape: tuple[int, ...], x: Tensor, fn: str) -> Tensor:
+    s = src if isinstance(src, Tensor) else tensor(src if dtypes.is_scalar(src) else np.asarray(src), device=x.device)
+    if s.device != x.device:
+        raise ValueError(f"{fn}: src is on {s.device!r}, x on {x.device!r}")
+    if s.ndim > len(shape) or not all(a == 1 or a == b for a, b in zip(s.shape[::-1], shape[::-1])):
+        raise ValueError(f"{fn}: src of shape {s.shape} does not broadcast to the index's shape {shape}")
+    return Tensor(_broadcast(graph.cast(s._node, x.dtype), shape))
+
+
+def _linear_slots(idx: Tensor, in_range: bool, shape: tuple[int, ...], axis: int) -> Tensor:
+    """The linear position in a tensor of `shape` of each position q of idx, with q[axis]
+    replaced by idx[q] (wrapped once if negative, clamped, unless known `in_range`; a 1-d
+    one only wrapped: the scatter clamps its slots): int64 index math where x needs it."""
+    wide = dtypes.to_dtype("int32") if math.prod(shape) < 2**31 else dtypes.to_dtype("int64")
+    strides = [math.prod(shape[d + 1:]) for d in range(len(shape))]
+    if len(shape) == 1 and not in_range and idx.dtype.kind == "i":
+        i = idx.astype(wide) if idx.dtype.itemsize < wide.itemsize else idx
+        return where(i < 0, i + shape[0], i)
+    total = _wrapped(idx, in_range, shape[axis])
+    total = total.astype(wide) if total.dtype != wide else total
+    total = total * strides[axis] if strides[axis] != 1 else total
+    for d, size in enumerate(idx.shape):
+        if d != axis and size > 1:
+            coord = Tensor(graph.iota((size,), wide, idx.device)).reshape(*(1,) * d, size, *(1,) * (idx.ndim - d - 1))
+            total = total + coord * strides[d]
+    return total
+
+
+def _added(x: Tensor, values: Tensor, slots: Tensor) -> Tensor:
+    """x plus values summed at their linear slots (flattened)."""
+    n = math.prod(values.shape)
+    if n == 0:
+        return x
+    rows = _scatter(values.reshape(n), slots.broadcast_to(values.shape).reshape(n), Op.SUM, x.size)
+    total = rows._reduce(Op.SUM, 0, False, rows.dtype) if rows.shape[0] > 1 else rows.reshape(x.size)
+    return x + total.reshape(*x.shape)
+
+
+def _scatter(values: Tensor, slots: Tensor, op: Op, n_slots: int) -> Tensor:
+    """The (parts, n_slots) rows of a scatter of 1-d values at 1-d slots (padded to a multiple of
+    the parts with the identity at slot 0, which changes nothing)."""
+    n = values.shape[0]
+    parts = parts_for(n, n_slots)
+    padded = -(-n // parts) * parts
+    if padded > n:
+        values = pad(values, (0, padded - n), constant_value=scatter_identity(op, values.dtype))
+        slots = pad(slots, (0, padded - n))
+    return Tensor(graph.scatter(values._node, slots._node, op, n_slots, parts))
+
+
+def _min_max(x: Tensor) -> tuple[int, int]:
+    """x's smallest and largest value, read on the host (one schedule for both)."""
+    low, high = x.min(), x.max()
+    from .api import realize
+    realize(low, high)
+    return int(low.numpy()), int(high.numpy())
+
+
+def _device_dtypes(device: str) -> frozenset[np.dtype]:
+    return registry.get(device).dtypes
+
