@@ -57,6 +57,22 @@ class MatmulSpec:
     dtype: np.dtype
 
 
+@dataclass(frozen=True)
+class SortSpec:
+    """Sort each of `rows` rows of `n` contiguous elements of the source (ug's sort order: NaN
+    after every number; descending is the exact reverse, NaN first, except that equal elements
+    keep their order when `stable`), writing the first `k` of each sorted row (k == n: all; a
+    top-k otherwise) into the output's rows of k: the values (the source's dtype) or, with
+    `indices`, their positions in the row (the output's integer dtype)."""
+
+    rows: int
+    n: int
+    k: int
+    descending: bool
+    stable: bool
+    indices: bool
+
+
 class Device(abc.ABC):
     """One compute device. Subclass it in a plugin; the core never imports backend code."""
 
@@ -68,6 +84,10 @@ class Device(abc.ABC):
     # such a limit (Vulkan: maxPerStageDescriptorStorageBuffers); the scheduler gives fused
     # intermediates buffers of their own to stay under it. None: no limit.
     max_kernel_buffers: int | None = None
+    # the most loop iterations one thread of a kernel may run, where the device has such a limit
+    # (lavapipe's loop limiter ends a loop after 65535, silently); the core keeps the serial
+    # loops it makes (a scatter's parts) under it. None: no limit.
+    max_loop_iterations: int | None = None
 
     @abc.abstractmethod
     def allocate(self, nbytes: int) -> Any: ...
@@ -140,6 +160,16 @@ class Device(abc.ABC):
         operand of the matmul. Return False when not done (nothing ran): the runtime then calls
         `matmul` and `run`. The default: False."""
         return False
+
+    def sort(self, out: "Buffer", src: "Buffer", spec: SortSpec) -> None:
+        """Optional: sort rows of `src` into `out` as `spec` says (a schedule item of its own, as
+        matmul is). A device without it (the default) sorts with kernels the core builds (a
+        bitonic network of gathers, ug_core.array_api.sorting), which suits a GPU."""
+        raise NotImplementedError(f"device {self.name!r} has no sort of its own")
+
+    def sorts(self) -> bool:
+        """Whether `sort` works here (the default: whether a subclass defines it)."""
+        return type(self).sort is not Device.sort
 
     def synchronize(self) -> None:
         """Wait for queued work; devices that run synchronously need not override this."""

@@ -183,6 +183,13 @@ def scatter(values: Node, slots: Node, op: Op, n_slots: int, parts: int) -> Node
     return new_node(Op.SCATTER, (values, slots), (op, n_slots, parts), ((parts, n_slots), values.dtype, values.device))
 
 
+def sort(src: Node, spec: Any, dtype: np.dtype) -> Node:
+    """The rows of the 2-d `src` sorted by its device (ops.Op.SORT, device.SortSpec). Shape rule:
+    (rows, spec.k); dtype: src's for values, an integer for indices."""
+    assert src.shape == (spec.rows, spec.n) and 0 <= spec.k <= spec.n, (src.shape, spec)
+    return new_node(Op.SORT, (src,), spec, ((spec.rows, spec.k), dtype, src.device))
+
+
 def matmul(a: Node, b: Node, dtype: np.dtype) -> Node:
     """Shape rule: (..., M, K) @ (..., K, N) -> (..., M, N); batch dims already equal."""
     assert a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2], (a.shape, b.shape)

@@ -453,11 +453,12 @@ class _Lowerer:
                               for j in range(offsets.size)]
             if self.opts.target == "cpu":
                 self._lower_cpu()
+            elif any(s.scatter is not None for s in self.k.stores):
+                self._lower_gpu_scatter()
             elif (max(self._extents(), default=0) <= self.opts.gpu_serial_max_extent
-                  or any(s.scan is not None or s.scatter is not None for s in self.k.stores)):
+                  or any(s.scan is not None for s in self.k.stores)):
                 # (a scan: one thread runs each outer index's scan in order; a long one over few
-                # rows arrives blocked into many rows, see ug_core.scans; a scatter: one thread
-                # runs each part in order, into a row of its own)
+                # rows arrives blocked into many rows, see ug_core.scans)
                 self._lower_gpu_thread_per_outer()
             else:
                 self._lower_gpu_workgroup_per_outer()
@@ -822,16 +823,54 @@ class _Lowerer:
     def _serial_scatter(self, s: Store, outer: Inst) -> None:
         """A scatter store (ops.Op.SCATTER): the outer index's row of the output filled with the
         identity, then `for i: row[slot(i)] = combine(row[slot(i)], value(i))`, in order."""
+        self._scatter_fill(s, outer, self.b.const(0), 1)
+        self._scatter_combine(s, outer)
+
+    def _lower_gpu_scatter(self) -> None:
+        """gpu, a kernel of scatter stores: a workgroup per part, whose threads fill the part's
+        row with the identity (each a strided share: no thread loops over a whole row), then,
+        after a barrier, whose first thread combines the part's values in order."""
+        b = self.b
+        assert all(s.scatter is not None for s in self.k.stores), "a scatter kernel stores only scatters"
+        local = min(self.opts.local_size, _next_pow2(max(s.expr.arg[1] for s in self.k.stores)))
+        grid = _split_grid(self.n_outer, self.opts.max_global_size)
+        self.global_size, self.local_size = grid, (local,) + (1,) * (len(grid) - 1)
+        part = self._group_linear(grid)
+        lid = self._local_id(local)
+        guarded = prod(grid) != self.n_outer
+        if guarded:  # uniform per workgroup, so the barrier inside stays legal
+            b.if_(b.alu(Op.CMPLT, (part, b.const(self.n_outer)), BOOL))
+        for s in self.k.stores:
+            self._scatter_fill(s, part, lid, local)
+        if local > 1:
+            b.emit(Opc.BARRIER, None)
+            b.if_(b.alu(Op.CMPEQ, (lid, b.const(0)), BOOL))
+        for s in self.k.stores:
+            self._scatter_combine(s, part)
+        if local > 1:
+            b.close()
+        if guarded:
+            b.close()
+
+    def _scatter_fill(self, s: Store, outer: Inst, first: Inst, step: int) -> None:
+        """Slots first, first + step, ... of the outer index's row: the identity."""
+        b = self.b
+        assert s.scatter is not None
+        _, slots, identity = s.scatter.arg
+        row = b.mul(outer, slots)
+        k = b.range(first, b.const(slots), step)
+        b.emit(Opc.STORE, None, (self.params[s.buf], b.add(row, k), b.const(identity, self.k.args[s.buf].dtype)))
+        b.close()
+
+    def _scatter_combine(self, s: Store, outer: Inst) -> None:
+        """`for i: row[slot(i)] = combine(row[slot(i)], value(i))`, in order."""
         b = self.b
         root = s.scatter
         assert root is not None
-        rop, slots, identity = root.arg
+        rop, slots, _ = root.arg
         dt = self.k.args[s.buf].dtype
         out = self.params[s.buf]
         row = b.mul(outer, slots)
-        k = b.range(b.const(0), b.const(slots))
-        b.emit(Opc.STORE, None, (out, b.add(row, k), b.const(identity, dt)))
-        b.close()
         extent = self._extent(s.shape)
         i = b.range(b.const(0), b.const(extent)) if extent > 1 else None
         index = self._phase(s.shape, outer, i)

@@ -83,6 +83,7 @@ class Op(enum.Enum):
     MATMUL = enum.auto()   # srcs (a, b) with shapes (..., M, K), (..., K, N)
     CUSTOM = enum.auto()   # arg: host function fn(out, *inputs)
     COPY = enum.auto()     # srcs (x,) on another device
+    SORT = enum.auto()     # srcs (x (rows, n),); arg: device.SortSpec; the rows sorted (a device's own sort)
     ASSIGN = enum.auto()   # srcs (target, value); arg: region View into target or None
     # a read at a computed element, in the graph and in kernel IR (INDEXED):
     # graph: srcs (x, index), arg: axis; out[i] = x[i with i[axis] replaced by index[i]] (numpy's
@@ -405,7 +406,7 @@ block seeded with it: about (blocks + block length) eps max |prefix| at most). T
 4 sqrt(n) eps max |prefix|. A blocked scan, or one with include_initial (the identity put in
 front as a first value), may give +0.0 where the whole prefix is -0.0."""
 
-GRAPH_ONLY = frozenset({Op.BUFFER, Op.VIEW, Op.REDUCE, Op.SCAN, Op.MATMUL, Op.CUSTOM, Op.COPY, Op.ASSIGN})
+GRAPH_ONLY = frozenset({Op.BUFFER, Op.VIEW, Op.REDUCE, Op.SCAN, Op.MATMUL, Op.CUSTOM, Op.COPY, Op.SORT, Op.ASSIGN})
 LEAVES = frozenset({Op.CONST, Op.IOTA, Op.LOAD, Op.ACC})
 INDEXED = frozenset({Op.GATHER, Op.SCATTER})
 

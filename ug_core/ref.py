@@ -15,9 +15,10 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import hookspecs
-from .device import Buffer, Device, DeviceSpec, MatmulSpec, Program
+from .device import Buffer, Device, DeviceSpec, MatmulSpec, Program, SortSpec
 from .dtypes import SUPPORTED
 from .kernel_ir import Expr, Kernel, Store, toposort
+from .kit.hostsort import sort_rows
 from .ops import ALU, INDEXED, LEAVES, REDUCE, SCANS, Op, check_exhaustive
 from .view import View, ViewChain
 
@@ -202,6 +203,9 @@ class RefDevice(Device):
     def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
         result = np.matmul(strided(self.array(a), spec.a_view), strided(self.array(b), spec.b_view))
         self.array(out)[...] = result.reshape(-1)
+
+    def sort(self, out: Buffer, src: Buffer, spec: SortSpec) -> None:
+        sort_rows(self.array(src).reshape(spec.rows, spec.n), self.array(out).reshape(spec.rows, spec.k), spec)
 
     def memory_usage(self) -> int:
         return self._allocated

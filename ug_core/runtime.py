@@ -25,7 +25,7 @@ from .graph import Node
 from .kernel_ir import Kernel, toposort
 from .ops import Op
 from .plugins import registry
-from .schedule import CopyItem, CustomItem, KernelItem, MatmulItem, Schedule, create_schedule, unrealized, walk
+from .schedule import CopyItem, CustomItem, KernelItem, MatmulItem, Schedule, SortItem, create_schedule, unrealized, walk
 from .structure import graph_key
 from .view import View, contiguous_strides, prod
 
@@ -216,7 +216,7 @@ class CompiledSchedule:
                 bufs[i] = Buffer(device, size, dtype)
         return ensure
 
-    def _compile(self, item: KernelItem | MatmulItem | CustomItem | CopyItem) -> _Step:
+    def _compile(self, item: KernelItem | MatmulItem | CustomItem | CopyItem | SortItem) -> _Step:
         idx = [self.slot(n) for n in item.buffers]
         if isinstance(item, KernelItem):
             device = registry.get(item.outputs[0].device)
@@ -270,6 +270,14 @@ class CompiledSchedule:
                                      f"not resize, reshape or replace it")
                 bufs[idx[0]].copy_in(out)  # type: ignore[union-attr]
             return _Step(run_custom, item.describe(), tuple(idx))
+        if isinstance(item, SortItem):
+            alloc = self._allocator(item.out)
+            sort, sort_spec = registry.get(item.out.device).sort, item.spec
+
+            def run_sort(bufs: list[Buffer | None]) -> None:
+                alloc(bufs)
+                sort(bufs[idx[0]], bufs[idx[1]], sort_spec)  # type: ignore[arg-type]
+            return _Step(run_sort, item.describe(), tuple(idx))
         if isinstance(item, CopyItem):
             alloc = self._allocator(item.out)
 

@@ -21,6 +21,7 @@ from . import graph
 from .dtypes import BOOL, identity
 from .graph import Node
 from .ops import Op, REDUCE
+from .plugins import registry
 from .view import View, prod
 
 SPLIT_MIN_LENGTH = 1 << 16
@@ -34,7 +35,8 @@ def scan(x: Node, op: Op, axis: int, dtype: np.dtype) -> Node:
     x = graph.cast(x, dtype)
     n = x.shape[axis]
     rows = prod([s for d, s in enumerate(x.shape) if d != axis])
-    if n < SPLIT_MIN_LENGTH or rows > SPLIT_MAX_ROWS:
+    limit = registry.get(x.device).max_loop_iterations   # (a serial row must fit a device's loop limit)
+    if (n < SPLIT_MIN_LENGTH or rows > SPLIT_MAX_ROWS) and (limit is None or n <= limit):
         return graph.scan(x, op, axis, dtype)
     return _blocked(x, op, axis, dtype)
 

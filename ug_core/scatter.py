@@ -33,7 +33,7 @@ from .graph import Node
 from .ops import Op
 from .plugins import registry
 from .schedule import scatter_identity
-from .tensor import Tensor, _broadcast, _normalize_axis, tensor, where
+from .tensor import Tensor, _broadcast, _normalize_axis, tensor, tracing, values_for_shape, where
 
 __all__ = ["scatter_add", "index_add", "bincount"]
 
@@ -42,10 +42,14 @@ MAX_PARTS = 64
 slots elements) stay at most about N / 4 elements (`parts_for`)."""
 
 
-def parts_for(n: int, slots: int) -> int:
+def parts_for(n: int, slots: int, max_loop: int | None = None) -> int:
     """How many parts a scatter of n values into `slots` slots runs in: rows cost parts * slots
-    elements to fill and to reduce, so a part gets at least 4 values per slot."""
-    return max(1, min(MAX_PARTS, n // (4 * slots)))
+    elements to fill and to reduce, so a part gets at least 4 values per slot; and no part is
+    longer than a device's loop limit (`max_loop`, Device.max_loop_iterations) allows."""
+    parts = max(1, min(MAX_PARTS, n // (4 * slots)))
+    if max_loop is not None:
+        parts = max(parts, -(-n // max_loop))
+    return parts
 
 
 def scatter_add(x: Tensor, axis: int, index: Any, src: Any) -> Tensor:
@@ -203,7 +207,7 @@ def _scatter(values: Tensor, slots: Tensor, op: Op, n_slots: int) -> Tensor:
     """The (parts, n_slots) rows of a scatter of 1-d values at 1-d slots (padded to a multiple of
     the parts with the identity at slot 0, which changes nothing)."""
     n = values.shape[0]
-    parts = parts_for(n, n_slots)
+    parts = parts_for(n, n_slots, registry.get(values.device).max_loop_iterations)
     padded = -(-n // parts) * parts
     if padded > n:
         values = pad(values, (0, padded - n), constant_value=scatter_identity(op, values.dtype))
@@ -214,9 +218,10 @@ def _scatter(values: Tensor, slots: Tensor, op: Op, n_slots: int) -> Tensor:
 def _min_max(x: Tensor) -> tuple[int, int]:
     """x's smallest and largest value, read on the host (one schedule for both)."""
     low, high = x.min(), x.max()
-    from .api import realize
-    realize(low, high)
-    return int(low.numpy()), int(high.numpy())
+    if not tracing():
+        from .api import realize
+        realize(low, high)
+    return int(values_for_shape(low, "bincount")), int(values_for_shape(high, "bincount"))
 
 
 def _device_dtypes(device: str) -> frozenset[np.dtype]:

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .device import MatmulSpec
+from .device import MatmulSpec, SortSpec
 from .dtypes import BOOL, identity, name as dtype_name
 from .graph import Node
 from .kernel_ir import BufferArg, Expr, ExprBuilder, Kernel, Reduction, Store, toposort
@@ -120,7 +120,29 @@ class CopyItem:
         return f"copy {self.src.shape} {self.src.device} -> {self.out.device}"
 
 
-Item = KernelItem | MatmulItem | CustomItem | CopyItem
+@dataclass
+class SortItem:
+    out: Node
+    src: Node
+    spec: SortSpec
+    kind: str = "sort"
+
+    @property
+    def buffers(self) -> list[Node]:
+        return [self.out, self.src]
+
+    @property
+    def outputs(self) -> list[Node]:
+        return [self.out]
+
+    def describe(self) -> str:
+        s = self.spec
+        what = "argsort" if s.indices else "sort"
+        top = f", first {s.k}" if s.k < s.n else ""
+        return f"{what} {s.rows} rows of {s.n}{top}{' descending' if s.descending else ''}"
+
+
+Item = KernelItem | MatmulItem | CustomItem | CopyItem | SortItem
 
 
 @dataclass
@@ -162,7 +184,7 @@ class _NeedsBuffer(Exception):
 INDEX = np.dtype(np.int64)
 """A gather's element index (the loop IR's index type)."""
 
-ITEM_OPS = frozenset({Op.MATMUL, Op.CUSTOM, Op.COPY})
+ITEM_OPS = frozenset({Op.MATMUL, Op.CUSTOM, Op.COPY, Op.SORT})
 """Ops that are schedule items of their own, never fused into a kernel."""
 
 
@@ -598,7 +620,7 @@ def _must_realize(nodes: list[Node], targets: list[Node]) -> set[Node]:
                 realize.add(base)
         elif node.op is Op.SCATTER:  # a kernel of its own (a scatter store), which fuses its sources
             realize.add(node)
-        elif node.op in (Op.CUSTOM, Op.COPY):
+        elif node.op in (Op.CUSTOM, Op.COPY, Op.SORT):
             realize.update(s for s in node.srcs if not s.realized)
         elif node.op is Op.ASSIGN and not node.srcs[0].realized:
             realize.add(node.srcs[0])
@@ -1057,6 +1079,8 @@ def _item_for(node: Node) -> Item:
         return CustomItem(node, list(node.srcs), node.arg)
     if node.op is Op.COPY:
         return CopyItem(node, node.srcs[0])
+    if node.op is Op.SORT:
+        return SortItem(node, node.srcs[0], node.arg)
     raise AssertionError(node)
 
 

@@ -243,6 +243,20 @@ def tracing() -> bool:
     return _tracer is not None and _tracer.tracing()
 
 
+def values_for_shape(t: "Tensor", what: str) -> np.ndarray:
+    """t's values on the host, which the shape of `what` depends on (a data-dependent op: boolean
+    masks, nonzero, bincount). Inside a ug.jit trace that is an error saying why: the trace
+    would freeze one call's shape into every later call."""
+    if tracing():
+        from .jit import TracerValueError
+        raise TracerValueError(
+            f"ug.jit: {what} has a shape that depends on the values of a tensor, so it cannot be traced (a "
+            f"trace is one sequence of kernels of fixed shapes, replayed on new values). Call it outside the "
+            f"jitted function and jit the parts before and after it, or give the mask or indices as a numpy "
+            f"array (a value known when traced: each new one is traced once).")
+    return t.numpy()
+
+
 class _BufferArray:
     """A numpy array interface over a buffer's memory that holds the buffer: np.asarray of it
     is an array whose base keeps the buffer from being freed (and its memory reused)."""

@@ -4,7 +4,8 @@ returns the `ug_core` module (see info.namespace)."""
 
 import math
 
-from . import creation, data_types, elementwise, indexing, manipulation, searching, statistical, transcendental, utility
+from . import (creation, data_types, elementwise, indexing, manipulation, searching, sorting, statistical, transcendental,
+               utility)
 from .creation import *  # noqa: F403
 from .data_types import *  # noqa: F403
 from .elementwise import *  # noqa: F403
@@ -13,6 +14,7 @@ from .info import API_VERSION, __array_namespace_info__
 from .linalg import matmul, matrix_transpose, tensordot, vecdot
 from .manipulation import *  # noqa: F403
 from .searching import *  # noqa: F403
+from .sorting import *  # noqa: F403
 from .statistical import *  # noqa: F403
 from .transcendental import *  # noqa: F403
 from .utility import *  # noqa: F403
@@ -36,6 +38,7 @@ __all__ += elementwise.__all__
 __all__ += indexing.__all__
 __all__ += manipulation.__all__
 __all__ += searching.__all__
+__all__ += sorting.__all__
 __all__ += statistical.__all__
 __all__ += transcendental.__all__
 __all__ += utility.__all__

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes, graph
-from ..tensor import Tensor, _broadcast_shape, _normalize_axis, maximum, minimum, tensor, where
+from ..tensor import Tensor, _broadcast_shape, _normalize_axis, maximum, minimum, tensor, values_for_shape, where
 from ._common import check_tensor
 
 __all__ = ["take", "take_along_axis"]
@@ -198,7 +198,7 @@ def expand_masks(index: tuple[Any, ...], device: str) -> tuple[Any, ...]:
         if not is_mask(item):
             out.append(item)
             continue
-        mask = item.numpy() if isinstance(item, Tensor) else np.asarray(item)
+        mask = values_for_shape(item, "indexing with a boolean mask") if isinstance(item, Tensor) else np.asarray(item)
         if mask.ndim == 0:
             raise IndexError("a 0-d boolean index is not supported (numpy's adds an axis)")
         small = mask.size < 2**31   # (int32 indices: half the bytes to copy to the device)

@@ -15,7 +15,7 @@ import numpy as np
 
 from .. import dtypes, graph
 from ..ops import Op
-from ..tensor import Tensor, _normalize_axes, _normalize_axis, tensor, where
+from ..tensor import Tensor, _normalize_axes, _normalize_axis, tensor, values_for_shape, where
 from ._common import check_tensor, index_dtype
 from .data_types import result_type
 from .indexing import _take, take
@@ -84,7 +84,7 @@ def nonzero(x: Tensor, /) -> tuple[Tensor, ...]:
     check_tensor(x, "nonzero")
     if x.ndim == 0:
         raise ValueError("nonzero: x must have at least one dimension (use atleast_1d)")
-    mask = (x if x.dtype == dtypes.BOOL else x != 0).numpy()
+    mask = values_for_shape(x if x.dtype == dtypes.BOOL else x != 0, "nonzero")
     found = np.nonzero(mask)
     dt = index_dtype(x.device)
     return tuple(tensor(f.astype(dt), device=x.device) for f in found)

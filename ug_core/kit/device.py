@@ -16,13 +16,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..device import Buffer, CompileError, Device, MatmulSpec, Program, RenderError
+from ..device import Buffer, CompileError, Device, MatmulSpec, Program, RenderError, SortSpec
 from ..kernel_ir import Kernel
 from ..loop_ir import LoopProgram
 from ..legalize import legalize
 from ..lower import LowerOptions, lower
 from .allocator import Allocator, CachingAllocator
 from .compiler import CachedCompiler, Compiler
+from .hostsort import HostSort
 from .matmul import matmul_kernel
 from .renderer import Renderer
 
@@ -112,6 +113,26 @@ class KitDevice(Device):
 
     def host_view(self, handle: Any, nbytes: int) -> np.ndarray | None:
         return self.raw.host_view(handle, nbytes)
+
+    # -- sort: on host memory, numpy's in place (kit.hostsort); else the core's bitonic kernels
+    sort_threads = 1
+
+    def sorts(self) -> bool:
+        return type(self.raw).host_view is not Allocator.host_view
+
+    def sort(self, out: Buffer, src: Buffer, spec: SortSpec) -> None:
+        if not self.sorts():
+            raise NotImplementedError(f"device {self.name!r} has no sort of its own (its memory is not the host's)")
+        if self._host_sort is None:
+            self._host_sort = HostSort(self.sort_threads)
+        self.synchronize()
+        keys = self.host_view(src.handle, src.nbytes)
+        result = self.host_view(out.handle, out.nbytes)
+        assert keys is not None and result is not None
+        self._host_sort.run(keys.view(src.dtype)[: spec.rows * spec.n].reshape(spec.rows, spec.n),
+                            result.view(out.dtype)[: spec.rows * spec.k].reshape(spec.rows, spec.k), spec)
+
+    _host_sort: HostSort | None = None
 
     def wrap_host(self, array: np.ndarray) -> Any | None:
         return self.raw.wrap_host(array)

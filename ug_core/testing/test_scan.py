@@ -267,3 +267,12 @@ def test_scan_errors(device, name):
         f(np.zeros(3), axis=0)
     with pytest.raises(TypeError):
         f(x, axis=0, dtype="not a dtype")
+
+
+def test_long_scan_over_many_rows(device):
+    # rows longer than a device's loop limit (lavapipe ends a loop after 65535 trips, silently)
+    # are blocked even when there are many of them
+    x = np.ones((17, 70000), np.float32)
+    got = ug.cumulative_sum(ug.tensor(x, device=device), axis=1).numpy()
+    np.testing.assert_array_equal(got[:, -1], np.full(17, 70000, np.float32))
+    np.testing.assert_allclose(got, np.cumsum(x, axis=1))

@@ -43,6 +43,10 @@ class Workload:
     bytes_moved: Callable[[list[np.ndarray]], float] | None = None
     flops: Callable[[list[np.ndarray]], float] | None = None
     tiny: bool = False                  # report µs per call
+    jit: bool = True                    # ug runs it under ug.jit (not a data-dependent shape)
+    # what is compared with the float64 reference (of the inputs and an output): the output itself,
+    # or e.g. the values an argsort orders (equal values may come in any order)
+    canon: Callable[[list[np.ndarray], np.ndarray], np.ndarray] | None = None
     rtol: float = 1e-4
     atol: float = 1e-5
 
@@ -170,6 +174,41 @@ def w15(xp: Any, table: Any, ids: Any) -> Any:
     return table[ids] * 0.5
 
 
+def w16(xp: Any, x: Any) -> Any:
+    return ug.sort(x) if xp == "ug" else np.sort(x) if xp is np else xp.sort(x).values
+
+
+def w17(xp: Any, x: Any) -> Any:
+    return ug.argsort(x) if xp == "ug" else np.argsort(x) if xp is np else xp.argsort(x)
+
+
+def w18(xp: Any, x: Any) -> Any:
+    """the 16 largest of each row, largest first (values)."""
+    if xp == "ug":
+        return ug.topk(x, 16)[0]
+    if xp is np:
+        return np.sort(np.partition(x, -16, axis=1)[:, -16:], axis=1)[:, ::-1]
+    return xp.topk(x, 16).values
+
+
+def w19(xp: Any, x: Any) -> Any:
+    return ug.bincount(x) if xp == "ug" else np.bincount(x) if xp is np else xp.bincount(x)
+
+
+def w20(xp: Any, x: Any, idx: Any, src: Any) -> Any:
+    if xp == "ug":
+        return ug.scatter_add(x, 0, idx, src)
+    if xp is np:
+        out = x.copy()
+        np.add.at(out, idx, src)
+        return out
+    return x.scatter_add(0, idx, src)
+
+
+def w21(xp: Any, x: Any) -> Any:
+    return x[x > 0]
+
+
 def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
     return rng.standard_normal(shape, dtype=np.float32)
 
@@ -230,6 +269,18 @@ WORKLOADS = [
     Workload("W15", lambda i: f"emb[ids]*s {_dims(i[0])}, {_count(i[1].size)} ids",
              lambda r, s: [_rand(r, 50000, 512), r.integers(0, 50000, 65536 // s)], w15,
              lambda i: float(i[1].nbytes + 2 * i[1].size * i[0].shape[1] * 4)),
+    Workload("W16", lambda i: f"sort of {_count(i[0].size)}", lambda r, s: [_rand(r, 16 * 2**20 // s)], w16, _bytes),
+    Workload("W17", lambda i: f"argsort of {_count(i[0].size)}", lambda r, s: [_rand(r, 2**20 // s)], w17,
+             lambda i: _bytes(i, 2 * i[0].size), canon=lambda i, order: i[0][order.astype(np.int64)]),
+    Workload("W18", lambda i: f"topk(16) of rows {_dims(i[0])}", lambda r, s: [_rand(r, 4096 // s, 4096)], w18,
+             lambda i: _bytes(i, 16 * i[0].shape[0])),
+    Workload("W19", lambda i: f"bincount of {_count(i[0].size)} into 1024", lambda r, s: [r.integers(0, 1024, 16 * 2**20 // s)],
+             w19, lambda i: float(i[0].nbytes), jit=False),
+    Workload("W20", lambda i: f"scatter_add {_count(i[2].size)} into {_count(i[0].size)}",
+             lambda r, s: [np.zeros(2**16, np.float32), r.integers(0, 2**16, 4 * 2**20 // s), _rand(r, 4 * 2**20 // s)],
+             w20, lambda i: float(i[1].nbytes + i[2].nbytes), rtol=1e-4, atol=1e-3),
+    Workload("W21", lambda i: f"x[x > 0] of {_count(i[0].size)}", lambda r, s: [_rand(r, 16 * 2**20 // s)], w21,
+             lambda i: float(i[0].nbytes * 1.5), jit=False),
 ]
 
 
@@ -287,16 +338,25 @@ class Row:
         return ""
 
 
-def _check(got: Any, want: np.ndarray, w: Workload) -> bool:
+def _check(got: Any, want: np.ndarray, w: Workload, inputs: list[np.ndarray]) -> bool:
     if getattr(got, "is_cuda", False):   # a torch tensor on the GPU
         got = got.cpu()
+    got = np.asarray(got)
+    if w.canon is not None:
+        got, want = w.canon(inputs, got), w.canon(inputs, want)
     got = np.asarray(got, dtype=np.float64).reshape(np.shape(want))
     return bool(np.allclose(got, want, rtol=w.rtol * 10, atol=w.atol * 10))
 
 
 def _ug_runner(w: Workload, inputs: list[np.ndarray], device: str) -> tuple[Callable[[], Any], Callable[[], Any]]:
     tensors = [ug.tensor(a, device=device) for a in inputs]
-    jitted = ug.jit(lambda *ts: w.fn("ug", *ts))
+    if w.jit:
+        jitted = ug.jit(lambda *ts: w.fn("ug", *ts))
+    else:   # a data-dependent shape: each call schedules (its kernels are cached)
+        def jitted(*ts: Any) -> Any:
+            out = w.fn("ug", *ts)
+            ug.realize(out)
+            return out
     dev = ug.registry.get(device)
 
     def run() -> Any:
@@ -358,13 +418,13 @@ def run_bench(devices: list[str], names: list[str] | None, scale: int, repeat: i
         timed: list[tuple[Row, Callable[[], Any]]] = []   # rows that ran and get a time
         for name, run in peers:
             try:
-                timed.append((Row(w, name, None, _check(run(), want, w)), run))
+                timed.append((Row(w, name, None, _check(run(), want, w, inputs)), run))
             except Exception as e:
                 rows.append(Row(w, name, None, False, f"failed: {type(e).__name__}: {str(e)[:60]}"))
         for device in devices:
             try:
                 run, value = _ug_runner(w, inputs, device)
-                timed.append((Row(w, f"ug:{device}", None, _check(value(), want, w)), run))
+                timed.append((Row(w, f"ug:{device}", None, _check(value(), want, w, inputs)), run))
             except Exception as e:
                 rows.append(Row(w, f"ug:{device}", None, False, f"failed: {type(e).__name__}: {str(e)[:80]}"))
         try:

@@ -9,7 +9,8 @@ and the runtime (launch.CPURuntime). It overrides what makes it fast:
   of the process), tiny kernels prefer 128-bit vectors, and the variant without `noalias` (one
   buffer passed twice) is compiled on first use;
 * launcher / handle_launcher / run_threads: launches split over the threads (launch.py);
-* matmul / matmul_epilogue: the packed gemm, small products as kernels, numpy (matmul.py).
+* matmul / matmul_epilogue: the packed gemm, small products as kernels, numpy (matmul.py);
+* sort_threads: the kit's host sort (host memory) runs its row blocks on every core.
 """
 
 from __future__ import annotations
@@ -63,6 +64,7 @@ class CPUDevice(KitDevice):
                          CPURuntime(jit, threads, self._load_aliased))
         self.wide_lower_options = LowerOptions(target="cpu", outer_block=settings.WIDE_OUTER_BLOCK)
         self.matmuls = HostMatmul(self)
+        self.sort_threads = threads   # the kit's host sort (ug_core.kit.hostsort) over the threads
 
     @property
     def threads(self) -> int:

@@ -58,6 +58,8 @@ class VulkanDevice(KitDevice):
         super().__init__(info, functools.partial(SpirvRenderer, ctx.caps), self.assembler,
                          VulkanAllocator(ctx, runtime, staged="mapped" in disable), runtime)
         self.matmuls: dict[Any, Program] = {}
+        if "llvmpipe" in self.device_name:   # its loop limiter ends a loop after 65535 trips, silently
+            self.max_loop_iterations = 65535
 
     # --- memory
     def allocate(self, nbytes: int) -> Any:
