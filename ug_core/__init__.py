@@ -26,6 +26,7 @@ from .scatter import bincount, index_add, scatter_add
 from .array_api.linalg import matmul, matrix_transpose, tensordot, vecdot
 from .array_api.manipulation import *  # noqa: F403
 from .array_api.searching import *  # noqa: F403
+from .array_api.sets import *  # noqa: F403
 from .array_api.sorting import *  # noqa: F403
 from .array_api.statistical import *  # noqa: F403
 from .array_api.transcendental import *  # noqa: F403

@@ -177,6 +177,16 @@ def nextafter(a: Any, b: Any) -> Any:
     return np.where(np.asarray(a) == np.asarray(b), b, out).astype(out.dtype, copy=False)
 
 
+def arctan2(a: Any, b: Any) -> Any:
+    """np.arctan2, float16 / float32 computed in float64 and rounded once (numpy's own float32
+    loop, SIMD on some machines, was off by up to 3 ulp: ref is the oracle)."""
+    a, b = np.asarray(a), np.asarray(b)
+    dt = np.result_type(a, b)
+    if dt.kind == "f" and dt.itemsize < 8:
+        return np.arctan2(a.astype(np.float64), b.astype(np.float64)).astype(dt)
+    return np.arctan2(a, b)
+
+
 def power(a: Any, b: Any) -> Any:
     """POW. float: C99 / numpy pow: pow(x, 0) == 1 and pow(1, y) == 1 even for NaN,
     pow(-1, +-inf) == 1, a negative base with a non-integer exponent is NaN, pow(+-0, y < 0)
@@ -275,7 +285,7 @@ ALU: dict[Op, Alu] = {
     # (the core computes it on every device: ug_core.mathlib.atan2), with every special case:
     # the sign of a zero x1 is kept, atan2(+-0, -0) == +-pi, atan2(+-0, +0) == +-0,
     # atan2(+-inf, -inf) == +-3pi/4, atan2(+-inf, +inf) == +-pi/4, NaN if either is NaN.
-    Op.ATAN2: Alu(2, np.arctan2, "atan2"),
+    Op.ATAN2: Alu(2, arctan2, "atan2"),
     # float: ordered comparisons (False with a NaN), but CMPNE, which is True with a NaN;
     # -0.0 == 0.0. int: signed. uint: unsigned. bool: False < True.
     Op.CMPLT: Alu(2, np.less, "<", returns_bool=True),

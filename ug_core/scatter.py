@@ -129,7 +129,7 @@ def setitem(x: Tensor, index: tuple[Any, ...], value: Any) -> Node:
     if len(index) == 1 and is_mask(index[0]):
         mask = index[0] if isinstance(index[0], Tensor) else tensor(np.asarray(index[0]), device=x.device)
         shape = value.shape if isinstance(value, Tensor) else np.shape(value)
-        if mask.shape == x.shape and math.prod(shape) == 1 and len(shape) <= 1:
+        if (mask.shape == x.shape or mask.ndim == 0) and math.prod(shape) == 1 and len(shape) <= 1:
             scalar = value.reshape(()) if isinstance(value, Tensor) else np.asarray(value).reshape(())
             return where(mask, Tensor(graph.cast(_as_node(scalar, x), x.dtype)), x)._node
     position = getitem(_positions(x), index)   # each written element's linear position in x

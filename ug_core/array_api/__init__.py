@@ -4,8 +4,8 @@ returns the `ug_core` module (see info.namespace)."""
 
 import math
 
-from . import (creation, data_types, elementwise, indexing, manipulation, searching, sorting, statistical, transcendental,
-               utility)
+from . import (creation, data_types, elementwise, indexing, manipulation, searching, sets, sorting, statistical,
+               transcendental, utility)
 from .creation import *  # noqa: F403
 from .data_types import *  # noqa: F403
 from .elementwise import *  # noqa: F403
@@ -14,6 +14,7 @@ from .info import API_VERSION, __array_namespace_info__
 from .linalg import matmul, matrix_transpose, tensordot, vecdot
 from .manipulation import *  # noqa: F403
 from .searching import *  # noqa: F403
+from .sets import *  # noqa: F403
 from .sorting import *  # noqa: F403
 from .statistical import *  # noqa: F403
 from .transcendental import *  # noqa: F403
@@ -38,6 +39,7 @@ __all__ += elementwise.__all__
 __all__ += indexing.__all__
 __all__ += manipulation.__all__
 __all__ += searching.__all__
+__all__ += sets.__all__
 __all__ += sorting.__all__
 __all__ += statistical.__all__
 __all__ += transcendental.__all__

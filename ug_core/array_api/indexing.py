@@ -66,6 +66,10 @@ def getitem(x: Tensor, index: tuple[Any, ...]) -> Tensor:
     numpy arrays or lists; ints among them count as 0-d arrays): basic indexing by the other
     items, then one gather over the array-indexed dims. The arrays broadcast to one shape B,
     which replaces those dims where they are adjacent, else comes first (numpy's rule)."""
+    if len(index) == 1 and is_mask(index[0]) and np.ndim(index[0]) == 0:   # numpy's: a new axis, of 1 or 0
+        keep = bool(values_for_shape(index[0], "indexing with a boolean mask")) if isinstance(index[0], Tensor) \
+            else bool(index[0])
+        return x[None] if keep else x[None][0:0]
     index = _expand_ellipsis(x.ndim, expand_masks(index, x.device))
     basic: list[Any] = []
     arrays: list[tuple[int, Any]] = []   # (dim of the basic view, the index array)

@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import graph
 from ..tensor import _broadcast_shape, _normalize_axis
-from ..tensor import Tensor, full, where
+from ..tensor import Tensor, full, values_for_shape, where
 from ..view import View
 from .data_types import result_type
 from ._common import check_tensor, shape_tuple
@@ -122,18 +122,35 @@ def tile(x: Tensor, repetitions: tuple[int, ...], /) -> Tensor:
 
 
 def repeat(x: Tensor, repeats: int | Tensor, /, *, axis: int | None = None) -> Tensor:
-    """Each element repeated `repeats` times (an int: a tensor of per-element counts would make a
-    data-dependent shape, which ug cannot build yet)."""
+    """Each element repeated `repeats` times: an int, or per element a tensor (or sequence) of
+    counts along `axis`, whose values make the shape: they are read on the host (a sync), and
+    the result is a gather of x at the repeated positions."""
     check_tensor(x, "repeat")
+    if isinstance(repeats, Tensor) and (repeats.ndim != 0 or repeats.size != 1):
+        return _repeat_each(x, values_for_shape(repeats, "repeat with per-element repeats"), axis)
+    if isinstance(repeats, (list, tuple, np.ndarray)):
+        return _repeat_each(x, np.asarray(repeats), axis)
     if isinstance(repeats, Tensor):
-        if repeats.ndim != 0 and repeats.size != 1:
-            raise NotImplementedError("repeat: per-element repeats (a tensor) give a data-dependent shape, "
-                                      "which ug does not support; pass an int")
         repeats = int(repeats)
     n = _count(repeats, "repeat")
     if axis is None:
         return _repeat_along(x.reshape(-1), 0, n, inner=True)
     return _repeat_along(x, _axis(axis, x.ndim), n, inner=True)
+
+
+def _repeat_each(x: Tensor, counts: np.ndarray, axis: int | None) -> Tensor:
+    from .indexing import take
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    axis = _axis(axis, x.ndim)
+    n = x.shape[axis]
+    if counts.dtype.kind not in "iu" or counts.ndim != 1 or counts.shape[0] not in (1, n):
+        raise ValueError(f"repeat: repeats must be ints, one per element along axis {axis} (size {n}), got shape "
+                         f"{counts.shape} of {counts.dtype}")
+    if counts.size and counts.min() < 0:
+        raise ValueError("repeat: repeats must be non-negative")
+    positions = np.repeat(np.arange(n, dtype=np.int64), np.broadcast_to(counts, (n,)))
+    return take(x, positions, axis=axis)
 
 
 def _tensors(arrays: Sequence[Tensor], fn: str) -> list[Tensor]:

@@ -123,3 +123,29 @@ def test_jit_replays_sorts_and_refuses_data_dependent_shapes(device, rng):
     h = ug.jit(lambda t: ug.nonzero(t)[0])
     with pytest.raises(ug.TracerValueError, match="nonzero"):
         h(ug.tensor(rand(5), device=device))
+
+
+def test_unique_functions(device, rng):
+    x = rng.integers(0, 5, (4, 6)).astype(np.float32)
+    x[0, 0] = x[2, 3] = np.nan   # each NaN is a value of its own (the standard's rule)
+    t = ug.tensor(x, device=device)
+    values, index, inverse, counts = np.unique(x, return_index=True, return_inverse=True, return_counts=True,
+                                               equal_nan=False)
+    np.testing.assert_array_equal(ug.unique_values(t).numpy(), values)
+    got = ug.unique_all(t)
+    np.testing.assert_array_equal(got.values.numpy(), values)
+    np.testing.assert_array_equal(got.indices.numpy(), index)
+    np.testing.assert_array_equal(got.inverse_indices.numpy(), inverse.reshape(x.shape))
+    np.testing.assert_array_equal(got.counts.numpy(), counts)
+    np.testing.assert_array_equal(ug.unique_counts(t).counts.numpy(), counts)
+    np.testing.assert_array_equal(ug.unique_inverse(t).inverse_indices.numpy(), inverse.reshape(x.shape))
+    assert ug.unique_values(ug.tensor(np.zeros(0, np.int32), device=device)).shape == (0,)
+
+
+def test_repeat_with_per_element_counts(device):
+    x = rand((3, 2))
+    t = ug.tensor(x, device=device)
+    np.testing.assert_array_equal(ug.repeat(t, ug.tensor(np.array([2, 0, 1]), device=device), axis=0).numpy(),
+                                  np.repeat(x, [2, 0, 1], axis=0))
+    np.testing.assert_array_equal(ug.repeat(t, [1, 3], axis=1).numpy(), np.repeat(x, [1, 3], axis=1))
+    np.testing.assert_array_equal(ug.repeat(t, ug.tensor(np.arange(6), device=device)).numpy(), np.repeat(x, np.arange(6)))

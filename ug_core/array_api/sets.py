@@ -1,0 +1,101 @@
+"""Set functions of the Array API standard: unique_values, unique_counts, unique_inverse,
+unique_all, on a stable sort (sorting.py).
+
+The flattened x is sorted; a group of equal values starts where a value differs from the one
+before it (NaN differs from everything, itself included: each NaN is a value of its own, as the
+standard asks). How many groups there are depends on the values: the group starts are read on
+the host (a sync); the rest stays on the device: the values are a gather of the sorted ones,
+the inverse indices a scan of the starts scattered back through the sort's order.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from ..tensor import Tensor, tensor, values_for_shape
+from ._common import check_tensor, index_dtype
+from .sorting import argsort
+from .statistical import cumulative_sum
+
+__all__ = ["unique_all", "unique_counts", "unique_inverse", "unique_values"]
+
+
+class UniqueAllResult(NamedTuple):
+    values: Tensor
+    indices: Tensor
+    inverse_indices: Tensor
+    counts: Tensor
+
+
+class UniqueCountsResult(NamedTuple):
+    values: Tensor
+    counts: Tensor
+
+
+class UniqueInverseResult(NamedTuple):
+    values: Tensor
+    inverse_indices: Tensor
+
+
+def unique_values(x: Tensor, /) -> Tensor:
+    """The distinct values of x, sorted (1-d)."""
+    return _groups(check_tensor(x, "unique_values"), "unique_values")[0]
+
+
+def unique_counts(x: Tensor, /) -> UniqueCountsResult:
+    """The distinct values of x, sorted, and how many times each occurs."""
+    values, _, starts, n = _groups(check_tensor(x, "unique_counts"), "unique_counts")
+    return UniqueCountsResult(values, _counts(starts, n, x.device))
+
+
+def unique_inverse(x: Tensor, /) -> UniqueInverseResult:
+    """The distinct values of x, sorted, and for each element of x the index of its value
+    among them (x's shape)."""
+    values, order, starts, n = _groups(check_tensor(x, "unique_inverse"), "unique_inverse")
+    return UniqueInverseResult(values, _inverse(x, order, starts, n))
+
+
+def unique_all(x: Tensor, /) -> UniqueAllResult:
+    """The distinct values of x, sorted; the index of each one's first occurrence in the
+    flattened x; the inverse indices (x's shape); and the counts."""
+    values, order, starts, n = _groups(check_tensor(x, "unique_all"), "unique_all")
+    first = order[tensor(starts, device=x.device)] if len(starts) else _empty(x.device)
+    return UniqueAllResult(values, first, _inverse(x, order, starts, n), _counts(starts, n, x.device))
+
+
+def _groups(x: Tensor, fn: str) -> tuple[Tensor, Tensor, np.ndarray, int]:
+    """(the distinct values, the stable order that sorts the flattened x, where in that order
+    each group starts (host int64), the element count)."""
+    flat = x.reshape(x.size) if x.ndim != 1 else x
+    n = flat.shape[0]
+    order = argsort(flat)
+    if n == 0:
+        return flat, order, np.zeros(0, np.int64), 0
+    ordered = flat[order]
+    change = ordered[1:] != ordered[:-1]   # (NaN != NaN: every NaN starts a group)
+    starts = np.concatenate([[0], np.flatnonzero(values_for_shape(change, fn)) + 1]).astype(np.int64)
+    return ordered[tensor(starts, device=x.device)], order, starts, n
+
+
+def _counts(starts: np.ndarray, n: int, device: str) -> Tensor:
+    return tensor(np.diff(np.append(starts, n)).astype(index_dtype(device)), device=device)
+
+
+def _inverse(x: Tensor, order: Tensor, starts: np.ndarray, n: int) -> Tensor:
+    """For each element, its group: the running count of group starts along the sorted order,
+    written back to where each sorted element came from."""
+    dt = index_dtype(x.device)
+    if n == 0:
+        return tensor(np.zeros(x.shape, dt), device=x.device)
+    begins = np.zeros(n, dt)
+    begins[starts] = 1
+    group = cumulative_sum(tensor(begins, device=x.device)) - 1
+    inverse = tensor(np.zeros(n, dt), device=x.device)
+    inverse[order] = group
+    return inverse.reshape(*x.shape)
+
+
+def _empty(device: str) -> Tensor:
+    return tensor(np.zeros(0, index_dtype(device)), device=device)
