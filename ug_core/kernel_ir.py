@@ -12,6 +12,9 @@ Every kernel has the same shape, which covers elementwise kernels, reductions an
 A scan store (`Store.scan`, a kernel with one axis) stores the running value instead, in
 order along the axis: acc = identity; for i: acc = combine(acc, s.expr(i)); out[i] = acc
 (ops.SCANS; its accumulator is the store's output dtype, float16's float32).
+A scatter store (its expression's root is a SCATTER, `Store.scatter`; a kernel with one axis)
+fills the outer index's row of the output (rows of `slots`) with an identity, then for i in
+order: row[slot(i)] = combine(row[slot(i)], value(i)) (ops.Op.SCATTER).
 
 All index spaces have the kernel's rank n; on the dims not in `axes` they equal `outer`.
 A GATHER reads argument `buf` at an element its operand computes (int64, in range: the

@@ -66,7 +66,7 @@ def getitem(x: Tensor, index: tuple[Any, ...]) -> Tensor:
     numpy arrays or lists; ints among them count as 0-d arrays): basic indexing by the other
     items, then one gather over the array-indexed dims. The arrays broadcast to one shape B,
     which replaces those dims where they are adjacent, else comes first (numpy's rule)."""
-    if len(index) == 1 and is_mask(index[0]) and np.ndim(index[0]) == 0:   # numpy's: a new axis, of 1 or 0
+    if len(index) == 1 and is_mask(index[0]) and _ndim(index[0]) == 0:   # numpy's: a new axis, of 1 or 0
         keep = bool(values_for_shape(index[0], "indexing with a boolean mask")) if isinstance(index[0], Tensor) \
             else bool(index[0])
         return x[None] if keep else x[None][0:0]
@@ -180,6 +180,11 @@ def _checked_index(indices: Any, n: int, device: str, where: str) -> tuple[Tenso
     small = known.size == 0 or (int(known.min()) >= -(2**31) and int(known.max()) < 2**31)
     wrapped = np.where(known < 0, known + n, known) if known.dtype.kind == "i" else known
     return tensor(wrapped.astype(np.int32 if small else np.int64), device=device), True
+
+
+def _ndim(item: Any) -> int:
+    """An index item's rank, without reading a tensor's values (np.ndim would)."""
+    return item.ndim if isinstance(item, Tensor) else int(np.ndim(item))
 
 
 def is_mask(item: Any) -> bool:

@@ -50,9 +50,10 @@ class Info:
     __module__ = "ug_core"
 
     def capabilities(self) -> dict[str, Any]:
-        """ug has no boolean-mask indexing nor data-dependent shapes yet (both need the core to
-        learn output sizes at run time), and no limit on the number of dimensions."""
-        return {"boolean indexing": False, "data-dependent shapes": False, "max dimensions": None}
+        """Boolean-mask indexing and data-dependent shapes (nonzero, unique_*, repeat with a
+        tensor of counts) work: what the shape depends on is realized and read on the host (a
+        sync; inside ug.jit a TracerValueError says why). No limit on the number of dimensions."""
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": None}
 
     def default_device(self) -> str:
         return _device(None)

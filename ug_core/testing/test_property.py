@@ -156,7 +156,7 @@ def draw_step(data, pool, allow_const):
     """Draw one op that is valid for the current numpy pool; return (description, fn).
     fn(vals, const) -> new value, where vals is the current pool (numpy or ug)."""
     n = len(pool)
-    kinds = ["unary", "scalar", "binary", "view", "reduce", "softmax", "matmul"]
+    kinds = ["unary", "scalar", "binary", "view", "reduce", "softmax", "matmul", "indexed"]
     kind = data.draw(st.sampled_from(kinds), label="kind")
     i = data.draw(st.integers(0, n - 1), label="operand")
     x = pool[i]
@@ -258,6 +258,9 @@ def draw_step(data, pool, allow_const):
             ), label="axis")
         return f"v{i}.{red}(axis={axis}, keepdims={keep})", lambda v, c: reduce(v[i], red, axis, keep)
 
+    if kind == "indexed":
+        return draw_indexed(data, i, x)
+
     if kind == "softmax":
         if x.ndim == 0:
             return f"v{i}.abs()", lambda v, c: UNARY["abs"](v[i])
@@ -297,6 +300,55 @@ def draw_step(data, pool, allow_const):
         return f"v{i} @ v{i}", lambda v, c: A(v[i] @ v[i])
     perm = tuple(range(x.ndim - 2)) + (x.ndim - 1, x.ndim - 2)
     return f"v{i} @ v{i}.permute{perm}", lambda v, c: A(v[i] @ permute(v[i], perm))
+
+
+def draw_indexed(data, i, x):
+    """A data-dependent op whose result is continuous in x (the graph runs in float32 on ug and in
+    float64 in numpy): gathers and masks at fixed indices, sorted values, scatter-adds at fixed
+    slots, running maxima."""
+    if x.ndim == 0:
+        return f"v{i}.abs()", lambda v, c: UNARY["abs"](v[i])
+    seed = data.draw(st.integers(0, 2 ** 16), label="seed")
+    rng = np.random.default_rng(seed)
+    axis = data.draw(st.integers(0, x.ndim - 1), label="axis")
+    n = x.shape[axis]
+    op = data.draw(st.sampled_from(["take", "getitem", "take_along", "sort", "mask", "scatter_add", "cummax"]),
+                   label="indexed")
+    if op in ("take", "getitem") and n:
+        idx = rng.integers(-n, n, data.draw(st.integers(0, 5), label="count"))
+        if op == "take":
+            return (f"take(v{i}, {idx.tolist()}, axis={axis})",
+                    lambda v, c: A(np.take(v[i], idx, axis=axis)) if is_np(v[i]) else ug.take(v[i], idx, axis=axis))
+        key = (slice(None),) * axis + (idx,)
+        return f"v{i}[{':, ' * axis}{idx.tolist()}]", lambda v, c: A(v[i][key])
+    if op == "take_along" and n:
+        shape = list(x.shape)
+        shape[axis] = data.draw(st.integers(1, 4), label="along")
+        idx = rng.integers(0, n, shape)
+        return (f"take_along_axis(v{i}, idx{shape}, {axis})",
+                lambda v, c: A(np.take_along_axis(v[i], idx, axis)) if is_np(v[i]) else ug.take_along_axis(v[i], idx, axis=axis))
+    if op == "sort":
+        desc = data.draw(st.booleans(), label="descending")
+        return (f"sort(v{i}, axis={axis}, descending={desc})",
+                lambda v, c: (A(-np.sort(-v[i], axis=axis)) if desc else A(np.sort(v[i], axis=axis))) if is_np(v[i])
+                else ug.sort(v[i], axis=axis, descending=desc))
+    if op == "mask":
+        mask = rng.random(x.shape) < 0.5
+        return f"v{i}[mask{x.shape}]", lambda v, c: A(v[i][mask])
+    if op == "scatter_add":
+        slots = data.draw(st.integers(1, 6), label="slots")
+        flat = int(np.prod(x.shape))
+        idx = rng.integers(0, slots, flat)
+
+        def scatter(v, c):
+            if is_np(v[i]):
+                out = np.zeros(slots)
+                np.add.at(out, idx, v[i].reshape(-1))
+                return out
+            return ug.scatter_add(ug.zeros(slots, device=v[i].device), 0, idx, v[i].reshape(-1))
+        return f"scatter_add(zeros({slots}), {idx.tolist()}, v{i}.reshape(-1))", scatter
+    return (f"cumulative_max(v{i}, axis={axis})",
+            lambda v, c: A(np.maximum.accumulate(v[i], axis=axis)) if is_np(v[i]) else ug.cumulative_max(v[i], axis=axis))
 
 
 class Program:
