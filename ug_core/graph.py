@@ -184,10 +184,11 @@ def scatter(values: Node, slots: Node, op: Op, n_slots: int, parts: int) -> Node
 
 
 def sort(src: Node, spec: Any, dtype: np.dtype) -> Node:
-    """The rows of the 2-d `src` sorted by its device (ops.Op.SORT, device.SortSpec). Shape rule:
-    (rows, spec.k); dtype: src's for values, an integer for indices."""
-    assert src.shape == (spec.rows, spec.n) and 0 <= spec.k <= spec.n, (src.shape, spec)
-    return new_node(Op.SORT, (src,), spec, ((spec.rows, spec.k), dtype, src.device))
+    """The rows of `src` (its last dim; spec.rows of them) sorted by its device (ops.Op.SORT,
+    device.SortSpec). Shape rule: src's with spec.k on the last dim; dtype: src's for values,
+    an integer for indices."""
+    assert src.shape and src.shape[-1] == spec.n and 0 <= spec.k <= spec.n, (src.shape, spec)
+    return new_node(Op.SORT, (src,), spec, (src.shape[:-1] + (spec.k,), dtype, src.device))
 
 
 def matmul(a: Node, b: Node, dtype: np.dtype) -> Node:

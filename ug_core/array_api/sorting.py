@@ -71,16 +71,12 @@ def _sorted(x: Tensor, axis: int, descending: bool, stable: bool, indices: bool,
     dt = index_dtype(x.device) if indices else x.dtype
     if rows == 0 or k == 0 or n == 0:
         out = Tensor(graph.const(0, dt, x.device, lead + (k,)))
+    elif registry.get(x.device).sorts():   # (rows of the moved tensor: no reshape, no copy)
+        out = Tensor(graph.sort(moved._node, SortSpec(rows, n, k, descending, stable, indices), dt))
     else:
-        flat = moved.reshape(rows, n)
-        if registry.get(x.device).sorts():
-            spec = SortSpec(rows, n, k, descending, stable, indices)
-            out = Tensor(graph.sort(flat._node, spec, dt))
-        else:
-            keys, order = _bitonic(flat, descending)
-            out = (order if indices else keys)[:, :k]
-            out = out.astype(dt) if out.dtype != dt else out
-        out = out.reshape(*lead, k)
+        keys, order = _bitonic(moved.reshape(rows, n), descending)
+        out = (order if indices else keys)[:, :k]
+        out = (out.astype(dt) if out.dtype != dt else out).reshape(*lead, k)
     if axis == x.ndim - 1:
         return out
     back = list(range(x.ndim - 1))

@@ -16,6 +16,10 @@ import numpy as np
 
 from ..device import SortSpec
 
+SPLIT_MIN = 1 << 16
+"""A row at least this long is sorted by several threads (chunks, then merges) when there are
+fewer rows than threads."""
+
 PARTITION_FRACTION = 8
 """A top-k with k below n / PARTITION_FRACTION partitions each row before sorting the k."""
 
@@ -30,12 +34,54 @@ class HostSort:
         if spec.rows == 0 or spec.k == 0:
             return
         blocks = min(self.threads, spec.rows)
+        if blocks == 1 and self.threads > 1 and spec.k == spec.n and spec.n >= SPLIT_MIN and keys.dtype.kind in "fiu":
+            for r in range(spec.rows):   # one long row (or few): chunks sorted on the threads, then merged
+                self._sort_long_row(keys[r], result[r], spec)
+            return
         if blocks == 1:
             _sort_block(keys, result, spec)
             return
         bounds = [spec.rows * i // blocks for i in range(blocks + 1)]
         jobs = [(keys[lo:hi], result[lo:hi]) for lo, hi in zip(bounds, bounds[1:])]
         list(self._executor().map(lambda job: _sort_block(job[0], job[1], spec), jobs))
+
+    def _sort_long_row(self, key: np.ndarray, out: np.ndarray, spec: SortSpec) -> None:
+        """A merge sort over the threads: one chunk per thread sorted by numpy (stable), then
+        pairs of runs merged, each merge split into one piece per thread at its co-ranks (where
+        the merged order crosses a piece boundary, found by binary search), each piece merged
+        by numpy's stable sort, which sees two runs and merges them. Descending: the reversed
+        row, as in _sort_block."""
+        n = key.shape[0]
+        row = key[::-1] if spec.descending else key
+        pool = self._executor()
+        chunks = min(self.threads, n // (SPLIT_MIN // 2))
+        bounds = [n * i // chunks for i in range(chunks + 1)]
+        spans = list(zip(bounds, bounds[1:]))
+        order = np.argsort   # (runs of positions: each chunk's stable order, its values beside)
+
+        def sort_chunk(span: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+            lo, hi = span
+            if not spec.indices:   # (values: any sort; zeros are put in order at the end)
+                return np.sort(row[lo:hi]), np.empty(0, np.int64)
+            pos = order(row[lo:hi], kind="stable") + lo
+            return row[pos], pos
+        runs = list(pool.map(sort_chunk, spans))
+        while len(runs) > 1:
+            pairs = [(runs[i], runs[i + 1]) for i in range(0, len(runs) - 1, 2)]
+            pieces = max(1, self.threads // len(pairs))
+            jobs = [(a, b, p) for a, b in pairs for p in range(pieces)]
+            parts = list(pool.map(lambda job: _merge_piece(job[0], job[1], job[2], pieces, spec.indices), jobs))
+            merged = [(np.concatenate([v for v, _ in parts[i * pieces:(i + 1) * pieces]]),
+                       np.concatenate([q for _, q in parts[i * pieces:(i + 1) * pieces]]))
+                      for i in range(len(pairs))]
+            runs = merged + ([runs[-1]] if len(runs) % 2 else [])
+        values, positions = runs[0]
+        if spec.indices:
+            out[...] = (n - 1 - positions[::-1]) if spec.descending else positions
+        else:
+            out[...] = values[::-1] if spec.descending else values
+            if key.dtype.kind == "f":
+                _zeros_in_order(key[None, :], out[None, :], spec.descending)
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -48,6 +94,43 @@ class HostSort:
         self._pool = None
 
 
+def _before(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """x sorts strictly before y (NaN after every number)."""
+    if x.dtype.kind != "f":
+        return x < y
+    return (x < y) | (np.isnan(y) & ~np.isnan(x))
+
+
+def _co_rank(a: np.ndarray, b: np.ndarray, m: int) -> int:
+    """How many of the first m elements of the stable merge of runs a, b (a first on ties) come
+    from a."""
+    lo, hi = max(0, m - len(b)), min(m, len(a))
+    while lo < hi:
+        i = (lo + hi) // 2
+        j = m - i
+        # too few from a when a[i] comes before b[j - 1] (a[i] <= b[j - 1]: a wins ties)
+        if j > 0 and not _before(b[j - 1:j], a[i:i + 1])[0]:
+            lo = i + 1
+        else:
+            hi = i
+    return lo
+
+
+def _merge_piece(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], piece: int, pieces: int,
+                 with_positions: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Piece `piece` of `pieces` of the stable merge of runs (values, positions) a and b."""
+    (av, ap), (bv, bp) = a, b
+    total = len(av) + len(bv)
+    m0, m1 = total * piece // pieces, total * (piece + 1) // pieces
+    i0, i1 = _co_rank(av, bv, m0), _co_rank(av, bv, m1)
+    j0, j1 = m0 - i0, m1 - i1
+    values = np.concatenate([av[i0:i1], bv[j0:j1]])
+    if not with_positions:
+        return np.sort(values, kind="stable"), np.empty(0, np.int64)
+    merge = np.argsort(values, kind="stable")   # (two runs: numpy's stable sort merges them)
+    return values[merge], np.concatenate([ap[i0:i1], bp[j0:j1]])[merge]
+
+
 def sort_rows(keys: np.ndarray, out: np.ndarray, spec: SortSpec) -> None:
     """Sort rows of `keys` into `out` (one thread)."""
     if spec.rows and spec.k:
@@ -57,36 +140,94 @@ def sort_rows(keys: np.ndarray, out: np.ndarray, spec: SortSpec) -> None:
 def _sort_block(keys: np.ndarray, out: np.ndarray, spec: SortSpec) -> None:
     """Sort a block of rows of `keys` into `out` (rows of spec.k)."""
     n, k = spec.n, spec.k
-    if not spec.indices and k == n:   # values: numpy's fastest sort; equal values are the same
-        out[...] = np.sort(keys, axis=1)      # bits, but for zeros (-0.0 and 0.0: put back in order)
+    if not spec.indices and k == n:   # values: numpy's fastest sort, in place; equal values are the
+        out[...] = keys                   # same bits, but for zeros (-0.0 and 0.0: put back in order)
+        out.sort(axis=1)
         if spec.descending:
             out[...] = out[:, ::-1]
         if keys.dtype.kind == "f":
-            _zeros_in_order(keys, out)
+            _zeros_in_order(keys, out, spec.descending)
         return
     rows = keys[:, ::-1] if spec.descending else keys   # descending: the reversed row, ascending
     kind: Literal["stable", "quicksort"] = "stable" if spec.stable or spec.descending else "quicksort"
-    if k * PARTITION_FRACTION < n:
+    picked = _top_by_blocks(keys, k, spec.descending) if k * PARTITION_FRACTION < n else None
+    if picked is not None:
+        first = picked
+    elif k * PARTITION_FRACTION < n:
         first = _top_candidates(rows, k, spec.descending)
+        if spec.descending:
+            first = n - 1 - first
     else:
         order = np.argsort(rows, axis=1, kind=kind)
         first = order[:, n - k:][:, ::-1] if spec.descending else order[:, :k]
-    if spec.descending:
-        first = n - 1 - first   # positions in the reversed row -> in the row
+        if spec.descending:
+            first = n - 1 - first   # positions in the reversed row -> in the row
     if spec.indices:
         out[...] = first
     else:
         out[...] = np.take_along_axis(keys, first, axis=1)
 
 
-def _zeros_in_order(keys: np.ndarray, out: np.ndarray) -> None:
-    """In rows holding both -0.0 and 0.0 (equal, so a stable sort keeps their order), the
-    sorted row's run of zeros as they came (an unstable sort may have swapped them)."""
-    zero = keys == 0
-    negative = np.signbit(keys) & zero
-    mixed = negative.any(axis=1) & (zero & ~negative).any(axis=1)
-    for r in np.flatnonzero(mixed):
-        out[r, out[r] == 0] = keys[r, zero[r]]
+def _zeros_in_order(keys: np.ndarray, out: np.ndarray, descending: bool) -> None:
+    """The sorted rows' runs of zeros as they came: -0.0 and 0.0 are equal, so a stable sort
+    keeps their order, and numpy's SIMD sort does not even keep their bits (sorting one -0.0
+    and many 0.0 gave several -0.0). A run is found by binary search in the sorted row; only
+    a row with two zeros or more is read again."""
+    ascending = out[:, ::-1] if descending else out   # (NaN last, as searchsorted expects)
+    for r in range(out.shape[0]):
+        lo, hi = np.searchsorted(ascending[r], 0.0, "left"), np.searchsorted(ascending[r], 0.0, "right")
+        if hi - lo > 1:
+            out[r, out[r] == 0] = keys[r, keys[r] == 0]
+
+
+def _top_by_blocks(keys: np.ndarray, k: int, largest: bool, blocks: int = 64) -> np.ndarray | None:
+    """The positions of the k largest (smallest) of each row, largest (smallest) first, equal
+    values by position: the k-th largest of the maxima of a row's `blocks` blocks is a threshold
+    that at least k elements reach, so only elements past it, in blocks whose maximum is past
+    it, are candidates (a few per row), and only those are sorted. None where it does not apply
+    (short rows, NaN: the caller partitions)."""
+    rows, n = keys.shape
+    size = n // blocks
+    if size < 2 or blocks < k or keys.dtype.kind not in "fiu":
+        return None
+    work = keys if largest else _flipped_order(keys)   # the k smallest: the k largest of an order-reversing map
+    if work is None:
+        return None
+    body = work[:, :blocks * size].reshape(rows, blocks, size)
+    extreme = body.max(axis=2)
+    if extreme.dtype.kind == "f" and np.isnan(extreme).any():
+        return None
+    kth = blocks - k
+    threshold = np.partition(extreme, kth, axis=1)[:, kth:kth + 1]
+    block_row, block = np.nonzero(extreme >= threshold)   # the blocks that can hold candidates
+    inside = body[block_row, block]
+    i, j = np.nonzero(inside >= threshold[block_row])
+    r, c, v = block_row[i], block[i] * size + j, inside[i, j]
+    if blocks * size < n:   # the tail past the last whole block: all candidates
+        tail = n - blocks * size
+        r = np.concatenate([r, np.repeat(np.arange(rows), tail)])
+        c = np.concatenate([c, np.tile(np.arange(blocks * size, n), rows)])
+        v = np.concatenate([v, work[:, blocks * size:].reshape(-1)])
+    # by row, then value descending, then position (both sorts stable; candidates come by position)
+    by_value = np.argsort(_descending_key(v), kind="stable")
+    order = by_value[np.argsort(r[by_value], kind="stable")]
+    counts = np.bincount(r, minlength=rows)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    return c[order][starts[:, None] + np.arange(k)[None, :]]
+
+
+def _descending_key(v: np.ndarray) -> np.ndarray:
+    """A key whose ascending order is v's descending order (ints by bitwise not: no overflow)."""
+    if v.dtype.kind == "f":
+        return -v
+    return ~v if v.dtype.kind == "i" else np.iinfo(v.dtype).max - v
+
+
+def _flipped_order(keys: np.ndarray) -> np.ndarray | None:
+    """keys mapped so that the smallest become the largest, ties kept (None: bool)."""
+    if keys.dtype.kind == "f":
+        return -keys
+    return _descending_key(keys) if keys.dtype.kind in "iu" else None
 
 
 def _top_candidates(rows: np.ndarray, k: int, from_end: bool) -> np.ndarray:

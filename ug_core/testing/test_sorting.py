@@ -149,3 +149,18 @@ def test_repeat_with_per_element_counts(device):
                                   np.repeat(x, [2, 0, 1], axis=0))
     np.testing.assert_array_equal(ug.repeat(t, [1, 3], axis=1).numpy(), np.repeat(x, [1, 3], axis=1))
     np.testing.assert_array_equal(ug.repeat(t, ug.tensor(np.arange(6), device=device)).numpy(), np.repeat(x, np.arange(6)))
+
+
+@pytest.mark.parametrize("descending", [False, True])
+def test_long_rows(device, descending, rng):
+    # long enough for a host sort's threads to split the row (chunks, then merges)
+    x = rng.integers(-1000, 1000, 70001).astype(np.float32)
+    x[::997] = np.nan
+    x[[3, 11, 500]] = [-0.0, 0.0, -0.0]
+    t = ug.tensor(x, device=device)
+    want = stable_argsort(x, 0, descending)
+    np.testing.assert_array_equal(ug.argsort(t, descending=descending).numpy(), want)
+    np.testing.assert_array_equal(ug.sort(t, descending=descending).numpy().view(np.uint32), x[want].view(np.uint32))
+    two = np.stack([x, -x])
+    np.testing.assert_array_equal(ug.argsort(ug.tensor(two, device=device), axis=1, descending=descending).numpy(),
+                                  stable_argsort(two, 1, descending))
