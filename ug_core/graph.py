@@ -153,6 +153,16 @@ def cast(src: Node, dtype: np.dtype) -> Node:
     return new_node(Op.CAST, (src,), dtype, (src.shape, dtype, src.device))
 
 
+def bitcast(src: Node, dtype: np.dtype) -> Node:
+    """src's bits as `dtype` (ops.Op.BITCAST). Shape rule: src's."""
+    assert (src.dtype, dtype) in BITCASTS, (src.dtype, dtype)
+    return new_node(Op.BITCAST, (src,), dtype, (src.shape, dtype, src.device))
+
+
+BITCASTS = {(np.dtype(a), np.dtype(b)) for a, b in ((np.float32, np.int32), (np.int32, np.float32),
+                                                    (np.float64, np.int64), (np.int64, np.float64))}
+
+
 def reduce(src: Node, op: Op, axes: tuple[int, ...], dtype: np.dtype) -> Node:
     """Reduction over `axes`. Shape rule: reduced dims are kept with size 1."""
     assert op in REDUCE

@@ -107,6 +107,9 @@ class ExprBuilder:
             return self.const(src.arg, dtype)
         return self.make(Op.CAST, (src,), dtype, dtype)
 
+    def bitcast(self, src: Expr, dtype: np.dtype) -> Expr:
+        return self.make(Op.BITCAST, (src,), dtype, dtype)
+
 
 def _hashable(arg: Any) -> Any:
     # floats: distinguish 0.0/-0.0 and keep NaN equal to itself
@@ -225,6 +228,8 @@ def _expr_lines(root: Expr, names: dict[int, str], kernel: Kernel) -> list[str]:
                     f"of a row of {slots} (from {identity!r})")
         elif node.op is Op.CAST:
             desc = f"cast {local[id(node.srcs[0])]}"
+        elif node.op is Op.BITCAST:
+            desc = f"bitcast {local[id(node.srcs[0])]}"
         else:
             desc = f"{ALU[node.op].symbol} " + ", ".join(local[id(s)] for s in node.srcs)
         lines.append(f"    {name} = {desc} : {dtype_name(node.dtype)}")

@@ -81,7 +81,7 @@ import numpy as np
 from . import dag, dtypes
 from .kernel_ir import Expr, Kernel, Reduction, Store, toposort
 from .loop_ir import ACC_COMBINE, BOOL, INDEX, OPENS, PURE, Inst, LoopProgram, Opc, ParamSpec, Special
-from .ops import ALU, INDEXED, LEAVES, REDUCE, Op, check_exhaustive
+from .ops import ALU, CONVERSIONS, INDEXED, LEAVES, REDUCE, Op, check_exhaustive
 from .view import View, ViewChain, prod
 
 
@@ -423,7 +423,7 @@ SUM_BLOCK_GROUP = 32
 added into the next level's (see _Lowerer._sum_blocks)."""
 
 # Expr op -> how to lower it; dispatch must cover every op a kernel expression can hold
-_EXPR_OPS = set(ALU) | {Op.CAST} | set(LEAVES) | set(INDEXED)
+_EXPR_OPS = set(ALU) | set(CONVERSIONS) | set(LEAVES) | set(INDEXED)
 
 
 class _Lowerer:
@@ -1073,6 +1073,9 @@ class _Lowerer:
     def _expr_cast(self, node: Expr, srcs: list[Inst], index: _PhaseIndex) -> Inst:
         return self.b.cast(srcs[0], node.dtype)
 
+    def _expr_bitcast(self, node: Expr, srcs: list[Inst], index: _PhaseIndex) -> Inst:
+        return self.b.emit(Opc.BITCAST, node.dtype, (srcs[0],))
+
     def _expr_alu(self, node: Expr, srcs: list[Inst], index: _PhaseIndex) -> Inst:
         if node.op is Op.POW and srcs[1].opc is Opc.CONST:
             by_multiplies = _pow_by_multiplies(self.b, srcs[0], srcs[1].arg)
@@ -1082,7 +1085,7 @@ class _Lowerer:
 
     _EXPR: dict[Op, Callable[..., Inst]] = {
         Op.LOAD: _expr_load, Op.IOTA: _expr_iota, Op.CONST: _expr_const, Op.ACC: _expr_acc, Op.CAST: _expr_cast,
-        Op.GATHER: _expr_gather, Op.SCATTER: _expr_scatter,
+        Op.GATHER: _expr_gather, Op.SCATTER: _expr_scatter, Op.BITCAST: _expr_bitcast,
         **dict.fromkeys(ALU, _expr_alu),
     }
 

@@ -63,6 +63,9 @@ class Op(enum.Enum):
     WHERE = enum.auto()
     # dtype conversion (arg: target dtype)
     CAST = enum.auto()
+    # the same bits seen as another dtype of the same size (arg: target dtype): float32 <-> int32,
+    # float64 <-> int64 (every renderer has these: the core's math library uses them)
+    BITCAST = enum.auto()
     # reductions (kept dims have size 1)
     SUM = enum.auto()
     RMAX = enum.auto()
@@ -430,5 +433,6 @@ def check_exhaustive(handled: Iterable[Op], required: Iterable[Op], who: str) ->
 
 
 # every op lives in exactly one group
-check_exhaustive(set(ALU) | {Op.CAST} | set(REDUCE) | GRAPH_ONLY | LEAVES | INDEXED, Op, "ops tables")
+CONVERSIONS = frozenset({Op.CAST, Op.BITCAST})
+check_exhaustive(set(ALU) | CONVERSIONS | set(REDUCE) | GRAPH_ONLY | LEAVES | INDEXED, Op, "ops tables")
 check_exhaustive(KINDS, ALU, "ops.KINDS")

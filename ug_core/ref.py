@@ -19,13 +19,13 @@ from .device import Buffer, Device, DeviceSpec, MatmulSpec, Program, SortSpec
 from .dtypes import SUPPORTED
 from .kernel_ir import Expr, Kernel, Store, toposort
 from .kit.hostsort import sort_rows
-from .ops import ALU, INDEXED, LEAVES, REDUCE, SCANS, Op, check_exhaustive
+from .ops import ALU, CONVERSIONS, INDEXED, LEAVES, REDUCE, SCANS, Op, check_exhaustive
 from .view import View, ViewChain
 
 VERSION = "1"
 
-_HANDLED = set(ALU) | {Op.CAST} | LEAVES | INDEXED
-check_exhaustive(_HANDLED | set(REDUCE), set(ALU) | {Op.CAST} | LEAVES | INDEXED | set(REDUCE), "ref device")
+_HANDLED = set(ALU) | CONVERSIONS | LEAVES | INDEXED
+check_exhaustive(_HANDLED | set(REDUCE), set(ALU) | CONVERSIONS | LEAVES | INDEXED | set(REDUCE), "ref device")
 
 
 def strided(flat: np.ndarray, view: View, writeable: bool = False) -> np.ndarray:
@@ -112,6 +112,8 @@ def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], offs
             value = arrays[node.arg][memo[id(node.srcs[0])]]
         elif op is Op.CAST:
             value = memo[id(node.srcs[0])].astype(node.dtype)
+        elif op is Op.BITCAST:
+            value = np.ascontiguousarray(memo[id(node.srcs[0])]).view(node.dtype)
         else:
             value = ALU[op].numpy(*(memo[id(s)] for s in node.srcs))
             value = np.asarray(value).astype(node.dtype, copy=False)

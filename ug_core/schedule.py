@@ -192,7 +192,7 @@ def _loads_buffer(node: Node, realize: set[Node]) -> bool:
     return node.realized or node in realize
 
 
-_KEEPS_ZERO = frozenset({Op.VIEW, Op.REDUCE, Op.CAST, Op.ADD, Op.SUB, Op.MUL, Op.MAX, Op.MIN, Op.ABS, Op.WHERE,
+_KEEPS_ZERO = frozenset({Op.VIEW, Op.REDUCE, Op.CAST, Op.BITCAST, Op.ADD, Op.SUB, Op.MUL, Op.MAX, Op.MIN, Op.ABS, Op.WHERE,
                          Op.CMPLT, Op.CMPNE})
 """Ops whose value is 0 (False) where every operand is: read through a masked view chain, their
 operands read 0 where a mask rejects the index, and so do they. Any other op (exp, ==, -x of
@@ -295,8 +295,8 @@ class _KernelBuilder:
         if op is Op.VIEW:
             src, src_chain = node.srcs[0], chain_push(chain, node.arg)
             return [(src, src_chain, (id(src), src_chain, False))]
-        if op is Op.CAST:
-            self._note(node, f"cast:{dtype_name(node.dtype)}")
+        if op in (Op.CAST, Op.BITCAST):
+            self._note(node, f"{op.name.lower()}:{dtype_name(node.dtype)}")
             src = node.srcs[0]
             return [(src, chain, (id(src), chain, False))]
         if op in ALU:
@@ -340,6 +340,8 @@ class _KernelBuilder:
             return operands[0]
         if op is Op.CAST:
             return self.eb.cast(operands[0], node.dtype)
+        if op is Op.BITCAST:
+            return self.eb.bitcast(operands[0], node.dtype)
         if op is Op.REDUCE:
             return self._reduction(node, operands[0])
         return self.eb.make(op, tuple(operands), None, node.dtype)  # (an ALU op: _operands checked)

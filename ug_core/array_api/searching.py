@@ -1,10 +1,13 @@
-"""Searching functions of the Array API standard: argmax, argmin, count_nonzero.
+"""Searching functions of the Array API standard: argmax, argmin, count_nonzero, nonzero,
+searchsorted.
 
-argmax (argmin) is two reductions over the same row, which the scheduler puts in one kernel
-(as softmax's max and sum): the max (min) m, then the smallest index i with x[i] == m, or
-with x[i] NaN (a NaN max means the row has one: numpy's first NaN wins). Ties go to the first
-index, -0.0 and 0.0 tie (they compare equal), and elementwise work before (`argmax(x * w + b)`)
-and after (`argmax(x, axis=1) * 2`) fuses into that kernel."""
+argmax (argmin) of values of 32 bits or fewer is one reduction pass carrying (value, index):
+each element becomes an int64 key, the value's order above its position, and the row's max
+(min) key holds the extreme and its first index (_packed_arg_extreme). 64-bit values take two
+reductions over the row in one kernel (as softmax's max and sum): the max (min) m, then the
+smallest index i with x[i] == m, or with x[i] NaN. Either way numpy's rules: the first NaN
+wins, ties go to the first index, -0.0 and 0.0 tie, and elementwise work before
+(`argmax(x * w + b)`) and after (`argmax(x, axis=1) * 2`) fuses into that kernel."""
 
 from __future__ import annotations
 
@@ -54,6 +57,9 @@ def _arg_extreme(x: Tensor, axis: int | None, keepdims: bool, largest: bool) -> 
     count = math.prod(x.shape[a] for a in axes)
     if count == 0:
         raise ValueError(f"attempt to get {name} of an empty sequence (shape {x.shape}, axis {axis})")
+    packed = _packed_arg_extreme(x, axis, keepdims, largest, count)
+    if packed is not None:
+        return packed
     extreme = x.max(axis, keepdims=True) if largest else x.min(axis, keepdims=True)
     hit = x == extreme
     if x.dtype.kind == "f":
@@ -74,6 +80,40 @@ def _arg_extreme(x: Tensor, axis: int | None, keepdims: bool, largest: bool) -> 
     # has a hit; the clamp keeps a backend that broke that rule from returning an index past the end
     last = Tensor(graph.const(count - 1, work, x.device, ()))
     return where(first < last, first, last).astype(index_dtype(x.device))
+
+
+def _packed_arg_extreme(x: Tensor, axis: int | None, keepdims: bool, largest: bool, count: int) -> Tensor | None:
+    """argmax / argmin as one reduction pass: each element becomes one int64 key, its value's
+    order in the high 32 bits and its position in the low ones (largest: 2**32 - 1 - position,
+    so that the first of equal values wins), and the row's max (min) key holds both the extreme
+    and its first index. A float's order is its bits as an int32 with the magnitude flipped
+    where negative; -0.0 is made 0.0 (they tie), NaN the largest (smallest) of all (the first
+    NaN wins, as numpy's). For values of 32 bits or fewer, rows shorter than 2**32 and devices
+    with int64; None otherwise (the two-pass form)."""
+    i64, i32 = _INT64, _INT32
+    if x.dtype.itemsize > 4 or count >= 2**32 or index_dtype(x.device) != i64:
+        return None
+    if x.dtype.kind == "f":
+        v = x.astype(np.dtype(np.float32)) if x.dtype != np.dtype(np.float32) else x
+        bits = Tensor(graph.bitcast(where(v == 0, 0.0, v)._node, i32))
+        order = bits ^ ((bits >> 31) & 0x7FFFFFFF)
+        nan = np.iinfo(np.int32).max if largest else np.iinfo(np.int32).min
+        order = where(v != v, Tensor(graph.const(nan, i32, x.device, ())), order).astype(i64)
+    elif x.dtype.kind == "u" and x.dtype.itemsize == 4:
+        order = x.astype(i64) - 2**31   # (an int64 with room for the shift)
+    else:
+        order = x.astype(i64)
+    if axis is None:
+        position = Tensor(graph.iota(x.shape, i64, x.device))
+    else:
+        a = _normalize_axis(int(axis), x.ndim)
+        position = Tensor(graph.iota((x.shape[a],), i64, x.device)).reshape(
+            tuple(x.shape[a] if d == a else 1 for d in range(x.ndim)))
+    low = (2**32 - 1) - position if largest else position
+    key = (order << 32) + low
+    best = key._reduce(Op.RMAX if largest else Op.RMIN, axis, keepdims, i64)
+    found = best & (2**32 - 1)
+    return (2**32 - 1) - found if largest else found
 
 
 def nonzero(x: Tensor, /) -> tuple[Tensor, ...]:
