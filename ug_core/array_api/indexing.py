@@ -70,7 +70,7 @@ def getitem(x: Tensor, index: tuple[Any, ...]) -> Tensor:
         keep = bool(values_for_shape(index[0], "indexing with a boolean mask")) if isinstance(index[0], Tensor) \
             else bool(index[0])
         return x[None] if keep else x[None][0:0]
-    index = _expand_ellipsis(x.ndim, expand_masks(index, x.device))
+    index = _expand_ellipsis(x.ndim, expand_masks(index, x.shape, x.device))
     basic: list[Any] = []
     arrays: list[tuple[int, Any]] = []   # (dim of the basic view, the index array)
     dim = 0
@@ -196,20 +196,30 @@ def is_mask(item: Any) -> bool:
     return False
 
 
-def expand_masks(index: tuple[Any, ...], device: str) -> tuple[Any, ...]:
-    """`index` with each boolean mask replaced by its nonzero() index vectors (numpy's rule: a
-    k-d mask indexes k dims). Which elements a mask selects depends on its values: it is read
-    on the host here (a tensor's is realized first)."""
+def expand_masks(index: tuple[Any, ...], shape: tuple[int, ...], device: str) -> tuple[Any, ...]:
+    """`index` (into a tensor of `shape`) with each boolean mask replaced by its nonzero() index
+    vectors (numpy's rule: a k-d mask indexes k dims, whose sizes it must have). Which elements a
+    mask selects depends on its values: it is read on the host here (a tensor's is realized first)."""
     if not any(is_mask(i) for i in index):
         return index
+    used = sum(_ndim(i) if is_mask(i) else 0 if i is None or i is Ellipsis else 1 for i in index)
     out: list[Any] = []
+    dim = 0
     for item in index:
+        if item is Ellipsis:
+            dim += len(shape) - used
         if not is_mask(item):
             out.append(item)
+            dim += 0 if item is None or item is Ellipsis else 1
             continue
+        k = _ndim(item)
+        if k == 0:
+            raise IndexError("a 0-d boolean index is not supported beside other indices")
+        if tuple(item.shape if isinstance(item, Tensor) else np.shape(item)) != tuple(shape[dim:dim + k]):
+            raise IndexError(f"boolean index of shape {tuple(np.shape(item) if not isinstance(item, Tensor) else item.shape)} "
+                             f"does not match the indexed dims {tuple(shape[dim:dim + k])} of a tensor of shape {shape}")
+        dim += k
         mask = values_for_shape(item, "indexing with a boolean mask") if isinstance(item, Tensor) else np.asarray(item)
-        if mask.ndim == 0:
-            raise IndexError("a 0-d boolean index is not supported (numpy's adds an axis)")
         small = mask.size < 2**31   # (int32 indices: half the bytes to copy to the device)
         # as tensors: in range by construction, so not checked again on the host
         out.extend(tensor(i.astype(np.int32) if small else i, device=device) for i in np.nonzero(mask))

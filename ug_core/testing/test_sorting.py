@@ -98,6 +98,11 @@ def test_nonzero_and_boolean_masks(device, rng):
     np.testing.assert_array_equal(u.numpy(), want)
     with pytest.raises(ValueError, match="at least one dimension"):
         ug.nonzero(ug.tensor(np.float32(1), device=device))
+    for wrong in (np.ones((5, 7), bool), ug.tensor(np.ones(6, bool), device=device)):   # must match the dims
+        with pytest.raises(IndexError, match="does not match"):
+            t[wrong]
+    np.testing.assert_array_equal(t[..., x[0] > 0].numpy(), x[..., x[0] > 0])
+    np.testing.assert_array_equal(t[None, x > 0].numpy(), x[None, x > 0])
 
 
 @pytest.mark.parametrize("shape,axis", [((9,), 0), ((3, 40), 1), ((40, 3), 0), ((100000,), 0)])
