@@ -46,42 +46,54 @@ class HostSort:
         list(self._executor().map(lambda job: _sort_block(job[0], job[1], spec), jobs))
 
     def _sort_long_row(self, key: np.ndarray, out: np.ndarray, spec: SortSpec) -> None:
-        """A merge sort over the threads: one chunk per thread sorted by numpy (stable), then
-        pairs of runs merged, each merge split into one piece per thread at its co-ranks (where
-        the merged order crosses a piece boundary, found by binary search), each piece merged
-        by numpy's stable sort, which sees two runs and merges them. Descending: the reversed
-        row, as in _sort_block."""
+        """A merge sort over the threads: one chunk per thread sorted by numpy in place, then
+        pairs of runs merged into the next buffer, each merge split into one piece per thread at
+        its co-ranks (where the merged order crosses a piece boundary, found by binary search),
+        each piece merged by numpy's stable sort, which sees two runs and merges them. Few
+        buffers (page faults of fresh memory cost as much as the merges): the last merge of an
+        ascending value sort writes into `out`. Descending: the reversed row, as in _sort_block."""
         n = key.shape[0]
         row = key[::-1] if spec.descending else key
         pool = self._executor()
         chunks = min(self.threads, n // (SPLIT_MIN // 2))
         bounds = [n * i // chunks for i in range(chunks + 1)]
         spans = list(zip(bounds, bounds[1:]))
-        order = np.argsort   # (runs of positions: each chunk's stable order, its values beside)
+        vals = np.empty(n, row.dtype)
+        pos = np.empty(n, np.int64) if spec.indices else None
 
-        def sort_chunk(span: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+        def sort_chunk(span: tuple[int, int]) -> None:
             lo, hi = span
-            if not spec.indices:   # (values: any sort; zeros are put in order at the end)
-                return np.sort(row[lo:hi]), np.empty(0, np.int64)
-            pos = order(row[lo:hi], kind="stable") + lo
-            return row[pos], pos
-        runs = list(pool.map(sort_chunk, spans))
-        while len(runs) > 1:
-            pairs = [(runs[i], runs[i + 1]) for i in range(0, len(runs) - 1, 2)]
+            if pos is None:   # (values: any sort; zeros are put in order at the end)
+                vals[lo:hi] = row[lo:hi]
+                vals[lo:hi].sort()
+            else:
+                order = np.argsort(row[lo:hi], kind="stable")
+                pos[lo:hi] = order + lo
+                vals[lo:hi] = row[lo:hi][order]
+        list(pool.map(sort_chunk, spans))
+        while len(spans) > 1:
+            pairs = [(spans[i], spans[i + 1]) for i in range(0, len(spans) - 1, 2)]
+            last = len(pairs) == 1 and len(spans) == 2
+            into = out if last and pos is None and not spec.descending else np.empty_like(vals)
+            into_pos = np.empty_like(pos) if pos is not None else None
+            if len(spans) % 2:   # the odd run out moves on as it is
+                lo, hi = spans[-1]
+                into[lo:hi] = vals[lo:hi]
+                if into_pos is not None and pos is not None:
+                    into_pos[lo:hi] = pos[lo:hi]
             pieces = max(1, self.threads // len(pairs))
-            jobs = [(a, b, p) for a, b in pairs for p in range(pieces)]
-            parts = list(pool.map(lambda job: _merge_piece(job[0], job[1], job[2], pieces, spec.indices), jobs))
-            merged = [(np.concatenate([v for v, _ in parts[i * pieces:(i + 1) * pieces]]),
-                       np.concatenate([q for _, q in parts[i * pieces:(i + 1) * pieces]]))
-                      for i in range(len(pairs))]
-            runs = merged + ([runs[-1]] if len(runs) % 2 else [])
-        values, positions = runs[0]
+            jobs = [(first, second, p) for first, second in pairs for p in range(pieces)]
+            list(pool.map(lambda job: _merge_piece(vals, pos, job[0], job[1], job[2], pieces, into, into_pos), jobs))
+            vals, pos = into, into_pos
+            spans = [(first[0], second[1]) for first, second in pairs] + ([spans[-1]] if len(spans) % 2 else [])
         if spec.indices:
-            out[...] = (n - 1 - positions[::-1]) if spec.descending else positions
-        else:
-            out[...] = values[::-1] if spec.descending else values
-            if key.dtype.kind == "f":
-                _zeros_in_order(key[None, :], out[None, :], spec.descending)
+            assert pos is not None
+            out[...] = (n - 1 - pos[::-1]) if spec.descending else pos
+            return
+        if vals is not out:
+            out[...] = vals[::-1] if spec.descending else vals
+        if key.dtype.kind == "f":
+            _zeros_in_order(key[None, :], out[None, :], spec.descending)
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -116,19 +128,24 @@ def _co_rank(a: np.ndarray, b: np.ndarray, m: int) -> int:
     return lo
 
 
-def _merge_piece(a: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray], piece: int, pieces: int,
-                 with_positions: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Piece `piece` of `pieces` of the stable merge of runs (values, positions) a and b."""
-    (av, ap), (bv, bp) = a, b
-    total = len(av) + len(bv)
+def _merge_piece(vals: np.ndarray, pos: np.ndarray | None, first: tuple[int, int], second: tuple[int, int], piece: int,
+                 pieces: int, into: np.ndarray, into_pos: np.ndarray | None) -> None:
+    """Piece `piece` of `pieces` of the stable merge of the runs vals[first] and vals[second]
+    (adjacent), written to the same place in `into` (and their positions in `into_pos`)."""
+    a, b = vals[first[0]:first[1]], vals[second[0]:second[1]]
+    total = len(a) + len(b)
     m0, m1 = total * piece // pieces, total * (piece + 1) // pieces
-    i0, i1 = _co_rank(av, bv, m0), _co_rank(av, bv, m1)
+    i0, i1 = _co_rank(a, b, m0), _co_rank(a, b, m1)
     j0, j1 = m0 - i0, m1 - i1
-    values = np.concatenate([av[i0:i1], bv[j0:j1]])
-    if not with_positions:
-        return np.sort(values, kind="stable"), np.empty(0, np.int64)
-    merge = np.argsort(values, kind="stable")   # (two runs: numpy's stable sort merges them)
-    return values[merge], np.concatenate([ap[i0:i1], bp[j0:j1]])[merge]
+    merged = np.concatenate([a[i0:i1], b[j0:j1]])
+    at = slice(first[0] + m0, first[0] + m1)
+    if pos is None or into_pos is None:
+        merged.sort(kind="stable")
+        into[at] = merged
+        return
+    order = np.argsort(merged, kind="stable")   # (two runs: numpy's stable sort merges them)
+    into[at] = merged[order]
+    into_pos[at] = np.concatenate([pos[first[0] + i0:first[0] + i1], pos[second[0] + j0:second[0] + j1]])[order]
 
 
 def sort_rows(keys: np.ndarray, out: np.ndarray, spec: SortSpec) -> None:
