@@ -372,10 +372,6 @@ class _Cuts:
     inner: int = 1
 
 
-def toposort_all(roots: list[Expr]) -> list[Expr]:
-    return dag.toposort(roots, lambda e: e.srcs)
-
-
 def _first_views(roots: list[Expr]) -> list[View]:
     """The masked first views (over the phase index) of the loads and index vectors under `roots`."""
     out = []
@@ -501,9 +497,10 @@ class _Lowerer:
         hoist out of the loop over the row, whose gathered loads are then contiguous)."""
         if self.k.reductions or not self.outer_dims or any(self._extent(s.shape) > 1 for s in self.k.stores):
             return False
-        if len(self.outer_dims) > 1 and any(e.op is Op.GATHER for e in toposort_all([s.expr for s in self.k.stores])):
+        exprs = [s.expr for s in self.k.stores]
+        if len(self.outer_dims) > 1 and any(e.op is Op.GATHER for e in dag.toposort(exprs, lambda e: e.srcs)):
             return True
-        views = _first_views([s.expr for s in self.k.stores])
+        views = _first_views(exprs)
         return any(len(_mask_bounds(views, d, self.k.outer[d])) > 2 for d in self.outer_dims)
 
     def _lower_cpu_rows(self) -> None:

@@ -56,12 +56,7 @@ def scatter_add(x: Tensor, axis: int, index: Any, src: Any) -> Tensor:
     """x with src added at `index` along `axis` (torch's scatter_add): for every position q of
     index, out[q with q[axis] replaced by index[q]] += src[q]. index has x's rank, at most x's
     size off `axis`; src broadcasts to index's shape. Duplicate indices all add."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"scatter_add: x must be a ug Tensor, got {type(x).__name__}")
-    if x.ndim == 0:
-        raise ValueError("scatter_add: x must have at least one dimension")
-    axis = _normalize_axis(axis, x.ndim)
-    idx, in_range = _checked_index(index, x.shape[axis], x.device, f"scatter_add: axis {axis} of x")
+    axis, idx, in_range = _target(x, axis, index, "scatter_add")
     if idx.ndim != x.ndim:
         raise ValueError(f"scatter_add: index (shape {idx.shape}) must have x's rank {x.ndim} (shape {x.shape})")
     if any(idx.shape[d] > x.shape[d] for d in range(x.ndim) if d != axis):
@@ -74,12 +69,7 @@ def index_add(x: Tensor, axis: int, index: Any, source: Any) -> Tensor:
     """x with source's slices added along `axis` at `index` (torch's index_add): for each i,
     out[..., index[i], ...] += source[..., i, ...]; index is 1-d, source has x's shape but
     len(index) on `axis`. Duplicate indices all add."""
-    if not isinstance(x, Tensor):
-        raise TypeError(f"index_add: x must be a ug Tensor, got {type(x).__name__}")
-    if x.ndim == 0:
-        raise ValueError("index_add: x must have at least one dimension")
-    axis = _normalize_axis(axis, x.ndim)
-    idx, in_range = _checked_index(index, x.shape[axis], x.device, f"index_add: axis {axis} of x")
+    axis, idx, in_range = _target(x, axis, index, "index_add")
     if idx.ndim != 1:
         raise ValueError(f"index_add: index must be 1-d, got shape {idx.shape}")
     shape = x.shape[:axis] + (idx.shape[0],) + x.shape[axis + 1:]
@@ -157,6 +147,18 @@ def _as_node(value: Any, x: Tensor) -> Node:
     if isinstance(value, Tensor):
         return value._node
     return tensor(np.asarray(value, dtype=x.dtype), device=x.device)._node
+
+
+def _target(x: Any, axis: int, index: Any, fn: str) -> tuple[int, Tensor, bool]:
+    """(the normalized axis, the index as a tensor, whether it is known in range) of an indexed
+    add into x along `axis`."""
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{fn}: x must be a ug Tensor, got {type(x).__name__}")
+    if x.ndim == 0:
+        raise ValueError(f"{fn}: x must have at least one dimension")
+    axis = _normalize_axis(axis, x.ndim)
+    idx, in_range = _checked_index(index, x.shape[axis], x.device, f"{fn}: axis {axis} of x")
+    return axis, idx, in_range
 
 
 def _positions(x: Tensor) -> Tensor:

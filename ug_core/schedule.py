@@ -103,10 +103,10 @@ class CustomItem:
 
 
 @dataclass
-class CopyItem:
+class _OneSourceItem:
+    """An item that makes `out` from the buffer of one node `src`."""
     out: Node
     src: Node
-    kind: str = "copy"
 
     @property
     def buffers(self) -> list[Node]:
@@ -115,25 +115,20 @@ class CopyItem:
     @property
     def outputs(self) -> list[Node]:
         return [self.out]
+
+
+@dataclass
+class CopyItem(_OneSourceItem):
+    kind: str = "copy"
 
     def describe(self) -> str:
         return f"copy {self.src.shape} {self.src.device} -> {self.out.device}"
 
 
 @dataclass
-class SortItem:
-    out: Node
-    src: Node
+class SortItem(_OneSourceItem):
     spec: SortSpec
     kind: str = "sort"
-
-    @property
-    def buffers(self) -> list[Node]:
-        return [self.out, self.src]
-
-    @property
-    def outputs(self) -> list[Node]:
-        return [self.out]
 
     def describe(self) -> str:
         s = self.spec

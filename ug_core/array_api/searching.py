@@ -22,6 +22,7 @@ from ..tensor import Tensor, _normalize_axes, _normalize_axis, tensor, values_fo
 from ._common import check_tensor, index_dtype
 from .data_types import result_type
 from .indexing import _take, take
+from .sorting import sorts_before
 
 INT32_MAX = 2**31 - 1
 _INT32 = np.dtype(np.int32)
@@ -157,18 +158,11 @@ def searchsorted(x1: Tensor, x2: Any, /, *, side: str = "left", sorter: Any = No
     for _ in range(n.bit_length()):   # n + 1 possible answers: that many halvings
         mid = (lo + hi) // 2
         at = _take(a, mid, 0)
-        go_right = _before(at, v) if side == "left" else ~_before(v, at)
+        go_right = sorts_before(at, v) if side == "left" else ~sorts_before(v, at)
         open_range = lo < hi
         lo = where(open_range & go_right, mid + 1, lo)
         hi = where(open_range & ~go_right, mid, hi)
     return lo
-
-
-def _before(a: Tensor, b: Tensor) -> Tensor:
-    """a sorts before b: a < b, with NaN after every number (numpy's sort order)."""
-    if a.dtype.kind != "f":
-        return a < b
-    return (a < b) | ((b != b) & (a == a))
 
 
 __all__ = ["argmax", "argmin", "count_nonzero", "nonzero", "searchsorted"]

@@ -109,15 +109,17 @@ def _bitonic(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
     return keys, order
 
 
+def sorts_before(a: Tensor, b: Tensor) -> Tensor:
+    """a sorts before b: a < b, with NaN after every number (numpy's sort order)."""
+    if a.dtype.kind != "f":
+        return a < b
+    return (a < b) | ((b != b) & (a == a))
+
+
 def _before(a: Tensor, ia: Tensor, b: Tensor, ib: Tensor, n: int, descending: bool) -> Tensor:
     """Whether (a, ia) sorts before (b, ib): padding (index >= n) last, then by value (NaN after
     every number ascending, before descending), then by index."""
-    if a.dtype.kind == "f":
-        a_nan, b_nan = a != a, b != b
-        less = (a < b) | (b_nan & ~a_nan)
-        more = (a > b) | (a_nan & ~b_nan)
-    else:
-        less, more = a < b, a > b
+    less, more = sorts_before(a, b), sorts_before(b, a)
     ahead, behind = (more, less) if descending else (less, more)
     by_value = ahead | (~behind & (ia < ib))
     a_real, b_real = ia < n, ib < n

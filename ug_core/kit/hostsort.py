@@ -207,9 +207,7 @@ def _top_by_blocks(keys: np.ndarray, k: int, largest: bool, blocks: int = 64) ->
     size = n // blocks
     if size < 2 or blocks < k or keys.dtype.kind not in "fiu":
         return None
-    work = keys if largest else _flipped_order(keys)   # the k smallest: the k largest of an order-reversing map
-    if work is None:
-        return None
+    work = keys if largest else _descending_key(keys)   # the k smallest: the k largest of an order-reversing map
     body = work[:, :blocks * size].reshape(rows, blocks, size)
     extreme = body.max(axis=2)
     if extreme.dtype.kind == "f" and np.isnan(extreme).any():
@@ -238,13 +236,6 @@ def _descending_key(v: np.ndarray) -> np.ndarray:
     if v.dtype.kind == "f":
         return -v
     return ~v if v.dtype.kind == "i" else np.iinfo(v.dtype).max - v
-
-
-def _flipped_order(keys: np.ndarray) -> np.ndarray | None:
-    """keys mapped so that the smallest become the largest, ties kept (None: bool)."""
-    if keys.dtype.kind == "f":
-        return -keys
-    return _descending_key(keys) if keys.dtype.kind in "iu" else None
 
 
 def _top_candidates(rows: np.ndarray, k: int, from_end: bool) -> np.ndarray:
