@@ -1,11 +1,12 @@
 """Sorting where device memory is host memory (Device.sort, a schedule item as matmul is: the
 kit's devices whose allocator has host views, and ref): the rows are split over the device's
 threads, and each block of rows is sorted by numpy in place in the device's memory, which
-releases the GIL while it sorts (np.sort / np.argsort: introsort with SIMD kernels, radix sort for small ints, timsort
-when stable). A top-k (k < n / 8) partitions first (np.argpartition, linear) and sorts only the
-k candidates. ug's order: NaN after every number; descending is the stable reverse (NaN first),
-made by sorting the reversed row ascending: equal elements keep their order either way.
-"""
+releases the GIL while it sorts. A value sort is np.sort's; an index sort (argsort) of values
+of 32 bits or fewer sorts packed (value code, position) keys, which is the stable order without
+an indirect sort; a top-k (k < n / 8) takes a threshold from group maxima and sorts only the
+few elements past it. ug's order: NaN after every number; descending is the stable reverse
+(NaN first), made by sorting the reversed row ascending: equal elements keep their order
+either way."""
 
 from __future__ import annotations
 
@@ -33,6 +34,11 @@ class HostSort:
         """Sort `keys` (spec.rows x spec.n) into `result` (spec.rows x spec.k) as `spec` says."""
         if spec.rows == 0 or spec.k == 0:
             return
+        if _sorts_wrongly(keys, spec):
+            wide = np.empty(result.shape, np.float32)
+            self.run(keys.astype(np.float32), wide, spec)
+            result[...] = wide
+            return
         blocks = min(self.threads, spec.rows)
         if blocks == 1 and self.threads > 1 and spec.k == spec.n and spec.n >= SPLIT_MIN and keys.dtype.kind in "fiu":
             for r in range(spec.rows):   # one long row (or few): chunks sorted on the threads, then merged
@@ -51,9 +57,19 @@ class HostSort:
         its co-ranks (where the merged order crosses a piece boundary, found by binary search),
         each piece merged by numpy's stable sort, which sees two runs and merges them. Few
         buffers (page faults of fresh memory cost as much as the merges): the last merge of an
-        ascending value sort writes into `out`. Descending: the reversed row, as in _sort_block."""
+        ascending value sort writes into `out`. Descending: the reversed row, as in _sort_block.
+        An index sort of keys of 32 bits or fewer sorts packed keys (see _packed) as values."""
         n = key.shape[0]
         row = key[::-1] if spec.descending else key
+        packed = _packed(row[None, :]) if spec.indices else None
+        if packed is not None:
+            in_place = not spec.descending and out.dtype == np.int64   # sorted into `out`, then unpacked there
+            order = out.view(np.uint64) if in_place else np.empty(n, np.uint64)
+            self._sort_long_row(packed[0], order, SortSpec(1, n, n, descending=False, stable=True, indices=False))
+            order &= np.uint64(_POSITION_MASK)
+            if not in_place:
+                out[...] = (n - 1 - order[::-1].view(np.int64)) if spec.descending else order
+            return
         pool = self._executor()
         chunks = min(self.threads, n // (SPLIT_MIN // 2))
         bounds = [n * i // chunks for i in range(chunks + 1)]
@@ -150,8 +166,14 @@ def _merge_piece(vals: np.ndarray, pos: np.ndarray | None, first: tuple[int, int
 
 def sort_rows(keys: np.ndarray, out: np.ndarray, spec: SortSpec) -> None:
     """Sort rows of `keys` into `out` (one thread)."""
-    if spec.rows and spec.k:
-        _sort_block(keys, out, spec)
+    HostSort(1).run(keys, out, spec)   # (one thread: no pool is made)
+
+
+def _sorts_wrongly(keys: np.ndarray, spec: SortSpec) -> bool:
+    """Whether numpy's value sort of these keys may be wrong: np.sort of float16 with many
+    equal values misplaced a few of them (numpy 2.4.6 on an AVX512 machine: 16 of 70001
+    elements of integers in [-5, 5)); they are sorted as float32, exactly, instead."""
+    return keys.dtype == np.float16 and not spec.indices
 
 
 def _sort_block(keys: np.ndarray, out: np.ndarray, spec: SortSpec) -> None:
@@ -175,7 +197,12 @@ def _sort_block(keys: np.ndarray, out: np.ndarray, spec: SortSpec) -> None:
         if spec.descending:
             first = n - 1 - first
     else:
-        order = np.argsort(rows, axis=1, kind=kind)
+        packed = _packed(rows)
+        if packed is not None:   # (unique keys: any sort is the stable one)
+            packed.sort(axis=1)
+            order = (packed & np.uint64(_POSITION_MASK)).view(np.int64)
+        else:
+            order = np.argsort(rows, axis=1, kind=kind)
         first = order[:, n - k:][:, ::-1] if spec.descending else order[:, :k]
         if spec.descending:
             first = n - 1 - first   # positions in the reversed row -> in the row
@@ -185,50 +212,82 @@ def _sort_block(keys: np.ndarray, out: np.ndarray, spec: SortSpec) -> None:
         out[...] = np.take_along_axis(keys, first, axis=1)
 
 
+_POSITION_MASK = 0xFFFF_FFFF
+
+
+def _packed(rows: np.ndarray) -> np.ndarray | None:
+    """Keys whose ascending order is the stable ascending order of each row (NaN after every
+    number, -0.0 equal to 0.0): an order-preserving 32-bit code of the value above the
+    element's position in its row, in one uint64. The keys are unique, so numpy's fastest
+    sort of them (which sorts values, no indirection: 1.9x a stable argsort of 2^20 float32
+    here) is the stable order, and the low 32 bits of the sorted keys are the argsort. None
+    for 64-bit values, or rows of 2^32 or more."""
+    n, kind = rows.shape[1], rows.dtype.kind
+    if rows.dtype.itemsize > 4 or n > _POSITION_MASK or kind not in "fiub":
+        return None
+    if kind == "f":
+        value = rows.astype(np.float32) + np.float32(0)   # (float16 exactly; -0.0 + 0.0 is 0.0)
+        bits = value.view(np.uint32)
+        # positive: above every negative; negative: flipped, so more negative sorts lower
+        code = np.where(bits >> np.uint32(31), ~bits, bits | np.uint32(0x8000_0000))
+        code[np.isnan(value)] = 0xFFFF_FFFF   # every NaN one key, after +inf (0xFF80_0000)
+    elif kind == "i":
+        code = (rows.astype(np.int64) - np.iinfo(np.int32).min).astype(np.uint32)
+    else:
+        code = rows.astype(np.uint32)
+    return (code.astype(np.uint64) << np.uint64(32)) | np.arange(n, dtype=np.uint64)
+
+
 def _zeros_in_order(keys: np.ndarray, out: np.ndarray, descending: bool) -> None:
     """The sorted rows' runs of zeros as they came: -0.0 and 0.0 are equal, so a stable sort
     keeps their order, and numpy's SIMD sort does not even keep their bits (sorting one -0.0
     and many 0.0 gave several -0.0). A run is found by binary search in the sorted row; only
     a row with two zeros or more is read again."""
+    n = out.shape[1]
+    zero = out.dtype.type(0)   # (a Python float would make numpy search a float64 copy of the row)
     ascending = out[:, ::-1] if descending else out   # (NaN last, as searchsorted expects)
     for r in range(out.shape[0]):
-        lo, hi = np.searchsorted(ascending[r], 0.0, "left"), np.searchsorted(ascending[r], 0.0, "right")
+        lo, hi = int(ascending[r].searchsorted(zero, "left")), int(ascending[r].searchsorted(zero, "right"))
         if hi - lo > 1:
-            out[r, out[r] == 0] = keys[r, keys[r] == 0]
+            run = slice(n - hi, n - lo) if descending else slice(lo, hi)
+            out[r, run] = keys[r, np.flatnonzero(keys[r] == 0)]
 
 
-def _top_by_blocks(keys: np.ndarray, k: int, largest: bool, blocks: int = 64) -> np.ndarray | None:
+def _top_by_blocks(keys: np.ndarray, k: int, largest: bool) -> np.ndarray | None:
     """The positions of the k largest (smallest) of each row, largest (smallest) first, equal
-    values by position: the k-th largest of the maxima of a row's `blocks` blocks is a threshold
-    that at least k elements reach, so only elements past it, in blocks whose maximum is past
-    it, are candidates (a few per row), and only those are sorted. None where it does not apply
-    (short rows, NaN: the caller partitions)."""
+    values by position. The row's elements are dealt into G groups (element j into group
+    j % G, so a group's extreme is one elementwise max over the row's G-wide slices, SIMD in
+    numpy); the k-th largest of the G maxima is a threshold that at least k elements reach,
+    so the k largest are among the elements past it, a few more than k per row (k = 16 of
+    4096 with G = 256: 16.5 on average), and only those are sorted. None where it does not
+    apply (short rows, NaN: the caller partitions)."""
     rows, n = keys.shape
-    size = n // blocks
-    if size < 2 or blocks < k or keys.dtype.kind not in "fiu":
+    groups = 1 << min((n // 4).bit_length() - 1, (16 * k).bit_length() - 1)   # a power of two <= n/4, <= 16k
+    if groups < 2 * k or keys.dtype.kind not in "fiu":
         return None
-    work = keys if largest else _descending_key(keys)   # the k smallest: the k largest of an order-reversing map
-    body = work[:, :blocks * size].reshape(rows, blocks, size)
-    extreme = body.max(axis=2)
+    body = keys[:, :n - n % groups].reshape(rows, -1, groups)
+    extreme = body.max(axis=1) if largest else body.min(axis=1)
     if extreme.dtype.kind == "f" and np.isnan(extreme).any():
         return None
-    kth = blocks - k
+    kth = groups - k if largest else k - 1
     threshold = np.partition(extreme, kth, axis=1)[:, kth:kth + 1]
-    block_row, block = np.nonzero(extreme >= threshold)   # the blocks that can hold candidates
-    inside = body[block_row, block]
-    i, j = np.nonzero(inside >= threshold[block_row])
-    r, c, v = block_row[i], block[i] * size + j, inside[i, j]
-    if blocks * size < n:   # the tail past the last whole block: all candidates
-        tail = n - blocks * size
-        r = np.concatenate([r, np.repeat(np.arange(rows), tail)])
-        c = np.concatenate([c, np.tile(np.arange(blocks * size, n), rows)])
-        v = np.concatenate([v, work[:, blocks * size:].reshape(-1)])
-    # by row, then value descending, then position (both sorts stable; candidates come by position)
-    by_value = np.argsort(_descending_key(v), kind="stable")
-    order = by_value[np.argsort(r[by_value], kind="stable")]
+    # every element of the k largest is at least the k-th largest element, itself at least the threshold
+    found = np.flatnonzero(keys >= threshold if largest else keys <= threshold)   # row by row, by position
+    r, c = np.divmod(found, n)
+    key = keys.reshape(-1)[found]
+    if largest:
+        key = _descending_key(key)
+    # each row's candidates side by side, padded with the key's largest (after any real candidate:
+    # the sort is stable and a pad sits behind them), sorted per row
     counts = np.bincount(r, minlength=rows)
-    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
-    return c[order][starts[:, None] + np.arange(k)[None, :]]
+    rank = np.arange(found.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    pad_key = np.inf if key.dtype.kind == "f" else np.iinfo(key.dtype).max
+    padded = np.full((rows, int(counts.max())), pad_key, key.dtype)
+    padded[r, rank] = key
+    place = np.zeros(padded.shape, np.int64)
+    place[r, rank] = c
+    order = np.argsort(padded, axis=1, kind="stable")[:, :k]
+    return np.take_along_axis(place, order, axis=1)
 
 
 def _descending_key(v: np.ndarray) -> np.ndarray:

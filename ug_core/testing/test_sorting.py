@@ -62,6 +62,51 @@ def test_topk(device, largest, rng):
         ug.topk(ug.tensor(x, device=device), 51)
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.int16, np.uint32])
+def test_sort_of_many_equal_values(device, dtype, rng):
+    """numpy 2.4.6's np.sort of float16 misplaced a few of 20000 integers in [-5, 5) (an
+    AVX512 machine): a device sorting with numpy must not inherit that."""
+    x = rng.integers(0, 10, (2, 20000)).astype(dtype) - dtype(5 if dtype != np.uint32 else 0)
+    for descending in (False, True):
+        got = ug.sort(ug.tensor(x, device=device), descending=descending).numpy()
+        want = np.sort(x.astype(np.float64), axis=1)
+        np.testing.assert_array_equal(got, want[:, ::-1] if descending else want)
+
+
+@pytest.mark.parametrize("largest", [True, False])
+@pytest.mark.parametrize("dtype,n,k", [(np.float32, 4096, 16), (np.float32, 1000, 3), (np.int32, 700, 1),
+                                       (np.uint8, 513, 32), (np.int64, 2048, 100), (np.float64, 800, 100)])
+def test_topk_of_wide_rows(device, dtype, n, k, largest, rng):
+    """Rows wide enough for a device's shortcuts (a host sort takes a threshold from group
+    maxima): few distinct values (ties across the k-th), the dtype's extremes, -inf, an odd
+    row length."""
+    x = rng.integers(0, 40, (5, n)).astype(dtype)
+    info = np.finfo(dtype) if x.dtype.kind == "f" else np.iinfo(dtype)
+    x[0, 7], x[1, -1], x[2, 3] = info.max, info.min, info.max
+    x[3] = x[3, ::-1] if x.dtype.kind != "f" else rng.standard_normal(n).astype(dtype)
+    if x.dtype.kind == "f":
+        x[4, ::5] = -np.inf
+    values, indices = ug.topk(ug.tensor(x, device=device), k, largest=largest)
+    wide = x.astype(np.float64)
+    order = np.argsort(-wide if largest else wide, axis=1, kind="stable")[:, :k]
+    np.testing.assert_array_equal(values.numpy(), np.take_along_axis(x, order, 1))
+    got = indices.numpy()
+    np.testing.assert_array_equal(np.take_along_axis(x, got, 1), values.numpy())
+    assert all(len(set(row)) == k for row in got.tolist())
+    # equal values inside the k by position (which of those equal to the k-th: unspecified)
+    same = values.numpy()[:, 1:] == values.numpy()[:, :-1]
+    assert (got[:, 1:][same] > got[:, :-1][same]).all()
+
+
+def test_topk_with_nan(device):
+    x = np.arange(3000, dtype=np.float32).reshape(1, -1)
+    x[0, [5, 2000]] = np.nan   # NaN is larger than every number (sorts last)
+    _, largest = ug.topk(ug.tensor(x, device=device), 4)
+    assert largest.numpy().tolist() == [[5, 2000, 2999, 2998]]
+    _, smallest = ug.topk(ug.tensor(x, device=device), 4, largest=False)
+    assert smallest.numpy().tolist() == [[0, 1, 2, 3]]
+
+
 @pytest.mark.parametrize("side", ["left", "right"])
 def test_searchsorted(device, side, rng):
     a = np.sort(rng.integers(0, 30, 100)).astype(np.float32)
