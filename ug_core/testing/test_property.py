@@ -315,7 +315,9 @@ def draw_indexed(data, i, x):
     op = data.draw(st.sampled_from(["take", "getitem", "take_along", "sort", "mask", "scatter_add", "cummax"]),
                    label="indexed")
     if op in ("take", "getitem") and n:
-        idx = rng.integers(-n, n, data.draw(st.integers(0, 5), label="count"))
+        # (at least one index, and a mask below at least one True: the other steps draw from
+        # sizes of 1 or more; empty results are tested on their own, in test_sorting/test_gather)
+        idx = rng.integers(-n, n, data.draw(st.integers(1, 5), label="count"))
         if op == "take":
             return (f"take(v{i}, {idx.tolist()}, axis={axis})",
                     lambda v, c: A(np.take(v[i], idx, axis=axis)) if is_np(v[i]) else ug.take(v[i], idx, axis=axis))
@@ -334,6 +336,7 @@ def draw_indexed(data, i, x):
                 else ug.sort(v[i], axis=axis, descending=desc))
     if op == "mask":
         mask = rng.random(x.shape) < 0.5
+        mask.flat[rng.integers(mask.size)] = True
         return f"v{i}[mask{x.shape}]", lambda v, c: A(v[i][mask])
     if op == "scatter_add":
         slots = data.draw(st.integers(1, 6), label="slots")

@@ -31,7 +31,7 @@ from ug_core.ops import ALU, FLOAT, Op
 from . import mathlib
 from .render_alu import alu, const_text, ipow_definition
 from .render_cast import SIZE, convert
-from .render_ir import MEM, REG, IRBuilder
+from .render_ir import FSUF, MEM, REG, IRBuilder
 
 __all__ = ["LLVMRenderer", "LLVMTarget", "RenderError", "render"]
 
@@ -296,7 +296,13 @@ class LLVMRenderer(Renderer, IRBuilder):
             x = self.value(f"fpext half {x} to float")
         cur = self.value(f"load {ty}, ptr {slot}, align {SIZE[ty]}")
         op = inst.arg
-        if acc.dtype.kind == "f" and op in _ACC_FLOAT:  # reassociable: the loop vectorizes
+        if (op is Op.ADD and acc.dtype.kind == "f" and ty != "half" and value.opc is Opc.ALU and value.arg is Op.MUL
+                and REG[value.dtype] == ty):
+            # a sum of products (a dot product, a variance): one fma per element where the target
+            # has it; the product's rounding is one of the sum's, whose order is free already
+            a, b = (self.v(s) for s in value.srcs)
+            new = self.value(f"call {ACC_FAST} {ty} @llvm.fmuladd.{FSUF[ty]}({ty} {a}, {ty} {b}, {ty} {cur})")
+        elif acc.dtype.kind == "f" and op in _ACC_FLOAT:  # reassociable: the loop vectorizes
             new = self.value(f"{_ACC_FLOAT[op]} {ACC_FAST} {ty} {cur}, {x}")
         else:
             new = alu(self, op, acc.dtype.kind, ty, [cur, x])
