@@ -12,6 +12,8 @@ the same on every lane, e.g. a CONST); a lane starts as one thread.
 * ACC_UPDATE from inside a loop folds the iterations' values into the accumulator with
   `ufunc.at`, which applies them one at a time in lane order, i.e. in iteration order, in
   the accumulator's dtype: float32 sums round exactly as a sequential float32 loop does.
+* A RANGE whose body loads from a buffer it stores into (a scatter's in-order combine:
+  row[slot] = combine(row[slot], value)) runs its iterations one at a time.
 * A RANGE whose body updates shared memory in place (a LOCAL_LOAD and a LOCAL_STORE of
   the same array, the store's index not depending on the loop's counter: a per-lane
   accumulator array, as the outer-blocked cpu lowering emits), or that reads an accumulator
@@ -169,8 +171,10 @@ class _Interp:
             body = self.insts[pos + 1:end]
             loaded = {i.srcs[0].id for i in body if i.opc is Opc.LOCAL_LOAD}
             read = {i.srcs[0].id for i in body if i.opc is Opc.ACC_READ and i.srcs[0].id < pos}
+            buffers_read = {i.srcs[0].id for i in body if i.opc in (Opc.LOAD, Opc.GATED_LOAD)}
             if any(i.opc is Opc.LOCAL_STORE and i.srcs[0].id in loaded and pos not in deps[i.srcs[1].id]
-                   for i in body) or any(i.opc is Opc.ACC_UPDATE and i.srcs[0].id in read for i in body):
+                   for i in body) or any(i.opc is Opc.ACC_UPDATE and i.srcs[0].id in read for i in body) \
+                    or any(i.opc is Opc.STORE and i.srcs[0].id in buffers_read for i in body):
                 serial.add(pos)
         return serial
 
@@ -291,6 +295,13 @@ class _Interp:
             raise InterpError(f"store of {np.asarray(val).dtype} into {buf.dtype} at %{inst.id}")
         buf[np.broadcast_to(idx, (ctx.n,))] = np.broadcast_to(val, (ctx.n,))
 
+    def _atomic(self, inst, ctx):
+        param, index, value = inst.srcs
+        buf = self.get(param, ctx)
+        idx = np.broadcast_to(self._index(index, ctx, self.p.params[param.arg].size), (ctx.n,))
+        val = np.broadcast_to(np.asarray(self.get(value, ctx), buf.dtype), (ctx.n,))
+        {Op.ADD: np.add, Op.MAX: np.maximum, Op.MIN: np.minimum}[inst.arg].at(buf, idx, val)   # (duplicates combine)
+
     def _alu(self, inst, ctx):
         args = [self.get(s, ctx) for s in inst.srcs]
         self.set(inst, ctx, _typed(ALU[inst.arg].numpy(*args), inst.dtype))
@@ -373,7 +384,7 @@ class _Interp:
     _HANDLERS = {
         Opc.CONST: _const, Opc.PARAM: _param, Opc.SPECIAL: _special,
         Opc.RANGE: _range, Opc.ENDRANGE: _end, Opc.IF: _if, Opc.ENDIF: _end,
-        Opc.LOAD: _load, Opc.GATED_LOAD: _gated_load, Opc.STORE: _store, Opc.ALU: _alu, Opc.IDIV: _idiv, Opc.MOD: _mod,
+        Opc.LOAD: _load, Opc.GATED_LOAD: _gated_load, Opc.STORE: _store, Opc.ATOMIC: _atomic, Opc.ALU: _alu, Opc.IDIV: _idiv, Opc.MOD: _mod,
         Opc.CAST: _cast, Opc.BITCAST: _bitcast, Opc.DEFINE_ACC: _define_acc, Opc.ACC_UPDATE: _acc_update,
         Opc.ACC_READ: _acc_read, Opc.DEFINE_LOCAL: _define_local, Opc.LOCAL_LOAD: _local_load,
         Opc.LOCAL_STORE: _local_store, Opc.BARRIER: _barrier,

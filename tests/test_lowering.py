@@ -38,6 +38,8 @@ CONFIGS = {
     "gpu-l32": LowerOptions("gpu", local_size=32, gpu_serial_max_extent=0),
     "gpu-l64": LowerOptions("gpu", local_size=64, gpu_serial_max_extent=0),
     "gpu-l256": LowerOptions("gpu", local_size=256, gpu_serial_max_extent=0),
+    "gpu-atomics": LowerOptions("gpu", local_size=64, atomic_int_bits=(32, 64)),
+    "gpu-atomics32": LowerOptions("gpu", local_size=7, atomic_int_bits=(32,), max_global_size=(2, 2, 65535)),
     "gpu-default": LowerOptions("gpu"),
     "gpu-serial": LowerOptions("gpu", local_size=32, gpu_serial_max_extent=10**9),
     "gpu-grid-spill": LowerOptions("gpu", local_size=4, max_global_size=(3, 2, 65535), gpu_serial_max_extent=0),
@@ -76,6 +78,18 @@ def test_row_lengths(rng, n, config):
 
 def opcodes(program: LoopProgram) -> list[Opc]:
     return [i.opc for i in program.instructions]
+
+
+def test_gpu_scatter_uses_atomics_for_ints_where_the_target_has_them(rng):
+    from ug_core.testing.lowering_cases import scatter
+    with_atomics = LowerOptions("gpu", local_size=64, atomic_int_bits=(32,))
+    assert "atomic.add" in str(lower(scatter(rng, Op.SUM, np.int32).kernel, with_atomics))
+    assert "atomic.max" in str(lower(scatter(rng, Op.RMAX, np.uint32).kernel, with_atomics))
+    for case, opts in [(scatter(rng, Op.SUM, np.int64), with_atomics),           # no 64-bit atomics
+                       (scatter(rng, Op.SUM, np.float32), with_atomics),         # floats: in order
+                       (scatter(rng, Op.SUM, np.int32), LowerOptions("gpu")),    # no atomics
+                       (scatter(rng, Op.SUM, np.int32), LowerOptions("cpu", atomic_int_bits=(32,)))]:
+        assert "atomic" not in str(lower(case.kernel, opts))
 
 
 def test_print_shows_structure(rng):

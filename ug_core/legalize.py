@@ -181,7 +181,7 @@ _REWRITE = {
     Opc.DEFINE_ACC: _define_acc, Opc.ACC_UPDATE: _acc_update, Opc.ACC_READ: _acc_read,
     # never float16: index math, control flow
     Opc.SPECIAL: _copy, Opc.RANGE: _copy, Opc.ENDRANGE: _copy, Opc.IF: _copy, Opc.ENDIF: _copy,
-    Opc.IDIV: _copy, Opc.MOD: _copy, Opc.BARRIER: _copy,
+    Opc.IDIV: _copy, Opc.MOD: _copy, Opc.BARRIER: _copy, Opc.ATOMIC: _copy,   # (atomics: ints only)
 }
 check_exhaustive(_REWRITE, Opc, "legalize (float16 rules)")  # type: ignore[arg-type]
 

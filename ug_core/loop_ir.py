@@ -39,6 +39,11 @@ Opcodes (operands in parentheses, `arg` after the semicolon):
                                                     the gate is false nothing is read, and `index`
                                                     may be anything (a masked view's, see view.py)
     STORE        (param, index, value)              param[index] = value
+    ATOMIC       (param, index, value; ops.Op)      param[index] = combine(param[index], value) as one
+                                                    atomic step (relaxed order): ADD, MAX or MIN of
+                                                    32- or 64-bit ints, where the target has them
+                                                    (LowerOptions.atomic_int_bits); exact, so the
+                                                    order of a kernel's updates does not matter
     ALU          (srcs...; ops.Op)                  elementwise math, numpy semantics in `dtype`
     IDIV, MOD    (a, b)                             int64 a // b, a % b
     CAST         (x)                                convert to `dtype`
@@ -79,6 +84,7 @@ class Opc(enum.Enum):
     LOAD = enum.auto()
     GATED_LOAD = enum.auto()
     STORE = enum.auto()
+    ATOMIC = enum.auto()
     ALU = enum.auto()
     IDIV = enum.auto()
     MOD = enum.auto()
@@ -101,9 +107,11 @@ class Special(enum.Enum):
 
 # the ops an ACC_UPDATE may combine with (the reductions' combine ops)
 ACC_COMBINE = frozenset({Op.ADD, Op.MUL, Op.MAX, Op.MIN})
+# the ops an ATOMIC may combine with
+ATOMIC_COMBINE = frozenset({Op.ADD, Op.MAX, Op.MIN})
 
 # instructions that produce no value
-NO_VALUE = frozenset({Opc.ENDRANGE, Opc.ENDIF, Opc.STORE, Opc.ACC_UPDATE, Opc.LOCAL_STORE, Opc.BARRIER})
+NO_VALUE = frozenset({Opc.ENDRANGE, Opc.ENDIF, Opc.STORE, Opc.ATOMIC, Opc.ACC_UPDATE, Opc.LOCAL_STORE, Opc.BARRIER})
 # instructions that open / close a block
 OPENS = {Opc.RANGE: Opc.ENDRANGE, Opc.IF: Opc.ENDIF}
 CLOSES = frozenset(OPENS.values())
@@ -160,6 +168,7 @@ _FORMAT = {
     Opc.LOAD: lambda i, ops: f"load {ops}",
     Opc.GATED_LOAD: lambda i, ops: f"gated_load {ops}",
     Opc.STORE: lambda i, ops: f"store {ops}",
+    Opc.ATOMIC: lambda i, ops: f"atomic.{i.arg.name.lower()} {ops}",
     Opc.ALU: lambda i, ops: f"{i.arg.name.lower()} {ops}",
     Opc.IDIV: lambda i, ops: f"idiv {ops}",
     Opc.MOD: lambda i, ops: f"mod {ops}",
@@ -342,6 +351,12 @@ def _sig_acc_update(inst: Inst) -> None:
     _check(acc.opc is Opc.DEFINE_ACC and value.dtype == acc.dtype and inst.arg in ACC_COMBINE, inst, "bad acc update")
 
 
+def _sig_atomic(inst: Inst) -> None:
+    _sig_memory(Opc.PARAM, has_value=True)(inst)
+    _check(inst.arg in ATOMIC_COMBINE and inst.srcs[0].dtype.kind in "iu" and inst.srcs[0].dtype.itemsize in (4, 8),
+           inst, "an atomic adds, maxes or mins 32- or 64-bit ints")
+
+
 def _sig_acc_read(inst: Inst) -> None:
     _check(len(inst.srcs) == 1 and inst.srcs[0].opc is Opc.DEFINE_ACC and inst.dtype == inst.srcs[0].dtype,
            inst, "bad acc read")
@@ -358,6 +373,7 @@ _SIGNATURES = {
     Opc.LOAD: _sig_memory(Opc.PARAM, has_value=False),
     Opc.GATED_LOAD: _sig_gated_load,
     Opc.STORE: _sig_memory(Opc.PARAM, has_value=True),
+    Opc.ATOMIC: _sig_atomic,
     Opc.ALU: _sig_alu,
     Opc.IDIV: _sig_index_ops,
     Opc.MOD: _sig_index_ops,

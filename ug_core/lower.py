@@ -80,7 +80,7 @@ import numpy as np
 
 from . import dag, dtypes
 from .kernel_ir import Expr, Kernel, Reduction, Store, toposort
-from .loop_ir import ACC_COMBINE, BOOL, INDEX, OPENS, PURE, Inst, LoopProgram, Opc, ParamSpec, Special
+from .loop_ir import ACC_COMBINE, ATOMIC_COMBINE, BOOL, INDEX, OPENS, PURE, Inst, LoopProgram, Opc, ParamSpec, Special
 from .ops import ALU, CONVERSIONS, INDEXED, LEAVES, REDUCE, Op, check_exhaustive
 from .view import View, ViewChain, prod
 
@@ -94,6 +94,7 @@ class LowerOptions:
     gpu_serial_max_extent: int = 16        # gpu: reduced extents up to this run serially, one thread per outer index
     outer_block: int = 0                   # cpu: B > 1 enables the outer-blocked strategy where loads favour it
     outer_block_always: bool = False       # cpu: use it whenever B > 1 and there is a reduction (tests)
+    atomic_int_bits: tuple[int, ...] = ()  # gpu: int widths with atomic add/max/min on buffers (loop_ir ATOMIC)
 
     def __post_init__(self) -> None:
         if self.target not in ("cpu", "gpu"):
@@ -826,7 +827,10 @@ class _Lowerer:
     def _lower_gpu_scatter(self) -> None:
         """gpu, a kernel of scatter stores: a workgroup per part, whose threads fill the part's
         row with the identity (each a strided share: no thread loops over a whole row), then,
-        after a barrier, whose first thread combines the part's values in order."""
+        after a barrier, combine the part's values into it: all threads, each a strided share,
+        with atomic updates where the target has them for the store's ints (exact: any order
+        gives the same result), else the first thread alone, in order (floats: a sum's bits
+        depend on its order, and scatters are deterministic)."""
         b = self.b
         assert all(s.scatter is not None for s in self.k.stores), "a scatter kernel stores only scatters"
         local = min(self.opts.local_size, _next_pow2(max(s.expr.arg[1] for s in self.k.stores)))
@@ -841,13 +845,26 @@ class _Lowerer:
             self._scatter_fill(s, part, lid, local)
         if local > 1:
             b.emit(Opc.BARRIER, None)
+        atomic = [s for s in self.k.stores if local > 1 and self._atomic_scatter(s)]
+        for s in atomic:
+            self._scatter_combine(s, part, lid, local)
+        in_order = [s for s in self.k.stores if s not in atomic]
+        if in_order and local > 1:
             b.if_(b.alu(Op.CMPEQ, (lid, b.const(0)), BOOL))
-        for s in self.k.stores:
+        for s in in_order:
             self._scatter_combine(s, part)
-        if local > 1:
+        if in_order and local > 1:
             b.close()
         if guarded:
             b.close()
+
+    def _atomic_scatter(self, s: Store) -> bool:
+        """Whether the target combines this scatter's values atomically (loop_ir ATOMIC)."""
+        assert s.scatter is not None
+        dt = self.k.args[s.buf].dtype
+        return (dt.kind in "iu" and dt.itemsize * 8 in self.opts.atomic_int_bits
+                and REDUCE[s.scatter.arg[0]].combine in ATOMIC_COMBINE
+                and self._extent(s.shape) > 1)
 
     def _scatter_fill(self, s: Store, outer: Inst, first: Inst, step: int) -> None:
         """Slots first, first + step, ... of the outer index's row: the identity."""
@@ -859,8 +876,9 @@ class _Lowerer:
         b.emit(Opc.STORE, None, (self.params[s.buf], b.add(row, k), b.const(identity, self.k.args[s.buf].dtype)))
         b.close()
 
-    def _scatter_combine(self, s: Store, outer: Inst) -> None:
-        """`for i: row[slot(i)] = combine(row[slot(i)], value(i))`, in order."""
+    def _scatter_combine(self, s: Store, outer: Inst, first: Inst | None = None, step: int = 1) -> None:
+        """`for i: row[slot(i)] = combine(row[slot(i)], value(i))`, in order; or, given the
+        thread's `first` value and the `step` between its values, an atomic update per value."""
         b = self.b
         root = s.scatter
         assert root is not None
@@ -869,12 +887,18 @@ class _Lowerer:
         out = self.params[s.buf]
         row = b.mul(outer, slots)
         extent = self._extent(s.shape)
-        i = b.range(b.const(0), b.const(extent)) if extent > 1 else None
+        if first is not None:
+            i: Inst | None = b.range(first, b.const(extent), step)
+        else:
+            i = b.range(b.const(0), b.const(extent)) if extent > 1 else None
         index = self._phase(s.shape, outer, i)
         slot, value = (self._expr(e, index) for e in root.srcs)
         at = b.add(row, slot)
-        old = b.load(out, at, dt, False)
-        b.emit(Opc.STORE, None, (out, at, b.alu(REDUCE[rop].combine, (old, b.cast(value, dt)), dt)))
+        if first is not None:
+            b.emit(Opc.ATOMIC, None, (out, at, b.cast(value, dt)), REDUCE[rop].combine)
+        else:
+            old = b.load(out, at, dt, False)
+            b.emit(Opc.STORE, None, (out, at, b.alu(REDUCE[rop].combine, (old, b.cast(value, dt)), dt)))
         if i is not None:
             b.close()
 

@@ -113,6 +113,11 @@ class CStyleRenderer(Renderer):
     def barrier(self) -> str:
         raise RenderError(f"{type(self).__name__}: no workgroup barrier")
 
+    def atomic(self, op: Op, address: str, value: str, dtype: np.dtype) -> str:
+        """The statement doing `*address = op(*address, value)` atomically (loop_ir ATOMIC: ADD,
+        MAX, MIN of 32- or 64-bit ints), for a dialect whose lowering asks for atomics."""
+        raise RenderError(f"{type(self).__name__}: no atomics")
+
     def math(self, op: Op, dtype: np.dtype) -> str:
         """The function computing `op` (a _LIBM op: exp, fabs, floor, fmod...) on float32 or float64."""
         return _LIBM[op] + ("f" if dtype == F32 else "")
@@ -226,6 +231,10 @@ class CStyleRenderer(Renderer):
     def op_store(self, inst: Inst) -> None:
         param, index, value = inst.srcs
         self.emit(f"{self.v(param)}[{self.v(index)}] = {self.v(value)};")
+
+    def op_atomic(self, inst: Inst) -> None:
+        param, index, value = inst.srcs
+        self.emit(self.atomic(inst.arg, f"&{self.v(param)}[{self.v(index)}]", self.v(value), param.dtype) + ";")
 
     def op_alu(self, inst: Inst) -> None:
         srcs = [self.v(s) for s in inst.srcs]

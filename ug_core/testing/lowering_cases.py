@@ -220,6 +220,30 @@ def int_reduce(rng, op) -> Case:
     return Case(k, {0: a}, {1: ref})
 
 
+def scatter(rng, rop: Op, dtype: np.dtype | type, parts: int = 3, chunk: int = 300, slots: int = 5) -> Case:
+    """A scatter store (ops.Op.SCATTER): part p combines its `chunk` values, in order, into row
+    p of `slots` slots (many hits per slot; on a gpu target with atomics for the dtype, the
+    threads of a part's workgroup update the row atomically)."""
+    dtype = np.dtype(dtype)
+    phase = (parts, chunk)
+    eb = ExprBuilder()
+    value = eb.load(0, (c(phase),), dtype)
+    slot = eb.load(1, (c(phase),), I64)
+    combine, start = {Op.SUM: (np.add, 0), Op.RMAX: (np.maximum, np.iinfo(dtype).min if dtype.kind in "iu" else -np.inf),
+                      Op.RMIN: (np.minimum, np.iinfo(dtype).max if dtype.kind in "iu" else np.inf)}[rop]
+    k = Kernel(f"scatter_{rop.name.lower()}", (BufferArg(dtype, parts * chunk, False), BufferArg(I64, parts * chunk, False),
+                                            BufferArg(dtype, parts * slots, True)),
+               (parts, 1), (1,), (), (Store(2, phase, c(phase), eb.scatter(rop, slot, value, slots, start)),))
+    info = np.iinfo(dtype) if dtype.kind in "iu" else None
+    values = (rng.integers(info.min, info.max, phase, dtype=dtype, endpoint=True) if info is not None
+              else rand(rng, *phase, dtype=dtype))
+    slot_of = rng.integers(0, slots, phase)
+    rows = np.full((parts, slots), start, dtype)
+    for p in range(parts):
+        combine.at(rows[p], slot_of[p], values[p])   # (ints wrap, as the kernel's)
+    return Case(k, {0: values, 1: slot_of}, {2: rows.reshape(-1)})
+
+
 def empty_axis(op) -> Case:
     """Reducing an empty axis gives the identity."""
     eb = ExprBuilder()
@@ -262,6 +286,13 @@ BASIC = {   # name -> builder(rng)
     "empty_axis_sum": lambda rng: empty_axis(Op.SUM),
     "empty_axis_max": lambda rng: empty_axis(Op.RMAX),
     "empty_outer": lambda rng: empty_outer(),
+    "scatter_sum_int32": lambda rng: scatter(rng, Op.SUM, I32),
+    "scatter_sum_uint64": lambda rng: scatter(rng, Op.SUM, np.uint64),
+    "scatter_max_int64": lambda rng: scatter(rng, Op.RMAX, I64),
+    "scatter_max_uint32": lambda rng: scatter(rng, Op.RMAX, np.uint32),
+    "scatter_min_int32": lambda rng: scatter(rng, Op.RMIN, I32),
+    "scatter_min_uint64": lambda rng: scatter(rng, Op.RMIN, np.uint64, chunk=2000),
+    "scatter_sum_float32": lambda rng: scatter(rng, Op.SUM, F32),   # (in order, by one thread)
 }
 
 
@@ -442,7 +473,8 @@ def initial_buffers(case: Case) -> list[np.ndarray]:
         elif i in case.initial:
             buffers.append(case.initial[i].astype(arg.dtype).reshape(-1).copy())
         else:  # poison, so that elements never written show up
-            buffers.append(np.full(arg.size, -7777 if arg.dtype.kind != "b" else True, arg.dtype))
+            poison = True if arg.dtype.kind == "b" else 7777 if arg.dtype.kind == "u" else -7777
+            buffers.append(np.full(arg.size, poison, arg.dtype))
     return buffers
 
 

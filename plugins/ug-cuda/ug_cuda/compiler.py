@@ -31,7 +31,7 @@ class Config:
     restrict: bool = True
 
     def lower_options(self) -> LowerOptions:
-        return LowerOptions(target="gpu", local_size=self.local_size, max_global_size=MAX_GRID)
+        return LowerOptions(target="gpu", local_size=self.local_size, max_global_size=MAX_GRID, atomic_int_bits=(32, 64))
 
     def render_options(self) -> RenderOptions:
         return RenderOptions(fast_math=self.fast_math, restrict=self.restrict)

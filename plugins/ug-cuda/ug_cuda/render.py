@@ -107,6 +107,16 @@ class CUDARenderer(CStyleRenderer):
     def barrier(self) -> str:
         return "__syncthreads();"
 
+    def atomic(self, op: Op, address: str, value: str, dtype: np.dtype) -> str:
+        # CUDA's overloads: int, unsigned int, unsigned long long, and long long for max/min;
+        # a signed 64-bit add is the unsigned one (two's complement)
+        fn = {Op.ADD: "atomicAdd", Op.MAX: "atomicMax", Op.MIN: "atomicMin"}[op]
+        if dtype.itemsize == 4:
+            ctype = "int" if dtype.kind == "i" else "unsigned int"
+        else:
+            ctype = "long long" if dtype.kind == "i" and op is not Op.ADD else "unsigned long long"
+        return f"{fn}(({ctype}*)({address}), ({ctype})({value}))"
+
     def math(self, op: Op, dtype: np.dtype) -> str:
         if self.opts.fast_math and dtype == F32 and op in _FAST:
             return _FAST[op]

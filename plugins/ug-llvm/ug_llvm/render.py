@@ -37,6 +37,7 @@ __all__ = ["LLVMRenderer", "LLVMTarget", "RenderError", "render"]
 
 ACC_FAST = "reassoc contract nsz"      # reduction accumulators: lets the vectorizer reorder the sum
 _ACC_FLOAT = {Op.ADD: "fadd", Op.MUL: "fmul"}
+_ATOMIC_RMW = {Op.ADD: "add", Op.MAX: "max", Op.MIN: "min"}   # (max/min: "u" first for unsigned)
 
 
 @dataclass(frozen=True)
@@ -228,6 +229,13 @@ class LLVMRenderer(Renderer, IRBuilder):
         if mem != REG[base.dtype]:
             x = self.value(f"zext i1 {x} to i8")
         self.emit(f"store {mem} {x}, ptr {ptr}, align {SIZE[mem]}")
+
+    def op_atomic(self, inst: Inst) -> None:
+        base, index, value = inst.srcs
+        ty = REG[base.dtype]
+        ptr = self.value(f"getelementptr inbounds {ty}, ptr {self.v(base)}, i64 {self.v(index)}")
+        rmw = _ATOMIC_RMW[inst.arg] if inst.arg is Op.ADD else ("" if base.dtype.kind == "i" else "u") + _ATOMIC_RMW[inst.arg]
+        self.value(f"atomicrmw {rmw} ptr {ptr}, {ty} {self.v(value)} monotonic, align {SIZE[ty]}")
 
     def op_define_local(self, inst: Inst) -> str:
         slot = f"%local{inst.id}"

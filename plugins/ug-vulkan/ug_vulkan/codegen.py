@@ -25,10 +25,11 @@ import numpy as np
 from ug_core.device import CompileError
 from ug_core.kit import Compiler, Renderer, RenderError
 from ug_core.loop_ir import INDEX, Inst, LoopProgram, Special
+from ug_core.ops import Op
 
 from . import alu, settings
 from .emit import BOOL, I32, I64, Caps, SpirvEmitter
-from .spirv import SC, SCOPE_WORKGROUP, SEMANTICS_ACQ_REL_WORKGROUP, SEMANTICS_RELAXED, BuiltIn, Module, Op as S
+from .spirv import SC, SCOPE_WORKGROUP, SEMANTICS_ACQ_REL_WORKGROUP, SEMANTICS_RELAXED, BuiltIn, Cap, Module, Op as S
 from .spirv_tools import disassemble, validate_spirv
 
 __all__ = ["Caps", "RenderError", "SpirvAssembler", "SpirvRenderer", "spirv_module"]
@@ -212,6 +213,18 @@ class SpirvRenderer(SpirvEmitter, Renderer):
         scope, sem = self.u32(1), self.u32(SEMANTICS_RELAXED)  # Device scope
         self.op(S.AtomicAnd, u32, ptr, scope, sem, keep)
         self.op(S.AtomicOr, u32, ptr, scope, sem, self.op(S.ShiftLeftLogical, u32, wide, shift))
+
+    def op_atomic(self, ins: Inst) -> None:
+        var, dt = self.params[ins.srcs[0].arg]
+        if dt.itemsize == 8:
+            self._need(self.caps.int64_atomics, "64-bit atomics (shaderBufferInt64Atomics)")
+            self.m.capability(Cap.Int64Atomics)
+        elem, _ = self.st(dt)
+        signed = dt.kind == "i"
+        opcode = {Op.ADD: S.AtomicIAdd, Op.MAX: S.AtomicSMax if signed else S.AtomicUMax,
+                  Op.MIN: S.AtomicSMin if signed else S.AtomicUMin}[ins.arg]
+        ptr = self._ptr(var, elem, self.val(ins.srcs[1]))
+        self.op(opcode, elem, ptr, self.u32(1), self.u32(SEMANTICS_RELAXED), self.val(ins.srcs[2]))   # Device scope
 
     # --- accumulators and shared memory
     def op_define_acc(self, ins: Inst) -> None:

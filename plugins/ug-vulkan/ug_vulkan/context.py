@@ -95,7 +95,7 @@ class VulkanContext:
         vk = self.vk
         off = self.disable
         base = vk.vkGetPhysicalDeviceFeatures(self.physical)
-        f16 = i8 = sb8 = sb16 = False
+        f16 = i8 = sb8 = sb16 = atomics64 = False
         preserve: list[int] = []
         if api >= vk.VK_MAKE_VERSION(1, 2, 0):
             f12 = vk.VkPhysicalDeviceVulkan12Features()
@@ -103,6 +103,7 @@ class VulkanContext:
             vk.vkGetPhysicalDeviceFeatures2(self.physical, vk.VkPhysicalDeviceFeatures2(pNext=f11))
             f16, i8, sb8, sb16 = (bool(f12.shaderFloat16), bool(f12.shaderInt8), bool(f12.storageBuffer8BitAccess),
                                   bool(f11.storageBuffer16BitAccess))
+            atomics64 = bool(f12.shaderBufferInt64Atomics)
             p12 = vk.VkPhysicalDeviceVulkan12Properties()
             vk.vkGetPhysicalDeviceProperties2(self.physical, vk.VkPhysicalDeviceProperties2(pNext=p12))
             for width, ok in ((16, p12.shaderSignedZeroInfNanPreserveFloat16),
@@ -118,10 +119,11 @@ class VulkanContext:
             int8=i8 and sb8 and "int8storage" not in off,
             int16=bool(base.shaderInt16) and sb16 and "int16" not in off,
             preserve_widths=tuple(preserve) if api >= vk.VK_MAKE_VERSION(1, 2, 0) else (),
+            int64_atomics=atomics64 and bool(base.shaderInt64) and "int64" not in off and "atomics64" not in off,
         )
         enable = {"int64": caps.int64, "float64": caps.float64, "float16": caps.float16, "int16": caps.int16,
                   "sb16": caps.float16 or caps.int16, "sb8": caps.int8_storage, "int8": caps.int8,
-                  "v12": api >= vk.VK_MAKE_VERSION(1, 2, 0)}
+                  "v12": api >= vk.VK_MAKE_VERSION(1, 2, 0), "atomics64": caps.int64_atomics}
         return caps, enable
 
     def _create_device(self, enable: dict[str, Any]) -> None:
@@ -133,7 +135,8 @@ class VulkanContext:
                                                shaderInt16=enable["int16"])
         if enable["v12"]:
             f12 = vk.VkPhysicalDeviceVulkan12Features(shaderFloat16=enable["float16"], shaderInt8=enable["int8"],
-                                                      storageBuffer8BitAccess=enable["sb8"])
+                                                      storageBuffer8BitAccess=enable["sb8"],
+                                                      shaderBufferInt64Atomics=enable["atomics64"])
             f11 = vk.VkPhysicalDeviceVulkan11Features(pNext=f12, storageBuffer16BitAccess=enable["sb16"])
             f2 = vk.VkPhysicalDeviceFeatures2(pNext=f11, features=features)
             info = vk.VkDeviceCreateInfo(pNext=f2, queueCreateInfoCount=1, pQueueCreateInfos=[queue_info])

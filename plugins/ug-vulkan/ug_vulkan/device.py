@@ -74,7 +74,8 @@ class VulkanDevice(KitDevice):
 
     # --- compiling
     def options(self, local_size: int) -> LowerOptions:
-        return LowerOptions(target="gpu", local_size=local_size, max_global_size=self.max_group_count)
+        return LowerOptions(target="gpu", local_size=local_size, max_global_size=self.max_group_count,
+                            atomic_int_bits=(32, 64) if self.caps.int64_atomics else (32,))
 
     def lower_loop(self, kernel: Kernel) -> LoopProgram:
         """Lowered with the largest workgroup whose shared memory fits maxComputeSharedMemorySize."""

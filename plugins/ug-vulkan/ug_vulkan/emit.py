@@ -38,6 +38,7 @@ class Caps:
     int8: bool = True               # shaderInt8 (only declared alongside 8-bit storage)
     int16: bool = True              # shaderInt16 + storageBuffer16BitAccess
     preserve_widths: tuple[int, ...] = ()  # float widths with SignedZeroInfNanPreserve
+    int64_atomics: bool = False     # shaderBufferInt64Atomics: atomic add/max/min of 64-bit ints in buffers
 
     @property
     def index_bits(self) -> int:

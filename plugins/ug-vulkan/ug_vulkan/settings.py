@@ -11,11 +11,11 @@ import os
 from ug_core.env import env_flag, env_int, env_set
 
 # what UG_VULKAN_DISABLE may name
-DISABLE_CHOICES = ("int64", "float64", "float16", "int16", "int8storage", "mapped")
+DISABLE_CHOICES = ("int64", "float64", "float16", "int16", "int8storage", "mapped", "atomics64")
 
 
 def disabled() -> set[str]:
-    """UG_VULKAN_DISABLE=int64,float64,float16,int16,int8storage,mapped: pretend the device lacks these
+    """UG_VULKAN_DISABLE=int64,float64,float16,int16,int8storage,mapped,atomics64: pretend the device lacks these
     (tests; `mapped` forces device buffers + a staging buffer, as on a discrete GPU)."""
     return env_set("UG_VULKAN_DISABLE", DISABLE_CHOICES)
 

@@ -111,6 +111,11 @@ class Op:
     BitwiseXor = 198
     BitwiseAnd = 199
     Not = 200
+    AtomicIAdd = 234
+    AtomicSMin = 236
+    AtomicUMin = 237
+    AtomicSMax = 238
+    AtomicUMax = 239
     AtomicAnd = 240
     AtomicOr = 241
     ControlBarrier = 224
@@ -127,6 +132,7 @@ class Cap:
     Float16 = 9
     Float64 = 10
     Int64 = 11
+    Int64Atomics = 12
     Int16 = 22
     Int8 = 39
     StorageBuffer16BitAccess = 4433
