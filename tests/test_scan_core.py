@@ -19,7 +19,7 @@ from ug_core.testing.lowering_cases import F32, F64, I32, I64, Case, c, rand
 sys.path.insert(0, os.path.dirname(__file__))
 from test_lowering import CONFIGS, run_case  # noqa: E402
 
-NUMPY_SCAN = {Op.SUM: np.cumsum, Op.PROD: np.cumprod}
+NUMPY_SCAN = {Op.SUM: np.cumsum, Op.PROD: np.cumprod, Op.RMAX: np.maximum.accumulate, Op.RMIN: np.minimum.accumulate}
 
 
 def scan_case(rng, shape: tuple[int, ...], axis: int, op: Op, dtype: np.dtype = F32) -> Case:
@@ -35,7 +35,12 @@ def scan_case(rng, shape: tuple[int, ...], axis: int, op: Op, dtype: np.dtype = 
         a = (1 + rng.uniform(-1, 1, shape) / 64).astype(F32) if op is Op.PROD else rand(rng, *shape)
     else:
         a = rng.integers(-2**31, 2**31, size=shape).astype(I32)
-    return Case(k, {0: a}, {1: NUMPY_SCAN[op](a.astype(dtype), axis=axis)}, rtol=1e-5, atol=1e-5)
+    if dtype.kind != "f":
+        return Case(k, {0: a}, {1: NUMPY_SCAN[op](a.astype(dtype), axis=axis)})
+    # float: against the exact running values (float64); a gpu workgroup's scan adds in another
+    # order than numpy's sequential float32 loop (both a few ulp of the running magnitude off)
+    want = NUMPY_SCAN[op](a.astype(np.float64), axis=axis)
+    return Case(k, {0: a}, {1: want}, rtol=1e-5, atol=max(1e-5, 2e-6 * float(np.abs(want).max(initial=0))))
 
 
 def scan_after_row_max(rng, r: int, n: int) -> Case:
@@ -62,6 +67,11 @@ CASES = {
     "int32-wraps": lambda rng: scan_case(rng, (30, 6), 0, Op.SUM, I32),
     "int64-prod": lambda rng: scan_case(rng, (6, 30), 1, Op.PROD, I64),
     "after-a-reduction": lambda rng: scan_after_row_max(rng, 4, 33),
+    # long enough (GPU_SCAN_MIN) for a gpu workgroup per row: chunks, totals in shared memory
+    "long-rows-max": lambda rng: scan_case(rng, (3, 700), 1, Op.RMAX),
+    "long-columns-min": lambda rng: scan_case(rng, (600, 3), 0, Op.RMIN, I32),
+    "long-float64-prod": lambda rng: scan_case(rng, (2, 1000), 1, Op.PROD, F64),
+    "long-int32-wraps": lambda rng: scan_case(rng, (2, 513), 1, Op.SUM, I32),
 }
 
 
@@ -84,6 +94,14 @@ def test_gpu_runs_a_scan_one_thread_per_row():
     """Even past gpu_serial_max_extent: the scan runs in order (no workgroup strategy)."""
     program = lower(scan_case(np.random.default_rng(0), (8, 100), 1, Op.SUM).kernel, LowerOptions("gpu"))
     assert Opc.BARRIER not in {i.opc for i in program.instructions}
+
+
+def test_gpu_shares_a_long_scan_among_a_workgroup():
+    """A row of GPU_SCAN_MIN values or more: a workgroup per row (about sqrt(n) threads, each a
+    chunk), the chunks' totals scanned in shared memory between barriers."""
+    program = lower(scan_case(np.random.default_rng(0), (8, 4096), 1, Op.SUM).kernel, LowerOptions("gpu"))
+    assert program.global_size == (8,) and program.local_size == (64,)
+    assert Opc.BARRIER in {i.opc for i in program.instructions}
 
 
 def test_kernel_text_names_the_scan():

@@ -410,6 +410,10 @@ def _copies(cuts: _Cuts | None) -> int:
     return 1 if cuts is None else len(cuts.bounds) - 1
 
 
+GPU_SCAN_MIN = 256
+"""gpu: a scan of at least this many values per outer index is shared by a workgroup (chunks,
+totals scanned in shared memory, chunks again); a shorter one is a thread's, in order."""
+
 ROW_PARALLELISM = 64
 """cpu, masked elementwise kernels: with fewer rows than this, a row's loop is split into chunks
 (of at least ROW_CHUNK_MIN elements) that are global ids of their own, so the threads share it."""
@@ -452,6 +456,8 @@ class _Lowerer:
                 self._lower_cpu()
             elif any(s.scatter is not None for s in self.k.stores):
                 self._lower_gpu_scatter()
+            elif self._is_long_gpu_scan():
+                self._lower_gpu_scan()
             elif (max(self._extents(), default=0) <= self.opts.gpu_serial_max_extent
                   or any(s.scan is not None for s in self.k.stores)):
                 # (a scan: one thread runs each outer index's scan in order; a long one over few
@@ -685,6 +691,75 @@ class _Lowerer:
         self._serial_phases(gidx)
         if guarded:
             b.close()
+
+    def _is_long_gpu_scan(self) -> bool:
+        """A kernel of scan stores of one extent long enough to share among a workgroup."""
+        stores = self.k.stores
+        return (not self.k.reductions and all(s.scan is not None for s in stores)
+                and len({self._extent(s.shape) for s in stores}) == 1 and self._extent(stores[0].shape) >= GPU_SCAN_MIN)
+
+    def _lower_gpu_scan(self) -> None:
+        """gpu, a kernel of long scans: a workgroup per outer index, whose threads take consecutive
+        chunks of the row (about as many chunks as values in each). Each thread combines its
+        chunk into a total; the totals' inclusive scan is made in shared memory (Hillis-Steele:
+        log2(local) steps between barriers); each thread then runs its chunk again from the
+        total before it, storing the running values. The combination order is fixed by the
+        sizes alone: the same bits on every run (a float sum's differ from a sequential scan's
+        in the last places, as a blocked scan's do)."""
+        b = self.b
+        e = self._extent(self.k.stores[0].shape)
+        local = max(1, min(self.opts.local_size, _next_pow2(math.isqrt(e))))
+        chunk = -(-e // local)
+        grid = _split_grid(self.n_outer, self.opts.max_global_size)
+        self.global_size, self.local_size = grid, (local,) + (1,) * (len(grid) - 1)
+        row = self._group_linear(grid)
+        lid = self._local_id(local)
+        first = b.mul(lid, chunk)
+        end = b.min(b.add(first, b.const(chunk)), b.const(e))
+        guarded = prod(grid) != self.n_outer
+        if guarded:  # uniform per workgroup, so the barriers inside stay legal
+            b.if_(b.alu(Op.CMPLT, (row, b.const(self.n_outer)), BOOL))
+        for s in self.k.stores:
+            assert s.scan is not None
+            dt, init = _scan_acc(s, self.k.args[s.buf].dtype)
+            combine = REDUCE[s.scan].combine
+            total = b.emit(Opc.DEFINE_ACC, dt, (), init)
+            i = b.range(first, end)
+            b.emit(Opc.ACC_UPDATE, None, (total, b.cast(self._expr(s.expr, self._phase(s.shape, row, i)), dt)), combine)
+            b.close()
+            before = self._exclusive_scan(b.emit(Opc.ACC_READ, dt, (total,)), lid, local, dt, init, combine)
+            running = b.emit(Opc.DEFINE_ACC, dt, (), init)
+            b.emit(Opc.ACC_UPDATE, None, (running, before), combine)
+            i = b.range(first, end)
+            index = self._phase(s.shape, row, i)
+            b.emit(Opc.ACC_UPDATE, None, (running, b.cast(self._expr(s.expr, index), dt)), combine)
+            self._store_value(s, index, b.cast(b.emit(Opc.ACC_READ, dt, (running,)), self.k.args[s.buf].dtype))
+            b.close()
+        if guarded:
+            b.close()
+
+    def _exclusive_scan(self, value: Inst, lid: Inst, local: int, dt: np.dtype, init: Any, combine: Op) -> Inst:
+        """The combination of the values of the threads before this one in the workgroup (the
+        identity for thread 0): an inclusive Hillis-Steele scan in a shared array, then the
+        neighbour's slot."""
+        b = self.b
+        if local == 1:
+            return b.const(init, dt)
+        smem = b.emit(Opc.DEFINE_LOCAL, dt, (), local)
+        b.emit(Opc.LOCAL_STORE, None, (smem, lid, value))
+        b.emit(Opc.BARRIER, None)
+        step = 1
+        while step < local:
+            mine = b.emit(Opc.LOCAL_LOAD, dt, (smem, lid))
+            other = b.emit(Opc.LOCAL_LOAD, dt, (smem, b.max(b.add(lid, b.const(-step)), b.const(0))))
+            has = b.alu(Op.CMPLE, (b.const(step), lid), BOOL)
+            new = b.alu(Op.WHERE, (has, b.alu(combine, (other, mine), dt), mine), dt)
+            b.emit(Opc.BARRIER, None)
+            b.emit(Opc.LOCAL_STORE, None, (smem, lid, new))
+            b.emit(Opc.BARRIER, None)
+            step *= 2
+        previous = b.emit(Opc.LOCAL_LOAD, dt, (smem, b.max(b.add(lid, b.const(-1)), b.const(0))))
+        return b.alu(Op.WHERE, (b.alu(Op.CMPLT, (b.const(0), lid), BOOL), previous, b.const(init, dt)), dt)
 
     def _lower_gpu_workgroup_per_outer(self) -> None:
         b = self.b
