@@ -12,54 +12,25 @@ produces, so it is not passed through `LoopProgram.verify`; the SPIR-V renderer 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
 from ug_core.device import MatmulSpec
+from ug_core.loop_builder import LoopBuilder
 from ug_core.loop_ir import BOOL, INDEX, Inst, LoopProgram, Opc, ParamSpec, Special
 from ug_core.ops import Op
 from ug_core.view import prod
 
 
-class _B:
-    def __init__(self) -> None:
-        self.out: list[Inst] = []
-
-    def emit(self, opc: Opc, dtype: np.dtype | None, srcs: tuple[Inst, ...] = (), arg: Any = None) -> Inst:
-        inst = Inst(opc, dtype, srcs, arg)
-        inst.id = len(self.out)
-        self.out.append(inst)
-        return inst
-
-    def const(self, value: Any, dtype: np.dtype = INDEX) -> Inst:
-        return self.emit(Opc.CONST, dtype, (), dtype.type(value).item())
-
-    def alu(self, op: Op, dtype: np.dtype, *srcs: Inst) -> Inst:
-        return self.emit(Opc.ALU, dtype, srcs, op)
-
-    def add(self, a: Inst, b: Inst) -> Inst:
-        return self.alu(Op.ADD, INDEX, a, b)
-
-    def mul(self, a: Inst, c: int) -> Inst:
-        return self.alu(Op.MUL, INDEX, a, self.const(c))
-
-    def lt(self, a: Inst, b: Inst) -> Inst:
-        return self.alu(Op.CMPLT, BOOL, a, b)
-
-    def cast(self, x: Inst, dtype: np.dtype) -> Inst:
-        return x if x.dtype == dtype else self.emit(Opc.CAST, dtype, (x,))
-
-    def stage(self, tile: Inst, slot: Inst, fill: Inst, inside: Inst, k: Inst, K: int,
-              source: tuple[Inst, Inst, int], dtype: np.dtype, acc_dtype: np.dtype) -> None:
-        """tile[slot] = param[line + k * k_stride] (source: param, line, k_stride) where `inside`
-        and k < K, else `fill`: one thread's element of a staged tile."""
-        param, line, k_stride = source
-        self.emit(Opc.LOCAL_STORE, None, (tile, slot, fill))
-        opened = self.emit(Opc.IF, None, (self.alu(Op.MUL, BOOL, inside, self.lt(k, self.const(K))),))
-        value = self.emit(Opc.LOAD, dtype, (param, self.add(line, self.mul(k, k_stride))))
-        self.emit(Opc.LOCAL_STORE, None, (tile, slot, self.cast(value, acc_dtype)))
-        self.emit(Opc.ENDIF, None, (opened,))
+def _stage(b: LoopBuilder, tile: Inst, slot: Inst, fill: Inst, inside: Inst, k: Inst, K: int,
+           source: tuple[Inst, Inst, int], dtype: np.dtype, acc_dtype: np.dtype) -> None:
+    """tile[slot] = param[line + k * k_stride] (source: param, line, k_stride) where `inside`
+    and k < K, else `fill`: one thread's element of a staged tile."""
+    param, line, k_stride = source
+    b.emit(Opc.LOCAL_STORE, None, (tile, slot, fill))
+    b.if_(b.alu(Op.MUL, (inside, b.alu(Op.CMPLT, (k, b.const(K)), BOOL)), BOOL))
+    value = b.emit(Opc.LOAD, dtype, (param, b.add(line, b.mul(k, k_stride))))
+    b.emit(Opc.LOCAL_STORE, None, (tile, slot, b.cast(value, acc_dtype)))
+    b.close()
 
 
 def acc_dtype(dtype: np.dtype) -> np.dtype:
@@ -94,7 +65,7 @@ def build(spec: MatmulSpec, tile: int, max_groups: tuple[int, int, int]) -> Loop
     params = (ParamSpec(dt, True, prod(out_shape)),
               ParamSpec(dt, False, a_view.offset + a_view.span()),
               ParamSpec(dt, False, b_view.offset + b_view.span()))
-    b = _B()
+    b = LoopBuilder()
     p_out, p_a, p_b = (b.emit(Opc.PARAM, dt, (), i) for i in range(3))
     lx = b.emit(Opc.SPECIAL, INDEX, (), (Special.LOCAL_ID, 0))
     ly = b.emit(Opc.SPECIAL, INDEX, (), (Special.LOCAL_ID, 1))
@@ -104,19 +75,18 @@ def build(spec: MatmulSpec, tile: int, max_groups: tuple[int, int, int]) -> Loop
     a_tile = b.emit(Opc.DEFINE_LOCAL, acc_dt, (), T * T)
     b_tile = b.emit(Opc.DEFINE_LOCAL, acc_dt, (), T * T)
     zero = b.const(0, acc_dt)
-    row_ok = b.lt(row, b.const(M))
-    col_ok = b.lt(col, b.const(N))
+    row_ok = b.alu(Op.CMPLT, (row, b.const(M)), BOOL)
+    col_ok = b.alu(Op.CMPLT, (col, b.const(N)), BOOL)
     my_slot = b.add(b.mul(ly, T), lx)
     a_bs = batch_strides(a_view.shape, a_view.strides, batch)
     b_bs = batch_strides(b_view.shape, b_view.strides, batch)
 
-    bi = b.emit(Opc.RANGE, INDEX, (gz_id, b.const(B)), gz)
+    bi = b.range(gz_id, b.const(B), gz)
     a_base, b_base = b.const(a_view.offset), b.const(b_view.offset)
     for d, size in enumerate(batch):
         if size == 1:
             continue
-        digit = b.emit(Opc.IDIV, INDEX, (bi, b.const(prod(batch[d + 1:]))))
-        digit = b.emit(Opc.MOD, INDEX, (digit, b.const(size)))
+        digit = b.mod(b.idiv(bi, prod(batch[d + 1:])), size)
         if a_bs[d]:
             a_base = b.add(a_base, b.mul(digit, a_bs[d]))
         if b_bs[d]:
@@ -126,23 +96,23 @@ def build(spec: MatmulSpec, tile: int, max_groups: tuple[int, int, int]) -> Loop
     a_row = b.add(a_base, b.mul(row, sam))
     b_col = b.add(b_base, b.mul(col, sbn))
     acc = b.emit(Opc.DEFINE_ACC, acc_dt, (), acc_dt.type(0).item())
-    k0 = b.emit(Opc.RANGE, INDEX, (b.const(0), b.const(K)), T)
+    k0 = b.range(b.const(0), b.const(K), T)
     # stage A[row, k0 + lx] and B[k0 + ly, col] (zero outside the matrices)
-    b.stage(a_tile, my_slot, zero, row_ok, b.add(k0, lx), K, (p_a, a_row, sak), dt, acc_dt)
-    b.stage(b_tile, my_slot, zero, col_ok, b.add(k0, ly), K, (p_b, b_col, sbk), dt, acc_dt)
+    _stage(b, a_tile, my_slot, zero, row_ok, b.add(k0, lx), K, (p_a, a_row, sak), dt, acc_dt)
+    _stage(b, b_tile, my_slot, zero, col_ok, b.add(k0, ly), K, (p_b, b_col, sbk), dt, acc_dt)
     b.emit(Opc.BARRIER, None)
-    kk = b.emit(Opc.RANGE, INDEX, (b.const(0), b.const(T)), 1)
+    kk = b.range(b.const(0), b.const(T))
     x = b.emit(Opc.LOCAL_LOAD, acc_dt, (a_tile, b.add(b.mul(ly, T), kk)))
     y = b.emit(Opc.LOCAL_LOAD, acc_dt, (b_tile, b.add(b.mul(kk, T), lx)))
-    b.emit(Opc.ACC_UPDATE, None, (acc, b.alu(Op.MUL, acc_dt, x, y)), Op.ADD)
-    b.emit(Opc.ENDRANGE, None, (kk,))
+    b.emit(Opc.ACC_UPDATE, None, (acc, b.alu(Op.MUL, (x, y), acc_dt)), Op.ADD)
+    b.close()
     b.emit(Opc.BARRIER, None)
-    b.emit(Opc.ENDRANGE, None, (k0,))
+    b.close()
     total = b.emit(Opc.ACC_READ, acc_dt, (acc,))
-    ok = b.emit(Opc.IF, None, (b.alu(Op.MUL, BOOL, row_ok, col_ok),))
+    b.if_(b.alu(Op.MUL, (row_ok, col_ok), BOOL))
     out_index = b.add(b.add(b.mul(bi, M * N), b.mul(row, N)), col)
     b.emit(Opc.STORE, None, (p_out, out_index, b.cast(total, dt)))
-    b.emit(Opc.ENDIF, None, (ok,))
-    b.emit(Opc.ENDRANGE, None, (bi,))
+    b.close()
+    b.close()
     name = f"matmul_{'x'.join(map(str, batch)) or '1'}_{M}_{K}_{N}"
-    return LoopProgram(name, "gpu", params, (gx, gy, gz), (T, T, 1), b.out)
+    return LoopProgram(name, "gpu", params, (gx, gy, gz), (T, T, 1), b.finish())
