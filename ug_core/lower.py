@@ -158,7 +158,7 @@ def _next_pow2(n: int) -> int:
     return 1 << max(0, (n - 1).bit_length())
 
 
-def _split_grid(count: int, limits: tuple[int, ...]) -> tuple[int, ...]:
+def split_grid(count: int, limits: tuple[int, ...]) -> tuple[int, ...]:
     """Workgroups per dim covering `count` (x first, spilling to y, z); the product may exceed
     `count` by less than one row of dim 0, so callers bounds-check when it does."""
     dims: list[int] = []
@@ -497,7 +497,7 @@ class _Lowerer:
     def _lower_gpu_thread_per_outer(self) -> None:
         b = self.b
         local = min(self.opts.local_size, self.n_outer)
-        grid = _split_grid(-(-self.n_outer // local), self.opts.max_global_size)
+        grid = split_grid(-(-self.n_outer // local), self.opts.max_global_size)
         self.global_size, self.local_size = grid, (local,) + (1,) * (len(grid) - 1)
         gidx = b.add(b.mul(self._group_linear(grid), local), self._local_id(local))
         guarded = prod(grid) * local != self.n_outer
@@ -525,7 +525,7 @@ class _Lowerer:
         e = self._extent(self.k.stores[0].shape)
         local = max(1, min(self.opts.local_size, _next_pow2(math.isqrt(e))))
         chunk = -(-e // local)
-        grid = _split_grid(self.n_outer, self.opts.max_global_size)
+        grid = split_grid(self.n_outer, self.opts.max_global_size)
         self.global_size, self.local_size = grid, (local,) + (1,) * (len(grid) - 1)
         row = self._group_linear(grid)
         lid = self._local_id(local)
@@ -580,7 +580,7 @@ class _Lowerer:
         b = self.b
         # no more threads than the longest phase can keep busy
         local = min(self.opts.local_size, _next_pow2(max(self._extents())))
-        grid = _split_grid(self.n_outer, self.opts.max_global_size)
+        grid = split_grid(self.n_outer, self.opts.max_global_size)
         self.global_size, self.local_size = grid, (local,) + (1,) * (len(grid) - 1)
         # one shared array per reduction, so that reading one reduction's result never
         # races with the next reduction's writes (no barrier needed between them)
@@ -724,7 +724,7 @@ class _Lowerer:
         b = self.b
         assert all(s.scatter is not None for s in self.k.stores), "a scatter kernel stores only scatters"
         local = min(self.opts.local_size, _next_pow2(max(s.expr.arg[1] for s in self.k.stores)))
-        grid = _split_grid(self.n_outer, self.opts.max_global_size)
+        grid = split_grid(self.n_outer, self.opts.max_global_size)
         self.global_size, self.local_size = grid, (local,) + (1,) * (len(grid) - 1)
         part = self._group_linear(grid)
         lid = self._local_id(local)

@@ -4,8 +4,10 @@ ug's order: NaN after every number (numpy's); descending is the stable reverse (
 keep their order, NaN first). argsort is always stable (stable=False is allowed to be too).
 
 A sort is a schedule item of its own (ops.Op.SORT, as matmul is) on a device that sorts by
-itself (Device.sorts(): host memory, where the kit sorts with numpy over the device's threads);
-elsewhere (a GPU) it is a bitonic network built from kernels: rows padded to a power of two,
+itself (Device.sorts(): the kit's devices: on host memory with numpy over the device's threads,
+kit.hostsort; on a gpu target with a bitonic sort in shared memory and global steps,
+kit.gpusort); on a device without (one written to the low-level Device interface) it is a
+bitonic network built from kernels: rows padded to a power of two,
 then log2(m) (log2(m) + 1) / 2 passes, each one kernel that reads every element and its partner
 (i xor j, a gather) and keeps the smaller or the larger of the pair, comparing (value, original
 index) so that the result is stable. Every pass is the same kernel (j and the block size are

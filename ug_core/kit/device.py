@@ -11,6 +11,7 @@ UG_DEBUG output, compile errors with the source) is the core's.
 from __future__ import annotations
 
 import abc
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -23,6 +24,7 @@ from ..legalize import legalize
 from ..lower import LowerOptions, lower
 from .allocator import Allocator, CachingAllocator
 from .compiler import CachedCompiler, Compiler
+from . import gpusort
 from .hostsort import HostSort
 from .matmul import matmul_kernel
 from .renderer import Renderer
@@ -114,15 +116,22 @@ class KitDevice(Device):
     def host_view(self, handle: Any, nbytes: int) -> np.ndarray | None:
         return self.raw.host_view(handle, nbytes)
 
-    # -- sort: on host memory, numpy's in place (kit.hostsort); else the core's bitonic kernels
+    # -- sort: on host memory, numpy's in place (kit.hostsort); a gpu target's, a bitonic sort in
+    # shared memory and global steps (kit.gpusort); else the core's bitonic kernels
     sort_threads = 1
 
     def sorts(self) -> bool:
+        return self._sorts_on_host() or self.info.lower_options.target == "gpu"
+
+    def _sorts_on_host(self) -> bool:
         return type(self.raw).host_view is not Allocator.host_view
 
     def sort(self, out: Buffer, src: Buffer, spec: SortSpec) -> None:
-        if not self.sorts():
-            raise NotImplementedError(f"device {self.name!r} has no sort of its own (its memory is not the host's)")
+        if not self._sorts_on_host():
+            if not self.sorts():
+                raise NotImplementedError(f"device {self.name!r} has no sort of its own (its memory is not the host's)")
+            self._gpu_sort(out, src, spec)
+            return
         if self._host_sort is None:
             self._host_sort = HostSort(self.sort_threads)
         self.synchronize()
@@ -133,6 +142,37 @@ class KitDevice(Device):
                             result.view(out.dtype)[: spec.rows * spec.k].reshape(spec.rows, spec.k), spec)
 
     _host_sort: HostSort | None = None
+
+    def _gpu_sort(self, out: Buffer, src: Buffer, spec: SortSpec) -> None:
+        """kit.gpusort's programs, compiled once per shape; each launch gets its step (log2 j,
+        log2 block) in a small buffer of its own, written once per shape too."""
+        opts = self.info.lower_options
+        plan = gpusort.plan(spec, src.dtype, out.dtype, opts.local_size, opts.max_global_size)
+        prepared = self._gpu_sorts.get(plan)
+        if prepared is None:
+            programs = [self.compile_program(legalize(p, self.info.capabilities, self.dtypes), p.name)
+                        for p in gpusort.programs(plan)]
+            steps: dict[tuple[int, int], Buffer] = {}
+            launches = []
+            for which, step in gpusort.launches(plan):
+                if step not in steps:
+                    steps[step] = Buffer(self, 2, np.dtype(np.int32)).copy_in(np.array(step, np.int32))
+                launches.append((programs[which].handle, steps[step]))
+            prepared = self._gpu_sorts[plan] = launches
+        size = spec.rows * plan.m
+        keys, order = self.memory.allocate(max(1, size * plan.key_dtype.itemsize)), self.memory.allocate(max(1, size * 4))
+        try:
+            for loaded, step_buffer in prepared:
+                if loaded.entry is not None:
+                    self.runtime.launch(loaded.entry, loaded.program, [keys, order, src.handle, out.handle, step_buffer.handle])
+            self.synchronize()   # (before the scratch goes back to the pool)
+        finally:
+            self.memory.free(keys)
+            self.memory.free(order)
+
+    @functools.cached_property
+    def _gpu_sorts(self) -> dict[gpusort.SortPlan, list[tuple[Any, Buffer]]]:
+        return {}
 
     def wrap_host(self, array: np.ndarray) -> Any | None:
         return self.raw.wrap_host(array)

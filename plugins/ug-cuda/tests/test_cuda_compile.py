@@ -28,11 +28,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ug_core.device import CompileError, RenderError
+from ug_core.device import CompileError, RenderError, SortSpec
 from ug_core.legalize import legalize
 from ug_core.dtypes import SUPPORTED
 from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Reduction, Store
-from ug_core.kit import CachedCompiler
+from ug_core.kit import CachedCompiler, gpusort
 from ug_core.loop_ir import LoopProgram
 from ug_core.ops import ALU, REDUCE, TRANSCENDENTAL, Op, defined
 from ug_core.view import View
@@ -174,6 +174,7 @@ def programs() -> list[LoopProgram]:
                 candidates.append(legalize(original_lower(k, opts), CAPABILITIES, SUPPORTED))
             except RenderError:
                 pass
+    candidates += sort_programs(config)
     seen: dict[str, LoopProgram] = {}
     for p in candidates:
         seen.setdefault(canonical(render_function(p, "k", config.render_options())), p)
@@ -182,6 +183,19 @@ def programs() -> list[LoopProgram]:
     STATS["recorded_lowerings"] = len(kernel_recorder.GPU_LOWERINGS)
     STATS["distinct"] = len(_PROGRAMS)
     return _PROGRAMS
+
+
+def sort_programs(config: Config) -> list[LoopProgram]:
+    """The kit's GPU sort (ug_core.kit.gpusort) for a few key dtypes, as the device builds them."""
+    out = []
+    lower = config.lower_options()
+    for dtype, indices in [(np.float32, False), (np.float32, True), (np.float16, False), (np.float64, True),
+                           (np.bool_, False), (np.int64, False), (np.uint8, True)]:
+        key = np.dtype(dtype)
+        spec = SortSpec(3, 1000, 10, indices, True, indices)
+        plan = gpusort.plan(spec, key, np.dtype(np.int64) if indices else key, lower.local_size, lower.max_global_size)
+        out += [legalize(p, CAPABILITIES, SUPPORTED) for p in gpusort.programs(plan)]
+    return out
 
 
 @pytest.mark.parametrize("arch", ARCHS)
