@@ -158,6 +158,8 @@ class KitDevice(Device):
                 if step not in steps:
                     steps[step] = Buffer(self, 2, np.dtype(np.int32)).copy_in(np.array(step, np.int32))
                 launches.append((programs[which].handle, steps[step]))
+            if len(self._gpu_sorts) >= 64:   # (a bound: the first shape goes)
+                del self._gpu_sorts[next(iter(self._gpu_sorts))]
             prepared = self._gpu_sorts[plan] = launches
         size = spec.rows * plan.m
         keys, order = self.memory.allocate(max(1, size * plan.key_dtype.itemsize)), self.memory.allocate(max(1, size * 4))
