@@ -63,6 +63,8 @@ class SortPlan:
 
 
 def plan(spec: SortSpec, dtype: np.dtype, out_dtype: np.dtype, local_size: int, max_grid: tuple[int, ...]) -> SortPlan:
+    if spec.n >= 2**31:
+        raise ValueError(f"sort: rows of {spec.n} elements are too long for a GPU sort (positions are int32)")
     m = 1 << max(0, (spec.n - 1).bit_length())
     tile = min(m, 1 << (max(1, local_size).bit_length() - 1))
     return SortPlan(spec, np.dtype(dtype), np.dtype(out_dtype), m, tile, max_grid)
