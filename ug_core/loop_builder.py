@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 import numpy as np
 
-from .loop_ir import BOOL, INDEX, OPENS, PURE, Inst, Opc
+from .loop_ir import BOOL, INDEX, OPENS, PURE, Inst, Opc, Special
 from .ops import Op
 
 
@@ -127,6 +127,14 @@ class LoopBuilder:
 
     def if_(self, cond: Inst) -> Inst:
         return self.open(Opc.IF, None, (cond,))
+
+    def group_index(self, grid: tuple[int, ...]) -> Inst:
+        """The workgroup's linear index in a grid of up to 3 dims: x + X * (y + Y * z)."""
+        lin = self.const(0)
+        for dim in reversed(range(len(grid))):
+            gid = self.emit(Opc.SPECIAL, INDEX, (), (Special.GROUP_ID, dim)) if grid[dim] > 1 else self.const(0)
+            lin = self.add(self.mul(lin, grid[dim]), gid)
+        return lin
 
     # -- values, with folding for int64 index math
     def const(self, value: Any, dtype: np.dtype = INDEX) -> Inst:

@@ -499,7 +499,7 @@ class _Lowerer:
         local = min(self.opts.local_size, self.n_outer)
         grid = split_grid(-(-self.n_outer // local), self.opts.max_global_size)
         self.global_size, self.local_size = grid, (local,) + (1,) * (len(grid) - 1)
-        gidx = b.add(b.mul(self._group_linear(grid), local), self._local_id(local))
+        gidx = b.add(b.mul(self.b.group_index(grid), local), self._local_id(local))
         guarded = prod(grid) * local != self.n_outer
         if guarded:  # the last workgroup(s) run past the end
             b.if_(b.alu(Op.CMPLT, (gidx, b.const(self.n_outer)), BOOL))
@@ -527,7 +527,7 @@ class _Lowerer:
         chunk = -(-e // local)
         grid = split_grid(self.n_outer, self.opts.max_global_size)
         self.global_size, self.local_size = grid, (local,) + (1,) * (len(grid) - 1)
-        row = self._group_linear(grid)
+        row = self.b.group_index(grid)
         lid = self._local_id(local)
         first = b.mul(lid, chunk)
         end = b.min(b.add(first, b.const(chunk)), b.const(e))
@@ -585,7 +585,7 @@ class _Lowerer:
         # one shared array per reduction, so that reading one reduction's result never
         # races with the next reduction's writes (no barrier needed between them)
         shared = [b.emit(Opc.DEFINE_LOCAL, _acc_dtype(r), (), local) if local > 1 else None for r in self.k.reductions]
-        row = self._group_linear(grid)
+        row = self.b.group_index(grid)
         lid = self._local_id(local)
         guarded = prod(grid) != self.n_outer
         if guarded:  # uniform per workgroup, so the barriers inside stay legal
@@ -607,15 +607,6 @@ class _Lowerer:
                     self._store(s, row, i)
         if guarded:
             b.close()
-
-    def _group_linear(self, grid: tuple[int, ...]) -> Inst:
-        """Linear workgroup index: x + X * (y + Y * z)."""
-        b = self.b
-        lin = b.const(0)
-        for dim in reversed(range(len(grid))):
-            gid = b.emit(Opc.SPECIAL, INDEX, (), (Special.GROUP_ID, dim)) if grid[dim] > 1 else b.const(0)
-            lin = b.add(b.mul(lin, grid[dim]), gid)
-        return lin
 
     def _local_id(self, local: int) -> Inst:
         return self.b.emit(Opc.SPECIAL, INDEX, (), (Special.LOCAL_ID, 0)) if local > 1 else self.b.const(0)
@@ -726,7 +717,7 @@ class _Lowerer:
         local = min(self.opts.local_size, _next_pow2(max(s.expr.arg[1] for s in self.k.stores)))
         grid = split_grid(self.n_outer, self.opts.max_global_size)
         self.global_size, self.local_size = grid, (local,) + (1,) * (len(grid) - 1)
-        part = self._group_linear(grid)
+        part = self.b.group_index(grid)
         lid = self._local_id(local)
         guarded = prod(grid) != self.n_outer
         if guarded:  # uniform per workgroup, so the barrier inside stays legal

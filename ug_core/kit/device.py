@@ -11,7 +11,6 @@ UG_DEBUG output, compile errors with the source) is the core's.
 from __future__ import annotations
 
 import abc
-import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -127,11 +126,14 @@ class KitDevice(Device):
         return type(self.raw).host_view is not Allocator.host_view
 
     def sort(self, out: Buffer, src: Buffer, spec: SortSpec) -> None:
-        if not self._sorts_on_host():
-            if not self.sorts():
-                raise NotImplementedError(f"device {self.name!r} has no sort of its own (its memory is not the host's)")
+        if self._sorts_on_host():
+            self._host_sort_rows(out, src, spec)
+        elif self.info.lower_options.target == "gpu":
             self._gpu_sort(out, src, spec)
-            return
+        else:
+            raise NotImplementedError(f"device {self.name!r} has no sort of its own (its memory is not the host's)")
+
+    def _host_sort_rows(self, out: Buffer, src: Buffer, spec: SortSpec) -> None:
         if self._host_sort is None:
             self._host_sort = HostSort(self.sort_threads)
         self.synchronize()
@@ -148,19 +150,20 @@ class KitDevice(Device):
         log2 block) in a small buffer of its own, written once per shape too."""
         opts = self.info.lower_options
         plan = gpusort.plan(spec, src.dtype, out.dtype, opts.local_size, opts.max_global_size)
+        if self._gpu_sorts is None:
+            self._gpu_sorts = {}
         prepared = self._gpu_sorts.get(plan)
         if prepared is None:
             programs = [self.compile_program(legalize(p, self.info.capabilities, self.dtypes), p.name)
                         for p in gpusort.programs(plan)]
             steps: dict[tuple[int, int], Buffer] = {}
-            launches = []
-            for which, step in gpusort.launches(plan):
+            for _, step in gpusort.launches(plan):
                 if step not in steps:
                     steps[step] = Buffer(self, 2, np.dtype(np.int32)).copy_in(np.array(step, np.int32))
-                launches.append((programs[which].handle, steps[step]))
             if len(self._gpu_sorts) >= 64:   # (a bound: the first shape goes)
                 del self._gpu_sorts[next(iter(self._gpu_sorts))]
-            prepared = self._gpu_sorts[plan] = launches
+            prepared = self._gpu_sorts[plan] = [(programs[which].handle, steps[step])
+                                                for which, step in gpusort.launches(plan)]
         size = spec.rows * plan.m
         keys, order = self.memory.allocate(max(1, size * plan.key_dtype.itemsize)), self.memory.allocate(max(1, size * 4))
         try:
@@ -172,9 +175,7 @@ class KitDevice(Device):
             self.memory.free(keys)
             self.memory.free(order)
 
-    @functools.cached_property
-    def _gpu_sorts(self) -> dict[gpusort.SortPlan, list[tuple[Any, Buffer]]]:
-        return {}
+    _gpu_sorts: dict[gpusort.SortPlan, list[tuple[Any, Buffer]]] | None = None
 
     def wrap_host(self, array: np.ndarray) -> Any | None:
         return self.raw.wrap_host(array)

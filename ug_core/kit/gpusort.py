@@ -30,6 +30,7 @@ from ..loop_builder import LoopBuilder
 from ..loop_ir import BOOL, INDEX, Inst, LoopProgram, Opc, ParamSpec, Special
 from ..lower import split_grid
 from ..ops import Op
+from ..view import prod
 
 I32 = np.dtype(np.int32)
 U8 = np.dtype(np.uint8)
@@ -97,7 +98,7 @@ def launches(p: SortPlan) -> list[tuple[int, tuple[int, int]]]:
 
 
 class _Program:
-    """A program under construction: the builder, the four parameters, the grid."""
+    """A program under construction: the builder, the parameters, the grid, the thread's ids."""
 
     def __init__(self, p: SortPlan, threads: int, local: int):
         self.p = p
@@ -105,31 +106,22 @@ class _Program:
         self.params = [b.emit(Opc.PARAM, spec.dtype, (), i) for i, spec in enumerate(p.params())]
         self.local = local
         self.grid = split_grid(-(-threads // local), p.max_grid)
-        group = b.const(0)
-        for dim in reversed(range(len(self.grid))):
-            gid = b.emit(Opc.SPECIAL, INDEX, (), (Special.GROUP_ID, dim)) if self.grid[dim] > 1 else b.const(0)
-            group = b.add(b.mul(group, self.grid[dim]), gid)
-        self.group = group
+        group = b.group_index(self.grid)
         self.lid = b.emit(Opc.SPECIAL, INDEX, (), (Special.LOCAL_ID, 0)) if local > 1 else b.const(0)
         self.tid = b.add(b.mul(group, local), self.lid)
-        self.guarded = self.tid if prod_grid(self.grid) * local != threads else None
-        if self.guarded is not None:   # (never with barriers: local programs fill every workgroup)
+        # the last workgroups of a grid split over dimensions may run past the end (whole
+        # workgroups in the local programs, whose barriers the test then keeps uniform)
+        self.guarded = prod(self.grid) * local != threads
+        if self.guarded:
             b.if_(b.alu(Op.CMPLT, (self.tid, b.const(threads)), BOOL))
 
     def finish(self, name: str) -> LoopProgram:
-        if self.guarded is not None:
+        if self.guarded:
             self.b.close()
         program = LoopProgram(name, "gpu", self.p.params(), self.grid, (self.local,) + (1,) * (len(self.grid) - 1),
                               self.b.finish())
         program.verify()
         return program
-
-
-def prod_grid(grid: tuple[int, ...]) -> int:
-    out = 1
-    for g in grid:
-        out *= g
-    return out
 
 
 def _before(pr: _Program, a: Inst, ia: Inst, b_: Inst, ib: Inst) -> Inst:
