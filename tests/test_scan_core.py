@@ -90,8 +90,8 @@ def test_scan_is_one_tight_loop_per_row():
         Opc.LOAD, Opc.ACC_UPDATE, Opc.ACC_READ, Opc.STORE]
 
 
-def test_gpu_runs_a_scan_one_thread_per_row():
-    """Even past gpu_serial_max_extent: the scan runs in order (no workgroup strategy)."""
+def test_gpu_runs_a_short_scan_one_thread_per_row():
+    """Below GPU_SCAN_MIN, even past gpu_serial_max_extent: a thread runs a row's scan in order."""
     program = lower(scan_case(np.random.default_rng(0), (8, 100), 1, Op.SUM).kernel, LowerOptions("gpu"))
     assert Opc.BARRIER not in {i.opc for i in program.instructions}
 
