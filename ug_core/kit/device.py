@@ -156,20 +156,18 @@ class KitDevice(Device):
         if prepared is None:
             programs = [self.compile_program(legalize(p, self.info.capabilities, self.dtypes), p.name)
                         for p in gpusort.programs(plan)]
-            steps: dict[tuple[int, int], Buffer] = {}
-            for _, step in gpusort.launches(plan):
-                if step not in steps:
-                    steps[step] = Buffer(self, 2, np.dtype(np.int32)).copy_in(np.array(step, np.int32))
+            launches = gpusort.launches(plan)
+            steps = {step: Buffer(self, 2, np.dtype(np.int32)).copy_in(np.array(step, np.int32))
+                     for step in dict.fromkeys(step for _, step in launches)}
             if len(self._gpu_sorts) >= 64:   # (a bound: the first shape goes)
                 del self._gpu_sorts[next(iter(self._gpu_sorts))]
-            prepared = self._gpu_sorts[plan] = [(programs[which].handle, steps[step])
-                                                for which, step in gpusort.launches(plan)]
+            prepared = self._gpu_sorts[plan] = [(programs[which].handle, steps[step]) for which, step in launches]
         size = spec.rows * plan.m
         keys, order = self.memory.allocate(max(1, size * plan.key_dtype.itemsize)), self.memory.allocate(max(1, size * 4))
         try:
-            for loaded, step_buffer in prepared:
+            for loaded, step in prepared:
                 if loaded.entry is not None:
-                    self.runtime.launch(loaded.entry, loaded.program, [keys, order, src.handle, out.handle, step_buffer.handle])
+                    self.runtime.launch(loaded.entry, loaded.program, [keys, order, src.handle, out.handle, step.handle])
             self.synchronize()   # (before the scratch goes back to the pool)
         finally:
             self.memory.free(keys)

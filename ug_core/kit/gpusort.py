@@ -191,13 +191,18 @@ def _local(p: SortPlan, first: bool) -> LoopProgram:
 
     # the direction: the bit `size` of the position in the row (for size = T, alternating from
     # tile to tile; a merge's block size is the step's)
+    # (j, block size) of each step; a merge's block size is the step buffer's (None here)
+    steps: list[tuple[int, int | None]]
+    if first:
+        steps = [(size // 2 ** i, size) for size in _pow2s(2, T) for i in range(1, size.bit_length())]
+    else:
+        steps = [(T // 2 ** i, None) for i in range(1, T.bit_length())]
     merge_ascending = None if first else _bit_clear(pr, b.mod(g, p.m), _step(pr, 1))
-    steps = [(size, size // 2 ** i) for size in _pow2s(2, T) for i in range(1, size.bit_length())] if first \
-        else [(0, T // 2 ** i) for i in range(1, T.bit_length())]
-    for size, j in steps:
+    for j, size in steps:
         owner = b.alu(Op.CMPEQ, (b.mod(b.idiv(lid, j), 2), b.const(0)), BOOL)   # (the lower thread of each pair)
         b.if_(owner)
-        if merge_ascending is not None:
+        if size is None:
+            assert merge_ascending is not None
             ascending = merge_ascending
         else:
             ascending = b.alu(Op.CMPEQ, (b.mod(b.idiv(b.mod(g, p.m), size), 2), b.const(0)), BOOL)
