@@ -45,3 +45,8 @@ __all__ = [
     "bool", "linalg",
 ]
 __all__ += array_api.__all__   # the Array API namespace (arange, full, matmul, maximum, minimum, ones, zeros...)
+# numpy's aliasing rule: the namespace's view functions return views, every other function a
+# value of its own (never its argument, nor a view of it; see array_api/aliasing.py)
+from .array_api import aliasing as _aliasing  # noqa: E402
+_aliasing.apply(globals(), array_api.__all__ + ["bincount", "custom", "index_add", "scatter_add", "where"])
+_aliasing.apply_methods(Tensor)

@@ -7,7 +7,7 @@ from typing import Any
 from .plugins import registry
 from .runtime import realize_nodes
 from .schedule import Schedule, create_schedule
-from .tensor import Tensor, tracing
+from .tensor import Tensor, TensorView, tracing
 
 
 def devices(initialize: bool = False) -> list[str]:
@@ -45,4 +45,14 @@ def realize(*tensors: Tensor) -> Any:
     nodes = _nodes(tensors)
     if not tracing():
         realize_nodes(nodes)
+        _keep_views(tensors)
     return tensors[0] if len(tensors) == 1 else tensors
+
+
+def _keep_views(tensors: tuple[Any, ...]) -> None:
+    """Views keep the value just computed for them (TensorView.realize: done already, so cheap)."""
+    for t in tensors:
+        if isinstance(t, (list, tuple)):
+            _keep_views(tuple(t))
+        elif isinstance(t, TensorView):
+            t.realize()

@@ -71,7 +71,7 @@ from .ops import Op
 from .replay import PY, Capture, Guard, Stale, Trace, Write, general_replay, sig_text
 from .runtime import CompiledSchedule, realize_nodes
 from .schedule import create_schedule, walk
-from .tensor import Tensor
+from .tensor import Tensor, TensorView
 
 # the module tensor.py (where the tracing hooks live); not `from . import tensor`, which gives the
 # function ug_core.tensor once the package has imported it under that name
@@ -235,6 +235,49 @@ def _tree_key(value: Any, leaves: list[Tensor]) -> Any:
     if kind is dict or kind is OrderedDict:
         return (kind, tuple([(_static_key(k), _tree_key(v, leaves)) for k, v in value.items()]))
     return (PY, _static_key(value))
+
+
+def _stand_in(value: Any, stand_ins: list[tuple[TensorView, Tensor, Node]]) -> Any:
+    """`value` (an argument tree) with each view (TensorView) replaced by a plain tensor of its
+    value, noted in `stand_ins` with its node: the trace and its replays take that tensor as the
+    argument (its own input buffer, and its writes are the argument's writes), and _write_back
+    then writes what it holds into the view, that is into the view's base, as a call would."""
+    if isinstance(value, TensorView):
+        stand = Tensor(value.realize()._node)
+        stand_ins.append((value, stand, stand._node))
+        return stand
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return kind(_stand_in(v, stand_ins) for v in value)
+    if _is_namedtuple(value):
+        return kind(*(_stand_in(v, stand_ins) for v in value))
+    if kind is dict or kind is OrderedDict:
+        return kind((k, _stand_in(v, stand_ins)) for k, v in value.items())
+    return value
+
+
+def _write_back(result: Any, stand_ins: list[tuple[TensorView, Tensor, Node]]) -> Any:
+    """After a call with views among its arguments (see _stand_in): the written stand-ins' values
+    written into their views, and the result with each stand-in it returns replaced by its view."""
+    for view, stand, before in stand_ins:
+        if stand._node is not before:
+            view._replace_node(stand._node)
+    return _swap({id(stand): view for view, stand, _ in stand_ins}, result)
+
+
+def _swap(of: dict[int, TensorView], value: Any) -> Any:
+    """`value` (a result tree) with each tensor whose id is in `of` replaced by of[id]. (A
+    module function: a nested one calling itself would be a reference cycle.)"""
+    if isinstance(value, Tensor):
+        return of.get(id(value), value)
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return kind(_swap(of, v) for v in value)
+    if _is_namedtuple(value):
+        return kind(*(_swap(of, v) for v in value))
+    if kind is dict or kind is OrderedDict:
+        return kind((k, _swap(of, v)) for k, v in value.items())
+    return value
 
 
 def _flatten_output(value: Any, leaves: list[Tensor]) -> Any:
@@ -464,9 +507,12 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
         return replay(key, trace, seq, leaves, args, kwargs, arg_index)
 
     def tree_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        stand_ins: list[tuple[TensorView, Tensor, Node]] = []
+        args, kwargs = _stand_in(args, stand_ins), _stand_in(kwargs, stand_ins)
         leaves: list[Tensor] = []
         key = ("tree", _tree_key(args, leaves), tuple((name, _tree_key(kwargs[name], leaves)) for name in sorted(kwargs)))
-        return dispatch(key, leaves, leaves, args, kwargs, list(range(len(leaves))), False)
+        result = dispatch(key, leaves, leaves, args, kwargs, list(range(len(leaves))), False)
+        return _write_back(result, stand_ins) if stand_ins else result
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:

@@ -14,3 +14,6 @@ from .array_api.linalg_host import (EighResult, QRResult, SlogdetResult, SVDResu
 __all__ = ["EighResult", "QRResult", "SVDResult", "SlogdetResult", "cholesky", "cross", "det", "diagonal", "eigh",
            "eigvalsh", "inv", "matmul", "matrix_norm", "matrix_power", "matrix_rank", "matrix_transpose", "outer",
            "pinv", "qr", "slogdet", "solve", "svd", "svdvals", "tensordot", "trace", "vecdot", "vector_norm"]
+
+from .array_api import aliasing as _aliasing  # noqa: E402
+_aliasing.apply(globals(), __all__)   # numpy's aliasing rule (diagonal and matrix_transpose are views)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import operator
+import weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
@@ -15,7 +16,7 @@ from .graph import Node
 from .ops import ALU, REDUCE, Op
 from .plugins import registry
 from .runtime import realize_nodes
-from .view import View, prod
+from .view import View, compose, prod
 
 Scalar = bool | int | float
 
@@ -269,10 +270,14 @@ class _BufferArray:
 class Tensor:
     """A lazy n-dimensional array on one device.
 
-    Tensors have value semantics: every op (views and `ug.tensor(t)` included) returns a new
-    tensor, never the one it was called on, and a write (`assign`, `t[idx] = v`) changes only
-    the tensor written; tensors made from it before keep their values. Writes happen in place
-    in memory whenever nothing can observe the old value (see schedule._in_place_assigns)."""
+    numpy's rule for writes and aliasing: what numpy documents as a view (basic indexing,
+    reshape where one strided view does it, permute/.T, expand_dims, squeeze, flip,
+    broadcast_to, diagonal, ...) is a `TensorView` of this tensor: it reads this tensor's value
+    as it is when read, and a write to it (`assign`, `v[idx] = x`) writes this tensor's region.
+    Everything else (arithmetic, `ug.tensor(t)`, astype, pad, roll, concat, take, boolean and
+    integer-array indexing, ...) is a new value: a later write to either side leaves the other
+    as it was. A write happens in place in memory whenever nothing can observe the old value
+    (see schedule._in_place_assigns); a value read before it keeps the old one."""
 
     __slots__ = ("_node", "__weakref__")
     __array_priority__ = 1000
@@ -686,9 +691,13 @@ class Tensor:
         shifted = x - x.max(axis, keepdims=True)
         return shifted - shifted.exp().sum(axis, keepdims=True).log()
 
-    # --- movement (views: no copy) ---
-    def _view(self, v: View) -> "Tensor":
-        return Tensor(graph.view(self._node, v))
+    # --- movement (views: numpy's, see TensorView) ---
+    def _view(self, v: View, writeable: bool = True) -> "Tensor":
+        """This tensor read through `v` (which indexes its contiguous layout), as a view that
+        aliases it; a masked read (pad) is a new value."""
+        if v.mask is not None:
+            return Tensor(graph.view(self._node, v))
+        return TensorView(self, v, writeable)
 
     def reshape(self, *shape: Any) -> "Tensor":
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
@@ -707,9 +716,7 @@ class Tensor:
         new = tuple(dims)
         if any(d < 0 for d in new) or prod(new) != self.size:
             raise ValueError(f"cannot reshape tensor of shape {self.shape} (size {self.size}) into shape {new}")
-        if new == self.shape:
-            return Tensor(self._node)
-        return self._view(View.contiguous(self.shape).reshape(new) or View.contiguous(new))
+        return self._view(View.contiguous(new))
 
     def permute(self, *axes: Any) -> "Tensor":
         if len(axes) == 1 and not isinstance(axes[0], (int, np.integer)):
@@ -732,7 +739,9 @@ class Tensor:
         shape = _shape_arg(shape)
         if len(shape) < self.ndim or any(s != 1 and s != t for s, t in zip(self.shape, shape[len(shape) - self.ndim:])):
             raise ValueError(f"cannot broadcast tensor of shape {self.shape} to shape {shape}")
-        return Tensor(_broadcast(self._node, shape))
+        pad = (1,) * (len(shape) - self.ndim)
+        # numpy's broadcast_to: a read-only view (several indices share one element)
+        return self._view(View.contiguous(pad + self.shape).expand(shape), writeable=False)
 
     def squeeze(self, axis: Any = None) -> "Tensor":
         if axis is None:
@@ -755,30 +764,48 @@ class Tensor:
         return self.expand_dims(axis)
 
     def flatten(self) -> "Tensor":
-        return self.reshape(-1)
+        """The elements in row-major order, 1-d: a new value (numpy's flatten copies; reshape(-1)
+        is the view)."""
+        return Tensor(self.reshape(-1)._node)
 
     def __getitem__(self, index: Any) -> "Tensor":
-        if isinstance(index, (Tensor, np.ndarray, list)) or (
-                isinstance(index, tuple) and any(isinstance(i, (Tensor, np.ndarray, list)) for i in index)):
-            from .array_api.indexing import getitem   # integer arrays: a gather
-            return getitem(self, index if isinstance(index, tuple) else (index,))
-        return self._view(_index_view(self.shape, index))
+        if _is_advanced(index):
+            from .array_api.indexing import getitem   # integer arrays: a gather, a new value
+            out = getitem(self, _advanced_items(index))
+            return Tensor(out._node) if isinstance(out, TensorView) else out
+        v = _index_view(self.shape, index)
+        if not v.shape and _indexes_every_dim(index):
+            # numpy: an integer for every dimension (or () of a 0-d array) gives the element, a
+            # copy (x[0, ...] and x[...] are views)
+            return Tensor(graph.view(self._node, v))
+        return self._view(v)
 
     # --- in place ---
     def assign(self, value: Any) -> "Tensor":
-        """Give this tensor a new value (same shape and dtype). Later reads of this tensor see it;
-        reads built before do not."""
-        self._replace_node(graph.assign(self._node, self._value_for(value, self.shape), None))
+        """Give this tensor a new value (same shape and dtype). Later reads of this tensor (and
+        of its views) see it; values computed from it before do not."""
+        self._write(self._value_for(value, self.shape), None)
         return self
 
     def __setitem__(self, index: Any, value: Any) -> None:
-        if isinstance(index, (Tensor, np.ndarray, list)) or (
-                isinstance(index, tuple) and any(isinstance(i, (Tensor, np.ndarray, list)) for i in index)):
+        if _is_advanced(index):
             from .scatter import setitem   # integer arrays: a scatter (the last write wins)
-            self._replace_node(graph.assign(self._node, setitem(self, index if isinstance(index, tuple) else (index,), value), None))
+            self._write(setitem(self, _advanced_items(index), value), None)
             return
         region = _index_view(self.shape, index)
-        self._replace_node(graph.assign(self._node, self._value_for(value, region.shape), region))
+        self._write(self._value_for(value, region.shape), region)
+
+    def _write(self, value: Node, region: View | None) -> None:
+        """Write `value` into this tensor: all of it, or `region` (a View over its layout)."""
+        node = self._node
+        if region is not None and value.op is Op.VIEW and value.srcs[0] is node and value.arg == region:
+            return  # x[idx] = x[idx]: the write-back of `x[idx] += v` after its view wrote x already
+        if region is None and node.buffer is None and node.op is not Op.ASSIGN:
+            # all of a value that has no memory yet: the new value is all there is to keep (an
+            # ASSIGN would first compute the old value into a buffer to write over)
+            self._replace_node(value)
+            return
+        self._replace_node(graph.assign(node, value, region))
 
     def _value_for(self, value: Any, shape: tuple[int, ...]) -> Node:
         if isinstance(value, Tensor):
@@ -792,6 +819,129 @@ class Tensor:
         if not all(s == 1 or s == t for s, t in zip(node.shape[::-1], shape[::-1])) or len(node.shape) > len(shape):
             raise ValueError(f"cannot assign a value of shape {node.shape} to a region of shape {shape}")
         return _broadcast(graph.cast(node, self.dtype), shape)
+
+
+class TensorView(Tensor):
+    """A view (numpy's): a window on a base tensor's value, which it shares.
+
+    It holds its base (a plain Tensor, never another view: a view of a view is composed into one
+    window on the root) and `window`, a View over the base's contiguous layout (no mask). Its
+    value is the base's *current* value read through the window, so a write to the base shows
+    through; a write to it (`assign`, `v[idx] = x`, `v += 1`) is a region write on the base (one
+    ASSIGN of the base, fused and done in place like any other write). broadcast_to's views are
+    read-only, as numpy's: writing one raises ValueError.
+
+    The view's node (graph.view of the base's node) is built when read and kept only as long as
+    something else holds it (or, once realized, while the base keeps its value): a node kept
+    here for good would count as a reader of the base's old value and stop the next write to the
+    base from happening in place."""
+
+    __slots__ = ("_base", "_window", "_writeable", "_cache")
+
+    def __init__(self, base: Tensor, window: View, writeable: bool = True):
+        if type(base) is not Tensor:  # (a view's view is made by TensorView._view, composed)
+            raise TypeError(f"a view's base is a plain Tensor, got {type(base).__name__}")
+        self._base = base
+        self._window = window
+        self._writeable = writeable
+        # (weakref to the base's node it was built from, the node: weakly, or strongly once realized)
+        self._cache: tuple[Any, Any, bool] | None = None
+        if _tracer is not None:
+            _tracer.made(self)
+
+    @property
+    def _node(self) -> Node:  # (a plain Tensor's is a slot; a view computes its own)
+        base_node = self._base._node
+        cache = self._cache
+        if cache is not None and cache[0]() is base_node:
+            node = cache[1] if cache[2] else cache[1]()
+            if node is not None:
+                return node
+        node = graph.view(base_node, self._window)
+        if node is not base_node:
+            self._cache = (weakref.ref(base_node), weakref.ref(node), False)
+        return node
+
+    @_node.setter
+    def _node(self, node: Node) -> None:
+        raise AttributeError("a TensorView's node is its base's, read through its window: write it with assign")
+
+    @property
+    def base(self) -> Tensor:
+        """The tensor this one is a view of (numpy's `ndarray.base`)."""
+        return self._base
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._window.shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self._window.shape)
+
+    @property
+    def size(self) -> int:
+        return prod(self._window.shape)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self._base.dtype
+
+    @property
+    def device(self) -> str:
+        return self._base.device
+
+    def realize(self) -> "Tensor":
+        if not tracing():
+            base_node = self._base._node
+            node = self._node
+            realize_nodes([node])
+            if node is not base_node:  # keep the computed value while the base keeps its own
+                self._cache = (weakref.ref(base_node), node, True)
+                node.add_reader(self)  # (a tensor holding it: a write to a copy of it must not go in place)
+        return self
+
+    def _view(self, v: View, writeable: bool = True) -> "Tensor":
+        window = compose(v, self._window) if v.mask is None else None
+        if window is None or window.mask is not None:
+            # no single strided window on the base (a reshape of a transpose...): numpy copies
+            return Tensor(graph.view(self._node, v))
+        return TensorView(self._base, window, writeable and self._writeable)
+
+    def _write(self, value: Node, region: View | None) -> None:
+        if not self._writeable:
+            raise ValueError(f"assignment destination is read-only: this tensor of shape {self.shape} is a "
+                             f"broadcast_to view of one of shape {self._base.shape} (several of its elements "
+                             f"are one element of the base); write to a copy (ug.tensor(v)) instead")
+        window = self._window if region is None else compose(region, self._window)
+        if window is None:  # (basic indexing of a strided window composes; kept for any other region)
+            value, window = graph.assign(self._node, value, region), self._window
+        self._base._write(value, window)
+
+    def _replace_node(self, node: Node) -> None:
+        """A new value for the whole view (ug.jit's replays, numpy's out=): written into the base."""
+        self._write(node, None)
+
+
+_ADVANCED = (Tensor, np.ndarray, list, bool, np.bool_)
+"""Index items that make an index numpy's advanced indexing (integer arrays, boolean masks,
+0-d ones such as True included): a gather or scatter, never a view."""
+
+
+def _is_advanced(index: Any) -> bool:
+    return isinstance(index, _ADVANCED) or (isinstance(index, tuple) and any(isinstance(i, _ADVANCED) for i in index))
+
+
+def _advanced_items(index: Any) -> tuple[Any, ...]:
+    """An advanced index as a tuple, a bool in it (x[True]) as the 0-d mask it is."""
+    items = index if isinstance(index, tuple) else (index,)
+    return tuple(np.asarray(i) if isinstance(i, (bool, np.bool_)) else i for i in items)
+
+
+def _indexes_every_dim(index: Any) -> bool:
+    """Whether a basic index gives an integer for every dimension (no slice, None or ...)."""
+    items = index if isinstance(index, tuple) else (index,)
+    return all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in items)
 
 
 SPLIT_MIN_ELEMENTS = 1 << 16
@@ -948,7 +1098,7 @@ def matmul(a: Any, b: Any) -> Tensor:
     bn = _broadcast(b2._node, batch + b2.shape[-2:])
     out = _make(graph.matmul(an, bn, dt))
     shape = batch + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
-    return out.reshape(shape) if shape != out.shape else out
+    return Tensor(graph.view(out._node, View.contiguous(shape))) if shape != out.shape else out
 
 
 def custom(fn: Callable[..., Any], inputs: Iterable[Tensor], shape: Any, dtype: Any) -> Tensor:

@@ -34,14 +34,14 @@ def _dtype_of(x: Any, what: str) -> np.dtype:
 
 
 def astype(x: Tensor, dtype: Any, /, *, copy: bool = True, device: str | None = None) -> Tensor:
-    """x converted to `dtype` (and moved to `device`). ug tensors are values, so a result that
-    needs no conversion is a new tensor of the same value whatever `copy` says."""
+    """x converted to `dtype` (and moved to `device`): a new value, or with copy=False and
+    nothing to convert, x itself (numpy's astype)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"astype: expected a ug Tensor, got {type(x).__name__}")
     out = x if dtypes.to_dtype(dtype) == x.dtype else x.astype(dtype)
     if device is not None:
         out = out.to_device(device)
-    return Tensor(out.node) if out is x else out
+    return Tensor(out.node) if out is x and copy else out
 
 
 def can_cast(from_: Any, to: Any, /) -> bool:

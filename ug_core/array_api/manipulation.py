@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import graph
 from ..tensor import _broadcast_shape, _normalize_axis
-from ..tensor import Tensor, full, values_for_shape, where
+from ..tensor import Tensor, TensorView, full, values_for_shape, where
 from ..view import View
 from .data_types import result_type
 from ._common import check_tensor, shape_tuple
@@ -54,10 +54,17 @@ def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
 
 
 def reshape(x: Tensor, /, shape: tuple[int, ...], *, copy: bool | None = None) -> Tensor:
-    """x in a new shape. A ug reshape is always a view (a chain of views where one strided view
-    cannot do it), so copy=False never fails; copy=True gives a new tensor, as every op does."""
+    """x in a new shape, as numpy's: a view of x where one strided window on x's elements does it
+    (always, for a tensor that is not itself a view), else a new value; copy=True always gives a
+    new value, copy=False raises ValueError where one strided window cannot do it."""
     check_tensor(x, "reshape")
-    return x.reshape(shape_tuple(shape, "reshape"))
+    out = x.reshape(shape_tuple(shape, "reshape"))
+    if copy:
+        return Tensor(out.node)
+    if copy is False and not isinstance(out, TensorView):
+        raise ValueError(f"reshape(copy=False): this view of shape {x.shape} cannot be read as shape {out.shape} "
+                         f"through one strided window on its base's elements; a copy is needed")
+    return out
 
 
 def _axes_list(axes: Any, ndim: int, fn: str) -> list[int]:

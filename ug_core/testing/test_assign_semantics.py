@@ -1,11 +1,13 @@
-"""In-place writes (`x.assign(v)`, `x[idx] = v`) have value semantics: every result equals
-running the program eagerly, in order, with each tensor holding its own copy of its value.
+"""In-place writes (`x.assign(v)`, `x[idx] = v`) follow numpy's rule: every result equals
+running the program eagerly in numpy, in order, where what numpy documents as a view (basic
+indexing, reshape, .T, ...) shares its base's elements and everything else is a new value.
 
-A tensor read before a write keeps the value it had (also when the read was fused away and
-is computed again later); two tensors of one node written separately each keep their own
-result. Writes go in place wherever nothing can observe the old value, and copy at most the
-region they need otherwise. The last test replays random programs of creations, arithmetic,
-aliases, full and partial writes, realizations, reads and deletions against numpy.
+A value computed before a write keeps the value it had (also when the read was fused away and
+is computed again later); two tensors that are copies of one value, written separately, each
+keep their own result, and a view and its base see each other's writes. Writes go in place
+wherever nothing can observe the old value, and copy at most the region they need otherwise.
+The last test replays random programs of creations, arithmetic, views, copies, full and partial
+writes, realizations, reads and deletions against numpy.
 """
 import numpy as np
 import pytest
@@ -49,12 +51,25 @@ def test_two_writes_through_tensors_of_one_node(device, realized):
     x = ug.zeros((4,), device=device)
     if realized:
         x.realize()
-    y = x[:]
+    y = +x            # a new value (a copy, as numpy's +x)
     x[0] = 1
     y[1] = 2
     ug.realize(x, y)
     np.testing.assert_array_equal(x.numpy(), [1, 0, 0, 0])
     np.testing.assert_array_equal(y.numpy(), [0, 2, 0, 0])
+
+
+@pytest.mark.parametrize("realized", [True, False])
+def test_two_writes_through_a_view_and_its_base(device, realized):
+    x = ug.zeros((4,), device=device)
+    if realized:
+        x.realize()
+    y = x[:]          # a view (numpy's rule): both writes land in one array
+    x[0] = 1
+    y[1] = 2
+    ug.realize(x, y)
+    np.testing.assert_array_equal(x.numpy(), [1, 2, 0, 0])
+    np.testing.assert_array_equal(y.numpy(), [1, 2, 0, 0])
 
 
 def test_write_into_lazy_tensor_then_read_is_no_cycle(device):
@@ -86,18 +101,46 @@ def test_tensor_of_tensor_is_a_new_tensor_with_its_own_value(device):
 
 
 @pytest.mark.parametrize("make", [
-    lambda x: x.reshape(x.shape), lambda x: +x, lambda x: x[...], lambda x: x[:],
-    lambda x: x.astype(x.dtype), lambda x: x.to(x.device), lambda x: ug.tensor(x),
-    lambda x: x.squeeze(), lambda x: x.broadcast_to(x.shape), lambda x: x.flatten(),
+    lambda x: +x, lambda x: x.astype(x.dtype), lambda x: x.to(x.device), lambda x: ug.tensor(x),
+    lambda x: x.flatten(), lambda x: ug.astype(x, x.dtype), lambda x: ug.asarray(x, copy=True),
+    lambda x: ug.reshape(x, x.shape, copy=True),
 ])
-def test_every_op_returns_a_new_tensor(device, make):
-    # one rule: an op never returns the tensor it was called on (only assign returns self)
+def test_copies_are_new_values(device, make):
+    # an op that numpy documents as a copy never returns the tensor it was called on, and
+    # writing one never changes the other (only assign returns self)
     x = ug.tensor([1.0, 2.0, 3.0], device=device)
     y = make(x)
     assert y is not x
-    y[0] = 9.0  # and writing one never changes the other
+    y[0] = 9.0
     np.testing.assert_array_equal(x.numpy(), [1.0, 2.0, 3.0])
+    x[1] = 7.0
+    np.testing.assert_array_equal(y.numpy(), [9.0, 2.0, 3.0])
     assert x.assign(x * 2) is x
+
+
+@pytest.mark.parametrize("make", [
+    lambda x: x.reshape(x.shape), lambda x: x[...], lambda x: x[:], lambda x: x.squeeze(),
+    lambda x: x.reshape(3, 1)[:, 0], lambda x: ug.expand_dims(x, axis=0)[0], lambda x: x.T,
+])
+def test_views_alias_their_base(device, make):
+    # an op that numpy documents as a view is a new tensor object sharing the base's elements
+    x = ug.tensor([1.0, 2.0, 3.0], device=device)
+    y = make(x)
+    assert y is not x
+    y[0] = 9.0
+    np.testing.assert_array_equal(x.numpy(), [9.0, 2.0, 3.0])
+    x[1] = 7.0
+    np.testing.assert_array_equal(y.numpy(), [9.0, 7.0, 3.0])
+
+
+def test_broadcast_views_are_read_only(device):
+    x = ug.tensor([1.0, 2.0, 3.0], device=device)
+    for y in (x.broadcast_to((2, 3)), ug.broadcast_arrays(x, ug.ones((2, 1), device=device))[0]):
+        with pytest.raises(ValueError, match="read-only"):
+            y[0, 0] = 5.0
+        with pytest.raises(ValueError, match="read-only"):
+            y[0] += 1
+    np.testing.assert_array_equal(x.numpy(), [1.0, 2.0, 3.0])
 
 
 # --------------------------------------------------------------------- copies
@@ -166,8 +209,8 @@ def test_edge_padding_by_slice_writes_is_in_place(device):
 
 def test_observed_old_value_is_copied_not_overwritten(device):
     x = ug.tensor([1.0, 2.0, 3.0], device=device)
-    keep = x          # the same tensor object still holds... no: keep *is* x
-    old = x[:]        # another tensor holding x's value
+    keep = x          # the same tensor object
+    old = ug.tensor(x)  # another tensor holding x's value (a copy)
     x[0] = 0.0
     x.realize()
     np.testing.assert_array_equal(old.numpy(), [1.0, 2.0, 3.0])
@@ -205,11 +248,11 @@ def _region(draw):
 def test_random_programs_with_writes_match_eager_numpy(device, data):
     rng = np.random.default_rng(data.draw(st.integers(0, 2**16), label="seed"))
     ts: list = []   # ug tensors
-    es: list = []   # their eager values (numpy, each its own copy)
+    es: list = []   # their eager values (numpy arrays: copies, or views where ug's are views)
 
-    def add(t, e):
+    def add(t, e, view=False):
         ts.append(t)
-        es.append(np.array(e, dtype=np.float32))
+        es.append(e if view else np.array(e, dtype=np.float32))
 
     add(ug.tensor(rng.standard_normal(SHAPE).astype(np.float32), device=device), None)
     es[-1] = ts[-1].numpy().copy()
@@ -238,17 +281,17 @@ def test_random_programs_with_writes_match_eager_numpy(device, data):
         elif step == "alias":
             i = pick("i")
             how = data.draw(st.sampled_from(["slice", "reshape", "pos", "tensor"]), label="how")
-            t = {"slice": lambda x: x[:], "reshape": lambda x: x.reshape(SHAPE), "pos": lambda x: +x,
-                 "tensor": lambda x: ug.tensor(x)}[how](ts[i])
-            add(t, es[i])
+            f = {"slice": lambda x: x[:], "reshape": lambda x: x.reshape(SHAPE), "pos": lambda x: +x,
+                 "tensor": lambda x: ug.tensor(x) if isinstance(x, ug.Tensor) else np.array(x)}[how]
+            add(f(ts[i]), f(es[i]), view=how in ("slice", "reshape"))   # numpy's rule: those two are views
         elif step == "assign":
             i, j = pick("i"), pick("j")
             ts[i].assign(ts[j] * 0.5 + ts[i])
-            es[i] = (es[j] * 0.5 + es[i]).astype(np.float32)
+            es[i][...] = es[j] * 0.5 + es[i]   # a write: a view of es[i] sees it
         elif step == "reduce_assign":
             i = pick("i")
             ts[i].assign(ts[i] - ts[i].sum(axis=1, keepdims=True) / 8)
-            es[i] = (es[i] - es[i].sum(axis=1, keepdims=True) / 8).astype(np.float32)
+            es[i][...] = es[i] - es[i].sum(axis=1, keepdims=True) / 8
         elif step in ("setitem_scalar", "setitem_other", "setitem_self"):
             i = pick("i")
             region, other = _region(data.draw)
