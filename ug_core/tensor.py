@@ -922,6 +922,17 @@ class TensorView(Tensor):
         """A new value for the whole view (ug.jit's replays, numpy's out=): written into the base."""
         self._write(node, None)
 
+    def _host_memory(self) -> np.ndarray | None:
+        """The base's memory read through the window (DLPack export lends the base's elements, as
+        numpy's does for a view), on a device whose memory is the host's; else None."""
+        base = self._base._host_memory()
+        if base is None or not self._writeable:
+            return None   # (a read-only view exports a copy: a consumer could write through it)
+        w, flat = self._window, base.reshape(-1)
+        if not w.size:
+            return np.empty(w.shape, flat.dtype)
+        return np.lib.stride_tricks.as_strided(flat[w.offset:], w.shape, tuple(s * flat.itemsize for s in w.strides))
+
 
 _ADVANCED = (Tensor, np.ndarray, list, bool, np.bool_)
 """Index items that make an index numpy's advanced indexing (integer arrays, boolean masks,

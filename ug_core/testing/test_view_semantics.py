@@ -271,3 +271,22 @@ def test_jit_reads_a_captured_view_as_its_base_is_then(device):
     for k in range(3):
         np.testing.assert_array_equal(f(x).numpy(), np.arange(3, 6) + k)
         w.assign(w + 1)
+
+
+# --------------------------------------------------------------------- DLPack
+def test_dlpack_export_of_a_view_lends_the_base_s_elements(device):
+    x = _t(np.arange(12.0, dtype=np.float32).reshape(3, 4), device)
+    try:
+        x.__dlpack__(copy=False)
+    except BufferError:
+        lends = False   # a device whose memory is not the host's: exports are copies
+    else:
+        lends = True
+    v = x[1:, ::-2]
+    a = np.from_dlpack(v)
+    np.testing.assert_array_equal(a, np.arange(12.0).reshape(3, 4)[1:, ::-2])
+    a[0, 0] = -7
+    assert (x.numpy()[1, 3] == -7) == lends   # numpy's rule: a view's export is the base's memory
+    b = np.from_dlpack(x.broadcast_to((2, 3, 4)))    # read-only views export copies
+    b[0, 0, 0] = 50
+    assert x.numpy()[0, 0] == 0

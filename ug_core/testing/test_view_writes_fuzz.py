@@ -53,6 +53,17 @@ class Program:
         return r.integers(max(info.min, -50), min(info.max, 50) + 1, shape).astype(dt)
 
     def scalar(self) -> bool | int | float:
+        """A Python scalar the dtype holds: mostly small, sometimes at the dtype's extremes (and
+        for float64 values float32 cannot hold)."""
+        dt = self.dtype
+        if self.r.random() < 0.2 and dt.kind != "b":
+            if dt.kind in "iu":
+                info = np.iinfo(dt)
+                return int(self.r.choice([info.min, info.max, info.min + 1, info.max - 1]))
+            extremes = [-0.0, float(np.finfo(dt).max), float(np.finfo(dt).tiny), float(np.finfo(dt).eps)]
+            if dt == np.float64:
+                extremes += [0.1 + 2.0 ** -40, 2.0 ** 60 + 2.0 ** 8, 1e300]
+            return float(self.r.choice(extremes))
         v = self.data(())
         return v.item()
 
@@ -159,7 +170,7 @@ class Program:
         options = ["tensor", "pos", "astype", "flatten", "where", "asarray_copy"]
         if e.ndim:
             options += ["pad0", "pad", "roll_n", "roll", "concat1", "stack0", "take", "mask", "int_index",
-                        "cumsum", "scatter_empty", "tile1", "clip"]
+                        "cumsum", "scatter_empty", "tile1", "clip", "scatter_add", "index_add"]
             if e.dtype.kind != "b":
                 options.append("sort")
         how = r.choice(options)
@@ -219,6 +230,20 @@ class Program:
                 return
             u = ug.scatter_add(t, 0, ug.tensor(np.zeros(0, np.int64), device=dev), ug.zeros((0,), dtype=e.dtype, device=dev))
             v, text = e.copy(), f"scatter_add(t{i}, empty)"
+        elif how in ("scatter_add", "index_add"):
+            if e.dtype.kind == "b" or not e.shape[0]:
+                return
+            n = int(r.integers(1, 5))
+            idx = r.integers(0, e.shape[0], n)
+            src = self.data((n,) + e.shape[1:])
+            v = e.copy()
+            np.add.at(v, idx, src)
+            if how == "index_add":
+                u = ug.index_add(t, 0, ug.tensor(idx, device=dev), ug.tensor(src, device=dev))
+            else:
+                full = idx.reshape((n,) + (1,) * (e.ndim - 1)) * np.ones((1,) + e.shape[1:], np.int64)
+                u = ug.scatter_add(t, 0, ug.tensor(full, device=dev), ug.tensor(src, device=dev))
+            text = f"{how}(t{i}, 0, {idx.tolist()}, <array>)"
         elif how == "tile1":
             u, v, text = ug.tile(t, (1,) * e.ndim), np.tile(e, (1,) * e.ndim), f"tile(t{i}, ones)"
         else:
