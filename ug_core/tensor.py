@@ -854,8 +854,12 @@ class TensorView(Tensor):
         base_node = self._base._node
         cache = self._cache
         if cache is not None and cache[0]() is base_node:
-            node = cache[1] if cache[2] else cache[1]()
-            if node is not None:
+            if cache[2]:
+                return cache[1]
+            node = cache[1]()
+            # (a node kept only weakly is taken again while lazy: once realized by whoever holds
+            # it, its buffer may have been written in place since, this view not being its reader)
+            if node is not None and node.buffer is None:
                 return node
         node = graph.view(base_node, self._window)
         if node is not base_node:

@@ -290,3 +290,19 @@ def test_dlpack_export_of_a_view_lends_the_base_s_elements(device):
     b = np.from_dlpack(x.broadcast_to((2, 3, 4)))    # read-only views export copies
     b[0, 0, 0] = 50
     assert x.numpy()[0, 0] == 0
+
+
+def test_a_copy_of_a_view_written_in_place_leaves_the_view(device):
+    # found by the fuzzer (c): the copy held the view's node, realized it and wrote it in place,
+    # while the view still took that node (kept weakly) as its value
+    a = np.arange(20, dtype=np.uint8).reshape(4, 5)
+    t0 = _t(a, device)
+    t1 = ug.linalg.diagonal(t0, offset=1)
+    t0[...] = _t(a + 100, device)
+    t3 = ug.tensor(t1)
+    t3.numpy()
+    t3[[0, 0, 3]] = 36
+    t3[[2, 2, 3]] = 1
+    ug.realize(t1, t3)
+    np.testing.assert_array_equal(t1.numpy(), np.diagonal(a + 100, 1))
+    np.testing.assert_array_equal(t3.numpy(), [36, 107, 1, 1])
