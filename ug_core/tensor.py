@@ -9,7 +9,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from . import dtypes, graph, scalars
+from . import dtypes, graph, scalars, sharing
 from .device import Buffer
 from .graph import Node
 from .ops import ALU, REDUCE, Op
@@ -158,7 +158,7 @@ def _index_view(shape: tuple[int, ...], index: Any) -> View:
 
 def _to_array(data: Any, dtype: np.dtype | None) -> np.ndarray:
     if isinstance(data, np.ndarray):
-        arr = data
+        arr = sharing.host_array(data)  # (big-endian data, as files hold it, byte-swapped)
     elif dtypes.is_scalar(data):
         return np.asarray(data, dtype=dtype or dtypes.default_dtype(data))
     elif isinstance(data, (list, tuple)):
@@ -182,18 +182,37 @@ def _to_array(data: Any, dtype: np.dtype | None) -> np.ndarray:
 def tensor(data: Any, dtype: Any = None, device: str | None = None) -> "Tensor":
     """A new tensor holding a copy of `data` (a Tensor, numpy array, nested lists or a scalar).
 
-    Of a Tensor, it is a new tensor with the same value (no device copy is made: values are
-    immutable, and a later write to either tensor leaves the other one as it was)."""
+    Of a Tensor, it is a new tensor with data's value at the call: a later write to either
+    tensor, through ug or through memory shared with another library, leaves the other one as
+    it was (see sharing: no device copy is made where nothing outside ug can write what the
+    value reads)."""
     dt = dtypes.to_dtype(dtype) if dtype is not None else None
     if isinstance(data, Tensor):
         out = data.astype(dt) if dt is not None else data
         out = out.to(device) if device is not None else out
-        return Tensor(out._node) if out is data else out
+        return snapshot(out)
     dev = _resolve_device(device)
     arr = _to_array(data, dt)
     _check_supported(arr.dtype, dev)
     buf = Buffer(registry.get(dev), arr.size, arr.dtype).copy_in(arr)
     return Tensor(graph.from_buffer(buf, arr.shape))
+
+
+def snapshot(t: "Tensor") -> "Tensor":
+    """A new tensor holding t's value as it is now (ug.tensor(t), asarray(t, copy=True),
+    copy.deepcopy): see sharing.snapshot_node."""
+    return Tensor(sharing.snapshot_node(t._node, tracing()))
+
+
+def _unpickle(array: np.ndarray, device: str) -> "Tensor":
+    """A pickled tensor (Tensor.__reduce__): its value on the device of that name, which must be
+    usable here."""
+    try:
+        registry.get(device)
+    except ValueError as e:  # (DeviceUnavailableError is one): the same type, saying what failed
+        raise type(e)(f"cannot unpickle a tensor of device {device!r} here: {e}. Pickle t.to(name) for a "
+                      f"device the reading process has, or t.numpy()") from e
+    return tensor(array, device=device)
 
 
 def full(shape: Any, value: Scalar, dtype: Any = None, device: str | None = None) -> "Tensor":
@@ -420,8 +439,10 @@ class Tensor:
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
         """A DLPack capsule of the value, realized, in host memory: the tensor's own buffer on a
-        host-memory device (cpu, c, ref; the capsule keeps it alive and later writes to the tensor
-        show through), else a copy (copy=False then raises BufferError)."""
+        host-memory device (cpu, c, ref; the capsule keeps it alive, and a write through it
+        changes this tensor only: see _host_memory), else a copy (copy=False then raises
+        BufferError). Read-only memory (asarray of a read-only numpy array) is exported
+        read-only, or copied for a consumer older than DLPack 1.0, which cannot be told."""
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"ug tensors export to the CPU (DLPack device (1, 0)) only, not {dl_device}")
         lent = None if copy else self._host_memory()
@@ -430,20 +451,54 @@ class Tensor:
                 raise BufferError(f"device {self.device!r} does not keep its buffers in host memory: "
                                   f"DLPack export copies (copy=False cannot be honoured)")
             lent = self.numpy()
-        return lent.__dlpack__(max_version=max_version)
+        try:
+            return lent.__dlpack__(max_version=max_version)
+        except BufferError:
+            if lent.flags.writeable or copy is False:
+                raise
+            return self.numpy().__dlpack__(max_version=max_version)
 
     def _host_memory(self) -> np.ndarray | None:
         """The value as a numpy array sharing the buffer's memory (which it keeps alive), on a
-        device whose memory is the host's; else None."""
+        device whose memory is the host's; else None. The memory is lent out (`exposed`, see
+        sharing): code outside ug may write it from now on. Where another ug value still reads
+        that buffer (a tensor holding the same value, a lazy result built on it), this tensor
+        first moves to a copy of it, so writes through the export change this tensor only."""
         if _tracer is not None:  # raises for a value a jitted function's trace does not have
             _tracer.before_read(self)
         self.realize()
-        buf = self._node.buffer
+        node = self._node
+        buf = node.buffer
         assert buf is not None
-        raw = buf.device.host_view(buf.handle, buf.nbytes) if buf.size else None
-        if raw is None:
+        if not buf.size or buf.device.host_view(buf.handle, buf.nbytes) is None:
             return None
+        if type(self) is not Tensor or tracing():
+            # a view's buffer is its own value, not its base's memory; a trace's tensors may not
+            # move to another node: lend a copy, which nothing else reads
+            buf = sharing.copy_buffer(buf)
+        elif sharing.needs_private_copy(self, node):
+            buf = sharing.copy_buffer(buf)
+            self._replace_node(graph.from_buffer(buf, self.shape))
+        buf.exposed = True
+        raw = buf.device.host_view(buf.handle, buf.nbytes)
+        assert raw is not None
         return np.asarray(_BufferArray(raw.view(buf.dtype).reshape(self.shape), buf))
+
+    # --- copy and pickle: by value ---
+    def __copy__(self) -> "Tensor":
+        """copy.copy: a new tensor with this one's value now (ug.tensor(t))."""
+        return snapshot(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Tensor":
+        """copy.deepcopy: a new tensor with this one's value now (ug.tensor(t))."""
+        out = memo[id(self)] = snapshot(self)
+        return out
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """pickle: the value, computed and copied to the host, with its dtype and its device's
+        name; unpickling puts it on the device of that name (ValueError, or the
+        DeviceUnavailableError saying why, where the reading process has no such usable device)."""
+        return (_unpickle, (self.numpy(), self.device))
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """(kDLCPU, 0): where __dlpack__'s data lives, whatever device holds the tensor."""

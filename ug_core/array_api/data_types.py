@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..tensor import Tensor
+from ..tensor import Tensor, snapshot
 
 bool_ = np.dtype("bool")
 int8, int16, int32, int64 = map(np.dtype, ("int8", "int16", "int32", "int64"))
@@ -34,13 +34,16 @@ def _dtype_of(x: Any, what: str) -> np.dtype:
 
 
 def astype(x: Tensor, dtype: Any, /, *, copy: bool = True, device: str | None = None) -> Tensor:
-    """x converted to `dtype` (and moved to `device`). ug tensors are values, so a result that
-    needs no conversion is a new tensor of the same value whatever `copy` says."""
+    """x converted to `dtype` (and moved to `device`). A result that needs no conversion is a new
+    tensor of the same value whatever `copy` says; with copy=True it is a snapshot (ug.tensor:
+    later writes to memory x shares with another library do not show in it)."""
     if not isinstance(x, Tensor):
         raise TypeError(f"astype: expected a ug Tensor, got {type(x).__name__}")
     out = x if dtypes.to_dtype(dtype) == x.dtype else x.astype(dtype)
     if device is not None:
         out = out.to_device(device)
+    if copy:
+        return snapshot(out)
     return Tensor(out.node) if out is x else out
 
 
