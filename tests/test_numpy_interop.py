@@ -70,12 +70,17 @@ def test_numpy_calls_fuse_into_one_kernel(dev):
 def test_what_ug_lacks_runs_in_numpy_on_the_values(dev):
     x = ug.tensor(X, device=dev)
     out = np.empty((3, 4), np.float32)
-    got = np.add(x, 1, out=out)            # out=: numpy's own loop, into the given array
+    got = np.add(x, 1, out=out)            # out= a numpy array: written, and returned
     assert got is out
     np.testing.assert_array_equal(out, X + 1)
-    norm = np.linalg.norm(x)               # not in the namespace (yet): numpy's result
+    norm = np.linalg.norm(x)               # not in the namespace (yet): numpy's result, a numpy scalar
     assert isinstance(norm, (np.floating, float))
     assert np.isclose(norm, np.linalg.norm(X))
-    acc = np.add.accumulate(x, axis=1)     # a ufunc method ug has no counterpart of
-    assert isinstance(acc, np.ndarray)
-    np.testing.assert_allclose(acc, np.add.accumulate(X, axis=1))
+    acc = np.add.accumulate(x, axis=1)     # a ufunc method ug has no counterpart of: numpy's
+    assert isinstance(acc, ug.Tensor) and acc.device == dev   # array, as a tensor on x's device
+    np.testing.assert_allclose(acc.numpy(), np.add.accumulate(X, axis=1))
+    values, counts = np.unique(x > 0, return_counts=True)   # tuples of arrays too
+    assert isinstance(values, ug.Tensor) and isinstance(counts, ug.Tensor)
+    assert counts.numpy().tolist() == [6, 6]
+    eig = np.linalg.eigh(x[:, :3].T @ x[:, :3])             # (a named tuple stays one)
+    assert isinstance(eig.eigenvalues, ug.Tensor)

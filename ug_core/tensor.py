@@ -306,7 +306,7 @@ class Tensor:
         """numpy functions on tensors (`np.sum(t)`, `np.concatenate`) are ug's where it has them
         (see array_api.numpy_interop)."""
         from .array_api.numpy_interop import array_function
-        return array_function(func, types, args, kwargs)
+        return array_function(func, types, args, kwargs, self)
 
     def __init__(self, node: Node):
         self._node = node
@@ -705,31 +705,86 @@ class Tensor:
             out = out.reshape(tuple(s for d, s in enumerate(self.shape) if d not in axes))
         return out
 
-    def sum(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
-        return self._reduce(Op.SUM, axis, keepdims, np.sum(np.empty(0, self.dtype)).dtype)
+    # numpy's methods, by keyword (dask and xarray call them on chunks: `chunk.sum(axis=..,
+    # dtype=.., keepdims=..)`); positionally, ug's (axis, keepdims) for sum/prod/max/min/mean/
+    # argmax/argmin. `dtype` is the accumulation and result dtype (the Array API's); `out`, a
+    # tensor given the result (assign, numpy's unsafe casting of a reduction) or a numpy array
+    # written, is what is returned then.
+    def sum(self, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> "Tensor":
+        acc = np.sum(np.empty(0, self.dtype)).dtype if dtype is None else _check_supported(dtypes.to_dtype(dtype), self.device)
+        return _into(out, self._reduce(Op.SUM, axis, keepdims, acc))
 
-    def prod(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
-        return self._reduce(Op.PROD, axis, keepdims, np.prod(np.empty(0, self.dtype)).dtype)
+    def prod(self, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> "Tensor":
+        acc = np.prod(np.empty(0, self.dtype)).dtype if dtype is None else _check_supported(dtypes.to_dtype(dtype), self.device)
+        return _into(out, self._reduce(Op.PROD, axis, keepdims, acc))
 
-    def max(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
-        return self._reduce(Op.RMAX, axis, keepdims, self.dtype)
+    def max(self, axis: Any = None, keepdims: bool = False, *, out: Any = None) -> "Tensor":
+        return _into(out, self._reduce(Op.RMAX, axis, keepdims, self.dtype))
 
-    def min(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
-        return self._reduce(Op.RMIN, axis, keepdims, self.dtype)
+    def min(self, axis: Any = None, keepdims: bool = False, *, out: Any = None) -> "Tensor":
+        return _into(out, self._reduce(Op.RMIN, axis, keepdims, self.dtype))
 
-    def argmax(self, axis: int | None = None, keepdims: bool = False) -> "Tensor":
+    def argmax(self, axis: int | None = None, keepdims: bool = False, *, out: Any = None) -> "Tensor":
         from .array_api.searching import argmax
-        return argmax(self, axis=axis, keepdims=keepdims)
+        return _into(out, argmax(self, axis=axis, keepdims=keepdims))
 
-    def argmin(self, axis: int | None = None, keepdims: bool = False) -> "Tensor":
+    def argmin(self, axis: int | None = None, keepdims: bool = False, *, out: Any = None) -> "Tensor":
         from .array_api.searching import argmin
-        return argmin(self, axis=axis, keepdims=keepdims)
+        return _into(out, argmin(self, axis=axis, keepdims=keepdims))
 
-    def mean(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+    def mean(self, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> "Tensor":
+        """The mean; with `dtype`, computed in it (numpy's: an integer dtype truncates the mean)."""
+        if dtype is not None:
+            dt = _check_supported(dtypes.to_dtype(dtype), self.device)
+            if dt.kind != "f":
+                return _into(out, self.astype(dt).mean(axis, keepdims).astype(dt))
+            if dt != self.dtype:
+                return _into(out, self.astype(dt).mean(axis, keepdims))
         axes = _normalize_axes(axis, self.ndim)
         dt = dtypes.ufunc_result(np.true_divide, self.dtype, self.dtype) if self.dtype.kind != "f" else self.dtype
         count = prod([self.shape[a] for a in axes])
-        return self.astype(dt).sum(axis, keepdims) / graph_scalar(count, dt, self.device)
+        return _into(out, self.astype(dt).sum(axis, keepdims) / graph_scalar(count, dt, self.device))
+
+    def var(self, axis: Any = None, *, dtype: Any = None, out: Any = None, ddof: float = 0, keepdims: bool = False,
+            correction: float | None = None) -> "Tensor":
+        """The variance (numpy's method: `ddof`, or the standard's name for it, `correction`)."""
+        from .array_api.statistical import var
+        x = self if dtype is None else self.astype(dtype)
+        return _into(out, var(x, axis=axis, correction=ddof if correction is None else correction, keepdims=keepdims))
+
+    def std(self, axis: Any = None, *, dtype: Any = None, out: Any = None, ddof: float = 0, keepdims: bool = False,
+            correction: float | None = None) -> "Tensor":
+        """The standard deviation (as var)."""
+        return _into(out, self.var(axis, dtype=dtype, ddof=ddof, keepdims=keepdims, correction=correction).sqrt())
+
+    def cumsum(self, axis: int | None = None, dtype: Any = None, out: Any = None) -> "Tensor":
+        """numpy's cumsum method: the running sums along `axis`, of the flattened tensor for None."""
+        from .array_api.statistical import cumulative_sum
+        x, axis = (self.reshape(-1), 0) if axis is None else (self, axis)
+        return _into(out, cumulative_sum(x, axis=axis, dtype=dtype))
+
+    def cumprod(self, axis: int | None = None, dtype: Any = None, out: Any = None) -> "Tensor":
+        """numpy's cumprod method (as cumsum)."""
+        from .array_api.statistical import cumulative_prod
+        x, axis = (self.reshape(-1), 0) if axis is None else (self, axis)
+        return _into(out, cumulative_prod(x, axis=axis, dtype=dtype))
+
+    def any(self, axis: Any = None, *, out: Any = None, keepdims: bool = False) -> "Tensor":
+        from .array_api.utility import any as any_
+        return _into(out, any_(self, axis=axis, keepdims=keepdims))
+
+    def all(self, axis: Any = None, *, out: Any = None, keepdims: bool = False) -> "Tensor":
+        from .array_api.utility import all as all_
+        return _into(out, all_(self, axis=axis, keepdims=keepdims))
+
+    def round(self, decimals: int = 0, out: Any = None) -> "Tensor":
+        """numpy's round method (xarray calls it): ug_core.round(self, decimals)."""
+        from .array_api.elementwise import round as round_
+        return _into(out, round_(self, decimals))
+
+    def ravel(self) -> "Tensor":
+        """numpy's ravel: reshape(-1) (dask's argmax calls it on chunks)."""
+        return self.reshape(-1)
 
     def softmax(self, axis: int = -1) -> "Tensor":
         x = self._float()
@@ -847,6 +902,22 @@ class Tensor:
         if not all(s == 1 or s == t for s, t in zip(node.shape[::-1], shape[::-1])) or len(node.shape) > len(shape):
             raise ValueError(f"cannot assign a value of shape {node.shape} to a region of shape {shape}")
         return _broadcast(graph.cast(node, self.dtype), shape)
+
+
+def _into(out: Any, result: Tensor) -> Any:
+    """A method's result, or with numpy's `out=`, written into out (a tensor: assigned, as
+    numpy's reductions cast, unsafely; a numpy array: copied into), which is returned."""
+    if out is None:
+        return result
+    if isinstance(out, np.ndarray):
+        np.copyto(out, result.numpy(), casting="unsafe")
+        return out
+    if not isinstance(out, Tensor):
+        raise TypeError(f"out must be a ug Tensor or a numpy array, got {type(out).__name__}")
+    if out.shape != result.shape:
+        raise ValueError(f"output parameter has the wrong shape: {out.shape}, the result's is {result.shape}")
+    out.assign(result.astype(out.dtype) if result.dtype != out.dtype else result)
+    return out
 
 
 SPLIT_MIN_ELEMENTS = 1 << 16

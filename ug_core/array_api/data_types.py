@@ -37,6 +37,10 @@ def astype(x: Tensor, dtype: Any, /, *, copy: bool = True, device: str | None = 
     """x converted to `dtype` (and moved to `device`). A result that needs no conversion is a new
     tensor of the same value whatever `copy` says; with copy=True it is a snapshot (ug.tensor:
     later writes to memory x shares with another library do not show in it)."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        # (xarray converts a numpy scalar fill value with xp.astype): a tensor of it, converted
+        from .creation import asarray
+        return asarray(x, dtype=dtype, device=device)
     if not isinstance(x, Tensor):
         raise TypeError(f"astype: expected a ug Tensor, got {type(x).__name__}")
     out = x if dtypes.to_dtype(dtype) == x.dtype else x.astype(dtype)
@@ -53,6 +57,12 @@ def can_cast(from_: Any, to: Any, /) -> bool:
     return bool(np.can_cast(_dtype_of(from_, "can_cast"), _dtype_of(to, "can_cast"), "safe"))
 
 
+class _ScalarsOnly(ValueError, TypeError):
+    """result_type of Python scalars alone: a ValueError (the standard needs an array or a dtype),
+    and a TypeError too, which is what xarray takes for "no dtype numpy would promote" when it
+    asks for each value's type one at a time (xarray.core.dtypes.should_promote_to_object)."""
+
+
 def result_type(*arrays_and_dtypes: Any) -> np.dtype:
     """The dtype of an op on these arrays, dtypes and Python scalars: the promotion of the arrays
     and dtypes, then each scalar taken weakly (it needs at least one array or dtype)."""
@@ -62,7 +72,7 @@ def result_type(*arrays_and_dtypes: Any) -> np.dtype:
     scalars = [x for x in arrays_and_dtypes if python_scalar(x)]
     typed = [_dtype_of(x, "result_type") for x in arrays_and_dtypes if not python_scalar(x)]
     if not typed:
-        raise ValueError("result_type needs at least one array or dtype (Python scalars alone have no dtype)")
+        raise _ScalarsOnly("result_type needs at least one array or dtype (Python scalars alone have no dtype)")
     out = typed[0]
     for dt in typed[1:]:
         out = dtypes.promote(out, dt)

@@ -16,6 +16,7 @@ import copy
 import os
 import pickle
 import tempfile
+import warnings
 
 import numpy as np
 import pytest
@@ -203,3 +204,158 @@ def test_unpickling_onto_an_absent_device_is_a_clear_error(device):
     absent = data.replace(bytes([len(name)]) + name, bytes([len(b"nodevice")]) + b"nodevice")
     with pytest.raises(ValueError, match="cannot unpickle a tensor of device 'nodevice'"):
         pickle.loads(absent)
+
+
+# --------------------------------------------------------------------- numpy's functions that write
+def _pair(device, values, dtype=np.float32):
+    return ug.tensor(np.asarray(values, dtype=dtype), device=device), np.asarray(values, dtype=dtype).copy()
+
+
+def test_ufunc_out_writes_into_the_tensor(device):
+    src = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    t = ug.tensor(src, device=device)
+    x, want = _pair(device, np.zeros((2, 3)))
+    assert np.exp(t, out=x) is x                     # the tensor itself comes back
+    np.testing.assert_allclose(x.numpy(), np.exp(src, out=want), rtol=1e-6)
+    y, want = _pair(device, np.zeros(3))
+    assert np.add.reduce(t, axis=0, out=y) is y      # a reduction's out
+    np.testing.assert_allclose(y.numpy(), np.add.reduce(src, axis=0, out=want), rtol=1e-6)
+    z, want = _pair(device, np.full((2, 3), 7.0))
+    mask = np.array([[True, False, True], [False, True, False]])
+    np.multiply(t, 2, out=z, where=mask)             # where= keeps z elsewhere
+    np.testing.assert_array_equal(z.numpy(), np.multiply(src, 2, out=want, where=mask))
+    s, want = _pair(device, np.zeros(()))
+    np.exp(1.0, out=s)                               # only the output is a tensor
+    np.testing.assert_allclose(s.numpy(), np.exp(1.0, out=want), rtol=1e-6)
+    a, want = _pair(device, np.zeros((2, 3)))
+    np.add.accumulate(t, axis=1, out=a)              # a method ug has no counterpart of: numpy's, written back
+    np.testing.assert_allclose(a.numpy(), np.add.accumulate(src, axis=1, out=want), rtol=1e-6)
+    q, r = _pair(device, np.zeros((2, 3)))[0], _pair(device, np.zeros((2, 3)))[0]
+    np.divmod(t, 0.3, out=(q, r))                    # two outputs
+    np.testing.assert_allclose(q.numpy(), np.floor_divide(src, np.float32(0.3)))
+    np.testing.assert_allclose(r.numpy(), np.remainder(src, np.float32(0.3)), atol=1e-6)
+    arr = np.empty((2, 3), np.float32)
+    assert np.sin(t, out=arr) is arr                 # a numpy array as out: written
+    np.testing.assert_allclose(arr, np.sin(src), rtol=1e-6)
+
+
+def test_ufunc_out_follows_numpys_casting(device):
+    t = ug.tensor(np.arange(3, dtype=np.float32), device=device)
+    ints = ug.zeros(3, dtype=ug.int32, device=device)
+    with pytest.raises(TypeError, match="same_kind"):
+        np.exp(t, out=ints)                          # float into int: numpy's UFuncTypeError is a TypeError
+    np.testing.assert_array_equal(ints.numpy(), [0, 0, 0])
+    with pytest.raises(ValueError, match="broadcast"):
+        np.add(ug.ones((2, 3), device=device), 1, out=ug.zeros(3, device=device))
+    wide = ug.zeros((2, 3), device=device)
+    np.add(t, 1, out=wide)                           # the inputs broadcast to out's shape
+    np.testing.assert_array_equal(wide.numpy(), np.add(np.arange(3, dtype=np.float32), 1, out=np.zeros((2, 3), np.float32)))
+    sums = ug.zeros((), dtype=ug.int32, device=device)
+    np.sum(t + 0.5, out=sums)                        # a reduction casts unsafely, as numpy's
+    assert sums.numpy() == np.sum(np.arange(3, dtype=np.float32) + 0.5, out=np.zeros((), np.int32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int64", "float64"])
+def test_ufunc_at_writes_into_the_tensor(device, dtype, require_dtype):
+    require_dtype(np.dtype(dtype))
+    idx = np.array([0, 2, 2, 4, 0, 0, -1])
+    t, want = _pair(device, np.arange(15).reshape(5, 3), dtype)
+    np.add.at(t, idx, 1)                             # a ug scatter (index_add)
+    np.add.at(want, idx, 1)
+    np.testing.assert_array_equal(t.numpy(), want)
+    values = np.arange(21).reshape(7, 3).astype(dtype)
+    np.add.at(t, idx, values)
+    np.add.at(t, ug.tensor(idx, device=device), ug.tensor(values, device=device))
+    np.add.at(want, idx, values)
+    np.add.at(want, idx, values)
+    np.testing.assert_array_equal(t.numpy(), want)
+    np.multiply.at(t, (idx, 1), 3)                   # other ufuncs and index forms: numpy's, written back
+    np.multiply.at(want, (idx, 1), 3)
+    np.maximum.at(t, [1, 3], 20)
+    np.maximum.at(want, [1, 3], 20)
+    np.subtract.at(t, slice(None, 2), 1)
+    np.subtract.at(want, slice(None, 2), 1)
+    np.testing.assert_array_equal(t.numpy(), want)
+    with pytest.raises(IndexError):
+        np.add.at(t, [5], 1)
+
+
+def test_copyto_fill_diagonal_and_put_write_into_the_tensor(device):
+    x, want = _pair(device, np.zeros((3, 4)))
+    np.copyto(x, 5)
+    np.copyto(want, 5)
+    mask = np.arange(12).reshape(3, 4) % 3 == 0
+    src = np.arange(4, dtype=np.float32)
+    np.copyto(x, ug.tensor(src, device=device), where=mask)
+    np.copyto(want, src, where=mask)
+    np.testing.assert_array_equal(x.numpy(), want)
+    with pytest.raises(TypeError, match="same_kind"):
+        np.copyto(ug.zeros(3, dtype=ug.int8, device=device), ug.ones(3, device=device))
+    with pytest.raises(OverflowError):
+        np.copyto(ug.zeros(3, dtype=ug.int8, device=device), 300)
+    np.fill_diagonal(x, -1)
+    np.fill_diagonal(want, -1)
+    np.put(x, [1, 5], [8, 9])
+    np.put(want, [1, 5], [8, 9])
+    np.putmask(x, mask, 0.5)
+    np.putmask(want, mask, 0.5)
+    np.place(x, want > 4, [3])
+    np.place(want, want > 4, [3])
+    np.testing.assert_array_equal(x.numpy(), want)
+    dst = np.zeros(4, np.float32)                    # a numpy destination is numpy's own
+    np.copyto(dst, ug.tensor(src, device=device))
+    np.testing.assert_array_equal(dst, src)
+
+
+def test_nep35_like_makes_tensors(device):
+    like = ug.ones(2, device=device)
+    cases = {
+        "asarray": (lambda lk: np.asarray([1, 2, 3], like=lk), np.asarray([1, 2, 3])),
+        "array ndmin": (lambda lk: np.array([1.5, 2.5], ndmin=2, like=lk), np.array([1.5, 2.5], ndmin=2)),
+        "zeros": (lambda lk: np.zeros((2, 3), like=lk), np.zeros((2, 3))),
+        "ones int": (lambda lk: np.ones(3, dtype=np.int32, like=lk), np.ones(3, dtype=np.int32)),
+        "empty": (lambda lk: np.empty(2, dtype=np.float32, like=lk), np.zeros(2, dtype=np.float32)),
+        "arange": (lambda lk: np.arange(1, 7, 2, like=lk), np.arange(1, 7, 2)),
+        "full": (lambda lk: np.full(2, 1.5, like=lk), np.full(2, 1.5)),
+        "identity": (lambda lk: np.identity(3, dtype=np.float32, like=lk), np.identity(3, dtype=np.float32)),
+        "frombuffer": (lambda lk: np.frombuffer(b"\x01\x02", dtype=np.uint8, like=lk), np.array([1, 2], np.uint8)),
+        "asarray of a tensor": (lambda lk: np.asarray(ug.tensor([4, 5], device=device), like=lk), np.array([4, 5])),
+    }
+    for name, (make, want) in cases.items():
+        if want.dtype not in ug.__array_namespace_info__().dtypes(device=device).values():
+            continue
+        got = make(like)
+        assert isinstance(got, ug.Tensor), name
+        assert got.device == device and got.dtype == want.dtype and got.shape == want.shape, name
+        np.testing.assert_array_equal(got.numpy(), want, err_msg=name)
+    assert np.argmin(np.asarray([3, 1], like=like)).numpy() == 1   # dask's dtype probe for argmin
+
+
+def test_numpy_functions_ug_lacks_give_tensors_back(device):
+    x = ug.tensor(np.array([3.0, 1.0, 2.0, 1.0], np.float32), device=device)
+    got = np.nanmedian(x.reshape(2, 2), axis=0)      # numpy's, on the values: a tensor on x's device
+    assert isinstance(got, ug.Tensor) and got.device == device and got.numpy().tolist() == [2.5, 1.0]
+    assert isinstance(np.nanmedian(x), np.floating)  # (a numpy scalar stays one)
+    hist, edges = np.histogram(x, bins=2)
+    assert isinstance(hist, ug.Tensor) and hist.numpy().tolist() == [2, 2]
+    assert np.allclose(x, x) is True                 # what is not an array stays as numpy gives it
+
+
+@pytest.mark.parametrize("fn", ["nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd",
+                                "nancumsum", "nancumprod"])
+def test_numpy_nan_functions_are_lazy_ug(device, fn):
+    a = np.array([[1.0, np.nan, 3.0, 0.5], [np.nan, np.nan, np.nan, np.nan], [2.0, -1.0, np.nan, 4.0]], np.float32)
+    x = ug.tensor(a, device=device)
+    func = getattr(np, fn)
+    for kwargs in ({}, {"axis": 1}, {"axis": 0, "keepdims": True} if not fn.startswith("nancum") else {"axis": 0}):
+        with warnings.catch_warnings():   # (numpy warns for all-NaN slices; ug does not)
+            warnings.simplefilter("ignore", RuntimeWarning)
+            want = func(a, **kwargs)
+        got = func(x, **kwargs)
+        assert isinstance(got, ug.Tensor)
+        assert got.dtype == want.dtype and got.shape == want.shape, (fn, kwargs)
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6, equal_nan=True, err_msg=f"{fn} {kwargs}")
+    ints = ug.tensor(np.arange(6, dtype=np.int32).reshape(2, 3), device=device)
+    want = func(np.arange(6, dtype=np.int32).reshape(2, 3), axis=0)
+    np.testing.assert_allclose(func(ints, axis=0).numpy(), want, rtol=1e-6)
+
