@@ -359,3 +359,130 @@ def test_numpy_nan_functions_are_lazy_ug(device, fn):
     want = func(np.arange(6, dtype=np.int32).reshape(2, 3), axis=0)
     np.testing.assert_allclose(func(ints, axis=0).numpy(), want, rtol=1e-6)
 
+
+
+# --------------------------------------------------------------------- errors where the values are at fault
+def test_advanced_setitem_checks_the_value_shape_when_nothing_is_selected(device):
+    x = ug.zeros(3, device=device)
+    with pytest.raises(ValueError, match="shape mismatch"):
+        x[np.array([], dtype=np.int64)] = np.ones(3)          # numpy raises too
+    with pytest.raises(ValueError, match="shape mismatch"):
+        x[np.zeros(3, dtype=bool)] = ug.ones(2, device=device)
+    x[np.array([], dtype=np.int64)] = np.ones(1)              # what broadcasts is fine, and writes nothing
+    x[np.zeros(3, dtype=bool)] = 5
+    np.testing.assert_array_equal(x.numpy(), [0, 0, 0])
+
+
+def test_bincount_of_huge_values_names_the_argument(device):
+    for value in (2**64 - 1, 2**63):
+        with pytest.raises(ValueError, match=r"bincount: .*max\(x\) \+ 1 = "):
+            ug.bincount(ug.tensor(np.array([1, value], dtype=np.uint64), device=device))
+    with pytest.raises(MemoryError, match=r"bincount: .*max\(x\) \+ 1 = 1125899906842625"):
+        ug.bincount(ug.tensor(np.array([2**50], dtype=np.int64), device=device))      # 8 PiB: checked first
+    with pytest.raises(MemoryError, match="minlength = "):
+        ug.bincount(ug.tensor(np.array([1], dtype=np.int64), device=device), minlength=2**52)
+
+
+def test_bincount_of_one_large_value_fills_one_buffer(device):
+    n = 1 << 21
+    x = ug.tensor(np.array([n - 1, 3, 3], dtype=np.int64), device=device).realize()
+    weights = ug.tensor(np.array([0.5, 1.5, 2.0], dtype=np.float32), device=device).realize()
+    for w, dtype in ((None, np.int64), (weights, np.float32)):
+        ug.reset_peak_memory_stats(device)
+        before = ug.memory_stats(device)["live_bytes"]
+        counts = ug.bincount(x, weights=w).realize()
+        grew = ug.memory_stats(device)["peak_bytes"] - before
+        itemsize = np.dtype(dtype).itemsize
+        assert grew < 1.5 * n * itemsize, f"{grew} bytes for a result of {n * itemsize}"   # one buffer, not two
+        want = np.bincount(np.array([n - 1, 3, 3]), weights=None if w is None else [0.5, 1.5, 2.0])
+        np.testing.assert_array_equal(counts.numpy(), want.astype(dtype))
+
+
+@pytest.mark.parametrize("case", ["cholesky", "inv", "solve"])
+def test_linalg_value_errors_are_raised_at_the_call(device, case, require_dtype):
+    require_dtype(np.float64)
+    bad = ug.tensor(np.array([[1.0, 2.0], [2.0, 4.0]]), device=device) * 1   # singular, not positive definite
+    call = {"cholesky": lambda a: ug.linalg.cholesky(a), "inv": lambda a: ug.linalg.inv(a),
+            "solve": lambda a: ug.linalg.solve(a, ug.ones(2, dtype=ug.float64, device=device))}[case]
+    with pytest.raises(np.linalg.LinAlgError):
+        call(bad)                            # where the caller's try sees it (scikit-learn's except LinAlgError)
+    jitted = ug.jit(lambda a: call(a) * 2)
+    with pytest.raises(np.linalg.LinAlgError):   # inside ug.jit: the same type, when the jitted call runs
+        jitted(bad)
+    good = ug.tensor(np.array([[4.0, 1.0], [1.0, 3.0]]), device=device)
+    want = {"cholesky": np.linalg.cholesky, "inv": np.linalg.inv,
+            "solve": lambda a: np.linalg.solve(a, np.ones(2))}[case](good.numpy())
+    np.testing.assert_allclose(call(good).numpy(), want, rtol=1e-12)
+    np.testing.assert_allclose(jitted(good).numpy(), 2 * want, rtol=1e-12)
+
+
+# --------------------------------------------------------------------- numpy's keywords, as libraries pass them
+def test_tensor_methods_take_numpys_keywords(device, close):
+    a = np.arange(12, dtype=np.float32).reshape(3, 4) / 7 - 0.5
+    x = ug.tensor(a, device=device)
+    close(x.sum(axis=0, dtype=np.float64), a.sum(axis=0, dtype=np.float64))
+    close(x.sum(axis=1, keepdims=True, dtype=ug.float32), a.sum(axis=1, keepdims=True, dtype=np.float32))
+    close(x.prod(axis=1, dtype=np.float64), a.prod(axis=1, dtype=np.float64))
+    close(x.mean(axis=0, dtype=np.float64), a.mean(axis=0, dtype=np.float64))
+    close(x.var(axis=1, ddof=1), a.var(axis=1, ddof=1))
+    close(x.std(keepdims=True), a.std(keepdims=True))
+    close(x.var(0, correction=1), a.var(0, ddof=1))
+    close(x.cumsum(axis=1), a.cumsum(axis=1))
+    close(x.cumsum(), a.cumsum())
+    close(x.cumprod(0, dtype=np.float64), a.cumprod(0, dtype=np.float64))
+    close((x > 0).any(axis=1, keepdims=True), (a > 0).any(axis=1, keepdims=True))
+    close((x > 0).all(axis=0), (a > 0).all(axis=0))
+    close(x.max(axis=1, keepdims=True), a.max(axis=1, keepdims=True))
+    close(x.round(1), a.round(1))
+    close(x.ravel(), a.ravel())
+    ints = ug.tensor(np.arange(6, dtype=np.int32), device=device)
+    close(ints.sum(dtype=np.int32), np.arange(6, dtype=np.int32).sum(dtype=np.int32))
+    close(ints.mean(dtype=np.float32), np.arange(6, dtype=np.int32).mean(dtype=np.float32))
+    close(ints.mean(dtype=np.int64), np.arange(6, dtype=np.int32).mean(dtype=np.int64))
+    out = ug.zeros(4, device=device)
+    assert x.sum(axis=0, out=out) is out
+    close(out, a.sum(axis=0))
+    out_host = np.zeros(3, np.float32)
+    assert x.max(axis=1, out=out_host) is out_host
+    np.testing.assert_array_equal(out_host, a.max(axis=1))
+    with pytest.raises(ValueError, match="wrong shape"):
+        x.sum(axis=0, out=ug.zeros(3, device=device))
+
+
+def test_numpys_spellings_beside_the_standards(device, close):
+    a = np.arange(6, dtype=np.float32).reshape(2, 3) / 4
+    x = ug.tensor(a, device=device)
+    close(ug.pad(x, ((1, 0), (0, 2)), constant_values=np.nan), np.pad(a, ((1, 0), (0, 2)), constant_values=np.nan))
+    close(ug.pad(x, 1, constant_values=((3, 3), (3, 3))), np.pad(a, 1, constant_values=3))
+    close(np.pad(x, 1, constant_values=-1), np.pad(a, 1, constant_values=-1))
+    with pytest.raises(ValueError, match="one constant"):
+        ug.pad(x, 1, constant_values=((1, 2), (3, 4)))
+    close(ug.round(x, 1), np.round(a, 1))
+    close(ug.round(x * 1000, -2), np.round(a * 1000, -2))
+    close(ug.round(ug.tensor(np.array([15, 25, -35, 44], np.int32), device=device), -1),
+          np.round(np.array([15, 25, -35, 44], np.int32), -1))
+    close(ug.transpose(x), a.T)
+    close(ug.transpose(x, (1, 0)), a.T)
+    windows = np.lib.stride_tricks.sliding_window_view
+    close(ug.lib.stride_tricks.sliding_window_view(x, 2, axis=1), windows(a, 2, axis=1))
+    close(windows(x, (2, 2)), windows(a, (2, 2)))
+    close(windows(x, 3, axis=-1).mean(axis=-1), windows(a, 3, axis=-1).mean(axis=-1))
+    with pytest.raises(ValueError, match="larger than input"):
+        windows(x, 3, axis=0)
+
+
+def test_default_dtypes_are_what_ug_makes(device):
+    """SciPy picks float32 or float64 work by `default_dtypes()`: it must be what ug makes."""
+    defaults = ug.__array_namespace_info__().default_dtypes(device=device)
+    floats = [ug.asarray(1.0, device=device), ug.asarray([0.5], device=device), ug.full(2, 0.5, device=device),
+              ug.zeros(2, device=device), ug.ones(2, device=device), ug.empty(2, device=device), ug.eye(2, device=device),
+              ug.linspace(0, 1, 3, device=device), ug.arange(0.0, 1.0, 0.5, device=device)]
+    assert {t.dtype for t in floats} == {defaults["real floating"]}
+    ints = [ug.asarray(1, device=device), ug.asarray([1, 2], device=device), ug.arange(3, device=device),
+            ug.full(2, 3, device=device), ug.sum(ug.asarray([True], device=device))]
+    assert {t.dtype for t in ints} == {defaults["integral"]}
+    x = ug.asarray([3.0, 1.0, 2.0], device=device)
+    indices = [ug.argmax(x), ug.argsort(x), ug.nonzero(x)[0], ug.searchsorted(ug.sort(x), x),
+               ug.unique_inverse(x).inverse_indices]
+    assert {t.dtype for t in indices} == {defaults["indexing"]}
+    assert defaults["complex floating"] is None
