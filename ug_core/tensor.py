@@ -771,11 +771,11 @@ class Tensor:
 
     def any(self, axis: Any = None, *, out: Any = None, keepdims: bool = False) -> "Tensor":
         from .array_api.utility import any as any_
-        return _into(out, any_(self, axis=axis, keepdims=keepdims))
+        return any_(self, axis=axis, keepdims=keepdims, out=out)
 
     def all(self, axis: Any = None, *, out: Any = None, keepdims: bool = False) -> "Tensor":
         from .array_api.utility import all as all_
-        return _into(out, all_(self, axis=axis, keepdims=keepdims))
+        return all_(self, axis=axis, keepdims=keepdims, out=out)
 
     def round(self, decimals: int = 0, out: Any = None) -> "Tensor":
         """numpy's round method (xarray calls it): ug_core.round(self, decimals)."""
