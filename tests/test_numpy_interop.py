@@ -45,6 +45,26 @@ LAZY = {
     "matmul": lambda x, y: np.matmul(x, np.transpose(y)),
     "zeros_like": lambda x, y: np.zeros_like(x),
     "full_like": lambda x, y: np.full_like(x, 3.0),
+    # numpy's positions and keywords, as libraries written for numpy pass them
+    "flip axis by position": lambda x, y: np.flip(x, 0),
+    "tril k by position": lambda x, y: np.tril(x, 1),
+    "diff n, axis by position": lambda x, y: np.diff(x, 2, 0),
+    "roll by position": lambda x, y: np.roll(x, 1, 1),
+    "repeat by position": lambda x, y: np.repeat(x, 2, 0),
+    "tile int": lambda x, y: np.tile(x, 2),
+    "tensordot axes by position": lambda x, y: np.tensordot(x, y, ([1], [1])),
+    "squeeze every size-1 axis": lambda x, y: np.squeeze(np.expand_dims(x, 0)),
+    "stack axis by position": lambda x, y: np.stack([x, y], 1),
+    "count_nonzero axis by position": lambda x, y: np.count_nonzero(x, 1),
+    "mean dtype by position": lambda x, y: np.mean(x, 0, np.float64),
+    "var dtype": lambda x, y: np.var(x, axis=1, dtype=np.float64, ddof=1),
+    "max keepdims by position": lambda x, y: np.max(x, 1, None, True),
+    "all keepdims by position": lambda x, y: np.all(x > 0, 0, None, True),
+    "ufunc dtype": lambda x, y: np.add(x, y, dtype=np.float64),
+    "nanmean": lambda x, y: np.nanmean(np.where(x > 0, x, np.nan), axis=0),
+    "pad constant_values": lambda x, y: np.pad(x, ((1, 0), (2, 1)), constant_values=-1),
+    "round decimals": lambda x, y: np.round(y, 1),
+    "sliding_window_view": lambda x, y: np.lib.stride_tricks.sliding_window_view(x, 2, axis=1),
 }
 
 

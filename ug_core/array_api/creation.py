@@ -84,7 +84,7 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: str | None = None, copy: 
 def from_dlpack(x: Any, /, *, device: str | None = None, copy: bool | None = None) -> Tensor:
     """A tensor of a DLPack exporter's data: sharing its memory where the device can (copy=None
     or False, see asarray), else a copy (copy=False then raises ValueError)."""
-    if isinstance(x, Tensor):
+    if isinstance(x, (Tensor, np.ndarray)):   # (numpy's own DLPack export refuses big-endian data)
         return asarray(x, device=device, copy=copy)
     if not hasattr(x, "__dlpack__"):
         raise TypeError(f"from_dlpack: {type(x).__name__} does not support the DLPack protocol")

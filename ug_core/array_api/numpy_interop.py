@@ -24,6 +24,7 @@ tensor on t's device: numpy dispatches such a call with the public function itse
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Callable, Literal
 
 import numpy as np
@@ -105,9 +106,8 @@ class _HostCall:
     def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
         given = _arrays(args, kwargs)   # the caller's own numpy arrays: what numpy returns of them stays
         result = fn(*self.host(args), **self.host(kwargs))
-        for t, array in self.copies:
-            now = t.numpy()
-            if array.reshape(-1).view(np.uint8).tobytes() != now.reshape(-1).view(np.uint8).tobytes():
+        for t, array in self.copies:   # (bits compared: a NaN written over a NaN is no change)
+            if not np.array_equal(array.reshape(-1).view(np.uint8), t.numpy().reshape(-1).view(np.uint8)):
                 t.assign(array)   # numpy wrote the copy: the tensor takes the written value
         return self._tensors(result, {id(a): t for t, a in self.copies}, given, device)
 
@@ -232,8 +232,8 @@ def _add_at(ufunc: np.ufunc, inputs: tuple[Any, ...], kwargs: dict[str, Any], de
     if ufunc is not np.add or kwargs or len(inputs) != 3 or not isinstance(inputs[0], Tensor):
         return False
     a, index, b = inputs
-    if a.ndim == 0 or not isinstance(index, (list, np.ndarray, Tensor)):
-        return False
+    if a.ndim == 0 or a.dtype == dtypes.BOOL or not isinstance(index, (list, np.ndarray, Tensor)):
+        return False   # (numpy's add of bools is a logical or)
     if isinstance(index, Tensor):
         if index.ndim != 1 or index.dtype.kind not in "iu" or index.device != device:
             return False
@@ -270,15 +270,24 @@ def _reduce(name: str, kwargs: dict[str, Any], x: Tensor) -> Tensor:
 
 
 def _reduction(name: str) -> Callable[..., Any]:
-    """np.sum(a, axis=None, dtype=None, out=None, keepdims=False, ...) as ug's `name`."""
+    """np.sum/np.prod/np.mean(a, axis=None, dtype=None, out=None, keepdims=False, ...) as ug's
+    `name` (the tensor's method, with a dtype: ug's mean has none)."""
     def call(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
              **rest: Any) -> Any:
         if out is not None or rest:
             return NotImplemented
-        options: dict[str, Any] = {"axis": axis, "keepdims": keepdims}
         if dtype is not None:
-            options["dtype"] = dtype
-        return _ug(name)(a, **options)
+            return getattr(a, name)(axis, keepdims, dtype=dtype)
+        return _ug(name)(a, axis=axis, keepdims=keepdims)
+    return call
+
+
+def _extreme(name: str) -> Callable[..., Any]:
+    """np.max/np.min/np.all/np.any(a, axis=None, out=None, keepdims=False, ...) as ug's `name`."""
+    def call(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **rest: Any) -> Any:
+        if out is not None or rest:
+            return NotImplemented
+        return _ug(name)(a, axis=axis, keepdims=keepdims)
     return call
 
 
@@ -295,8 +304,10 @@ def _spread(name: str) -> Callable[..., Any]:
     """np.var/np.std(a, axis, dtype, out, ddof, keepdims) as ug's (ddof is the correction)."""
     def call(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0,
              keepdims: bool = False, **rest: Any) -> Any:
-        if out is not None or dtype is not None or rest:
+        if out is not None or rest:
             return NotImplemented
+        if dtype is not None:
+            return getattr(a, name)(axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
         return _ug(name)(a, axis=axis, correction=ddof, keepdims=keepdims)
     return call
 
@@ -511,15 +522,68 @@ def _created_like(func: Any, like: Tensor, args: tuple[Any, ...], kwargs: dict[s
     return _host_call(func, args, kwargs, like.device)
 
 
-def _same(name: str) -> Callable[..., Any]:
-    """A numpy function whose arguments are ug's, by position and name."""
-    return lambda *args, **kwargs: _ug(name)(*args, **kwargs)
+def _numpy_args(np_func: Callable[..., Any], name: str, renames: dict[str, str] | None = None,
+                convert: dict[str, Callable[[Any], Any]] | None = None) -> Callable[..., Any]:
+    """numpy's function `np_func` as ug's `name`: the call's arguments bound by numpy's signature
+    (numpy's positions: np.flip(t, 0), np.tril(t, 1), np.diff(t, 2, 0)), then given to ug's by
+    name (`renames`: numpy's name -> ug's; `convert`: a value's conversion), its first one and
+    its positional-only ones by position. An argument ug lacks with numpy's default value is
+    dropped; with another value, numpy's own implementation runs (NotImplemented)."""
+    np_signature = inspect.signature(np_func)
+    ug_fn = _ug(name)
+    ug_params = list(inspect.signature(ug_fn).parameters.values())
+    renames, convert = renames or {}, convert or {}
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = np_signature.bind(*args, **kwargs)
+        except TypeError:
+            return NotImplemented
+        items = list(bound.arguments.items())
+        first, given = items[0][1], {}
+        for np_name, value in items[1:]:
+            ug_name = renames.get(np_name, np_name)
+            if any(p.name == ug_name for p in ug_params):
+                given[ug_name] = convert[np_name](value) if np_name in convert else value
+                continue
+            default = np_signature.parameters[np_name].default
+            if value is not default and not (isinstance(value, (bool, int, str, type(None))) and value == default):
+                return NotImplemented
+        positional = [first]
+        for param in ug_params[1:]:
+            if param.kind is not inspect.Parameter.POSITIONAL_ONLY or param.name not in given:
+                break
+            positional.append(given.pop(param.name))
+        return ug_fn(*positional, **given)
+    return call
+
+
+def _squeeze(a: Any, axis: Any = None) -> Any:
+    """np.squeeze: every size-1 axis when axis is None (ug's takes the axes)."""
+    if axis is None:
+        axis = tuple(d for d, size in enumerate(a.shape) if size == 1)
+    return xp.squeeze(a, axis)
+
+
+def _meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> Any:
+    """np.meshgrid: ug's (whose grids are values: `copy` changes nothing); sparse grids are numpy's."""
+    if sparse:
+        return NotImplemented
+    return xp.meshgrid(*xi, indexing=indexing)
+
+
+def _broadcast_arrays(*args: Any, subok: bool = False) -> Any:
+    return xp.broadcast_arrays(*args)
+
+
+def _reps(value: Any) -> tuple[int, ...]:
+    return (int(value),) if isinstance(value, (int, np.integer)) else tuple(value)
 
 
 _FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.mean: _reduction("mean"),
-    np.max: _reduction("max"), np.min: _reduction("min"), np.amax: _reduction("max"), np.amin: _reduction("min"),
-    np.all: _reduction("all"), np.any: _reduction("any"),
+    np.max: _extreme("max"), np.min: _extreme("min"), np.amax: _extreme("max"), np.amin: _extreme("min"),
+    np.all: _extreme("all"), np.any: _extreme("any"),
     np.argmax: _arg_reduction("argmax"), np.argmin: _arg_reduction("argmin"),
     np.var: _spread("var"), np.std: _spread("std"),
     np.cumsum: _cumulative("cumulative_sum"), np.cumprod: _cumulative("cumulative_prod"),
@@ -531,10 +595,12 @@ _FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     np.nanmin: _nan_extreme("min", np.inf), np.nanmean: _nanmean, np.nanvar: _nanvar, np.nanstd: _nanstd,
     np.nancumsum: _nan_cumulative("cumsum", 0), np.nancumprod: _nan_cumulative("cumprod", 1),
     np.lib.stride_tricks.sliding_window_view: sliding_window_view,
-    **{getattr(np, name): _same(name) for name in (
-        "stack", "moveaxis", "expand_dims", "squeeze", "broadcast_to", "broadcast_arrays", "flip", "roll",
-        "tile", "repeat", "tensordot", "count_nonzero", "diff", "tril", "triu", "meshgrid", "vecdot", "matrix_transpose", "astype")
-       if hasattr(np, name)},
+    **{getattr(np, name): _numpy_args(getattr(np, name), name) for name in (
+        "stack", "moveaxis", "expand_dims", "broadcast_to", "flip", "roll", "repeat", "count_nonzero", "diff",
+        "tril", "triu", "matrix_transpose", "astype")},
+    np.tensordot: _numpy_args(np.tensordot, "tensordot", {"b": "x2"}),
+    np.tile: _numpy_args(np.tile, "tile", {"reps": "repetitions"}, {"reps": _reps}),
+    np.squeeze: _squeeze, np.meshgrid: _meshgrid, np.broadcast_arrays: _broadcast_arrays,
     np.transpose: _transpose,  # (after the names above: numpy 2's permute_dims is transpose)
 }
 

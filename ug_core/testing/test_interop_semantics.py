@@ -166,7 +166,8 @@ def test_big_endian_arrays_are_byte_swapped(device, dtype, require_dtype):
     native = np.dtype(dtype).newbyteorder("=")
     require_dtype(native)
     a = np.arange(6, dtype=dtype).reshape(2, 3)
-    for t in (ug.tensor(a, device=device), ug.asarray(a, device=device), ug.asarray(a, device=device, dtype=a.dtype)):
+    for t in (ug.tensor(a, device=device), ug.asarray(a, device=device), ug.asarray(a, device=device, dtype=a.dtype),
+              ug.from_dlpack(a, device=device)):
         assert t.dtype == native
         np.testing.assert_array_equal(t.numpy(), np.arange(6).reshape(2, 3))
     base = ug.ones((2, 3), dtype=native, device=device)
@@ -177,6 +178,11 @@ def test_big_endian_arrays_are_byte_swapped(device, dtype, require_dtype):
     target[np.array([1], dtype=">i8")] = a[:1]
     np.testing.assert_array_equal(target.numpy(), [[3, 4, 5], [0, 1, 2]])
     np.testing.assert_array_equal(ug.tensor(a[0], device=device)[np.array([2, 0], dtype=">i4")].numpy(), [2, 0])
+    flat = ug.zeros(6, dtype=native, device=device)
+    added = ug.scatter_add(flat, 0, np.array([0, 5], dtype=">i8"), a.reshape(-1)[:2])
+    np.testing.assert_array_equal(added.numpy(), [0, 0, 0, 0, 0, 1])
+    np.testing.assert_array_equal(ug.bincount(np.array([1, 3], dtype=">i4")).numpy(), [0, 1, 0, 1])
+    np.testing.assert_array_equal(ug.where(base > 0, a, 0).numpy(), np.arange(6).reshape(2, 3))
 
 
 # --------------------------------------------------------------------- pickle and deepcopy
