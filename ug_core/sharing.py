@@ -13,7 +13,9 @@ buffer is `exposed` (device.Buffer.exposed). The rules (docs/array-api.md, "Shar
   but ug can change what it reads and ug's writes never change a value made before them.
 - an export lends only memory that no other ug value reads: a tensor whose buffer another
   tensor or a lazy value still reads moves to a copy of it first (`needs_private_copy`), so
-  values made before the export never see writes made through it.
+  values made before the export never see writes made through it; memory exposed already
+  (another library's, or exported before) is lent as it is, since its readers see outside
+  writes anyway (and a tensor over a numpy array keeps sharing it).
 - any other lazy value reads shared memory when it is computed: `u = asarray(a) * 2; a[0] = 5`
   shows in `u` unless `u` was computed (or copied) before the write, as documented.
 - read-only memory ug is lent (`flags.writeable` False) is never written (LentBuffer.writable).
@@ -27,6 +29,8 @@ import numpy as np
 
 from . import graph
 from .device import Buffer, is_exposed
+
+__all__ = ["copy_buffer", "host_array", "is_exposed", "needs_private_copy", "reads_exposed", "snapshot_node"]
 from .graph import Node
 from .runtime import realize_nodes
 

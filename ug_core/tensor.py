@@ -462,8 +462,9 @@ class Tensor:
         """The value as a numpy array sharing the buffer's memory (which it keeps alive), on a
         device whose memory is the host's; else None. The memory is lent out (`exposed`, see
         sharing): code outside ug may write it from now on. Where another ug value still reads
-        that buffer (a tensor holding the same value, a lazy result built on it), this tensor
-        first moves to a copy of it, so writes through the export change this tensor only."""
+        that buffer (a tensor holding the same value, a lazy result built on it) and it was not
+        exposed before, this tensor first moves to a copy of it, so writes through the export
+        change this tensor only."""
         if _tracer is not None:  # raises for a value a jitted function's trace does not have
             _tracer.before_read(self)
         self.realize()
@@ -476,7 +477,9 @@ class Tensor:
             # a view's buffer is its own value, not its base's memory; a trace's tensors may not
             # move to another node: lend a copy, which nothing else reads
             buf = sharing.copy_buffer(buf)
-        elif sharing.needs_private_copy(self, node):
+        elif not sharing.is_exposed(buf) and sharing.needs_private_copy(self, node):
+            # (memory outside code may write already, another library's, is lent as it is: its
+            # readers see such writes anyway, and asarray's sharing with its owner stays)
             buf = sharing.copy_buffer(buf)
             self._replace_node(graph.from_buffer(buf, self.shape))
         buf.exposed = True

@@ -150,6 +150,20 @@ def test_copies_are_snapshots_against_writes_to_shared_numpy_memory(device):
     np.testing.assert_array_equal(t.numpy(), [7 if shares else 0, 1, 2, 3])
 
 
+def test_exporting_a_tensor_over_a_numpy_array_keeps_sharing_it(device):
+    a = np.arange(3, dtype=np.float32)
+    t = ug.asarray(a, device=device)
+    lazy = t * 1                        # a value that reads t's memory (when computed)
+    exported = np.from_dlpack(t)
+    exported[0] = 9                     # memory shared already: lent as it is, t not moved to a copy
+    if device in ("ref", "cpu", "c"):
+        assert a[0] == 9 and t.numpy()[0] == 9 and lazy.numpy()[0] == 9
+        a[1] = 7
+        assert t.numpy()[1] == 7
+    else:                               # (a copy: nothing shared)
+        assert a[0] == 0 and t.numpy()[0] == 0 and lazy.numpy()[0] == 0
+
+
 def test_copies_are_snapshots_against_ug_writes(device):
     x = ug.tensor(np.arange(3, dtype=np.int32), device=device)
     y, z = ug.tensor(x), copy.deepcopy(x)
