@@ -104,3 +104,23 @@ def test_what_ug_lacks_runs_in_numpy_on_the_values(dev):
     assert counts.numpy().tolist() == [6, 6]
     eig = np.linalg.eigh(x[:, :3].T @ x[:, :3])             # (a named tuple stays one)
     assert isinstance(eig.eigenvalues, ug.Tensor)
+
+
+def test_shape_queries_read_no_values(dev):
+    t = ug.tensor(X, device=dev) * 2       # lazy
+    assert (np.shape(t), np.ndim(t), np.size(t), np.size(t, 1)) == ((3, 4), 2, 12, 4)
+    assert not t.node.realized
+
+
+def test_numpy_writes_and_like_on_the_values(dev):
+    """(the device kit's test_interop_semantics covers these on every device)"""
+    x = ug.tensor(X, device=dev)
+    y = ug.zeros((3, 4), device=dev)
+    assert np.exp(x, out=y) is y
+    np.testing.assert_allclose(y.numpy(), np.exp(X), rtol=1e-6)
+    np.fill_diagonal(y, 0)
+    want = np.exp(X)
+    np.fill_diagonal(want, 0)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
+    made = np.asarray([1, 2], like=x)
+    assert isinstance(made, ug.Tensor) and made.device == dev

@@ -601,6 +601,9 @@ _FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     np.tensordot: _numpy_args(np.tensordot, "tensordot", {"b": "x2"}),
     np.tile: _numpy_args(np.tile, "tile", {"reps": "repetitions"}, {"reps": _reps}),
     np.squeeze: _squeeze, np.meshgrid: _meshgrid, np.broadcast_arrays: _broadcast_arrays,
+    # what needs no value (numpy's own would compute and copy the tensor first)
+    np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
+    np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
     np.transpose: _transpose,  # (after the names above: numpy 2's permute_dims is transpose)
 }
 
