@@ -708,17 +708,20 @@ class Tensor:
             out = out.reshape(tuple(s for d, s in enumerate(self.shape) if d not in axes))
         return out
 
+    def _dtype_arg(self, dtype: Any) -> np.dtype:
+        return _check_supported(dtypes.to_dtype(dtype), self.device)
+
     # numpy's methods, by keyword (dask and xarray call them on chunks: `chunk.sum(axis=..,
     # dtype=.., keepdims=..)`); positionally, ug's (axis, keepdims) for sum/prod/max/min/mean/
     # argmax/argmin. `dtype` is the accumulation and result dtype (the Array API's); `out`, a
     # tensor given the result (assign, numpy's unsafe casting of a reduction) or a numpy array
     # written, is what is returned then.
     def sum(self, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> "Tensor":
-        acc = np.sum(np.empty(0, self.dtype)).dtype if dtype is None else _check_supported(dtypes.to_dtype(dtype), self.device)
+        acc = np.sum(np.empty(0, self.dtype)).dtype if dtype is None else self._dtype_arg(dtype)
         return _into(out, self._reduce(Op.SUM, axis, keepdims, acc))
 
     def prod(self, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> "Tensor":
-        acc = np.prod(np.empty(0, self.dtype)).dtype if dtype is None else _check_supported(dtypes.to_dtype(dtype), self.device)
+        acc = np.prod(np.empty(0, self.dtype)).dtype if dtype is None else self._dtype_arg(dtype)
         return _into(out, self._reduce(Op.PROD, axis, keepdims, acc))
 
     def max(self, axis: Any = None, keepdims: bool = False, *, out: Any = None) -> "Tensor":
@@ -738,7 +741,7 @@ class Tensor:
     def mean(self, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> "Tensor":
         """The mean; with `dtype`, computed in it (numpy's: an integer dtype truncates the mean)."""
         if dtype is not None:
-            dt = _check_supported(dtypes.to_dtype(dtype), self.device)
+            dt = self._dtype_arg(dtype)
             if dt.kind != "f":
                 return _into(out, self.astype(dt).mean(axis, keepdims).astype(dt))
             if dt != self.dtype:

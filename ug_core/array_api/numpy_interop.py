@@ -625,7 +625,8 @@ def array_function(func: Any, types: tuple[type, ...], args: tuple[Any, ...], kw
             if func is np.copyto:   # (its destination is written: a numpy one must stay itself)
                 out = ours(*args, **kwargs)
             else:
-                out = ours(*[_as_tensor(a, device) for a in args], **{k: _as_tensor(v, device) for k, v in kwargs.items()})
+                out = ours(*[_as_tensor(a, device) for a in args],
+                           **{k: _as_tensor(v, device) for k, v in kwargs.items()})
         except _Missing:
             out = NotImplemented
         if out is not NotImplemented:

@@ -269,7 +269,8 @@ def test_ufunc_out_follows_numpys_casting(device):
         np.add(ug.ones((2, 3), device=device), 1, out=ug.zeros(3, device=device))
     wide = ug.zeros((2, 3), device=device)
     np.add(t, 1, out=wide)                           # the inputs broadcast to out's shape
-    np.testing.assert_array_equal(wide.numpy(), np.add(np.arange(3, dtype=np.float32), 1, out=np.zeros((2, 3), np.float32)))
+    want = np.add(np.arange(3, dtype=np.float32), 1, out=np.zeros((2, 3), np.float32))
+    np.testing.assert_array_equal(wide.numpy(), want)
     sums = ug.zeros((), dtype=ug.int32, device=device)
     np.sum(t + 0.5, out=sums)                        # a reduction casts unsafely, as numpy's
     assert sums.numpy() == np.sum(np.arange(3, dtype=np.float32) + 0.5, out=np.zeros((), np.int32))
@@ -495,7 +496,8 @@ def test_default_dtypes_are_what_ug_makes(device):
     """SciPy picks float32 or float64 work by `default_dtypes()`: it must be what ug makes."""
     defaults = ug.__array_namespace_info__().default_dtypes(device=device)
     floats = [ug.asarray(1.0, device=device), ug.asarray([0.5], device=device), ug.full(2, 0.5, device=device),
-              ug.zeros(2, device=device), ug.ones(2, device=device), ug.empty(2, device=device), ug.eye(2, device=device),
+              ug.zeros(2, device=device), ug.ones(2, device=device), ug.empty(2, device=device),
+              ug.eye(2, device=device),
               ug.linspace(0, 1, 3, device=device), ug.arange(0.0, 1.0, 0.5, device=device)]
     assert {t.dtype for t in floats} == {defaults["real floating"]}
     ints = [ug.asarray(1, device=device), ug.asarray([1, 2], device=device), ug.arange(3, device=device),
