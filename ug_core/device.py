@@ -193,8 +193,10 @@ class Device(abc.ABC):
     def wrap_host(self, array: np.ndarray) -> Any | None:
         """A handle over the memory of a C-contiguous host array, without a copy (keeping
         `array` alive), which kernels may read and write: DLPack import and asarray(copy=False)
-        without a copy. None (the default) where the device cannot run kernels on that memory
-        (not host memory, or not aligned as its kernels need)."""
+        without a copy. The array may be read-only (`flags.writeable` False, even memory mapped
+        without write access): the core then never writes it (LentBuffer.writable), so the
+        handle need not be writable. None (the default) where the device cannot run kernels on
+        that memory (not host memory, or not aligned as its kernels need)."""
         return None
 
     def lower(self, kernel: "Kernel") -> "LoopProgram | None":
