@@ -45,6 +45,26 @@ LAZY = {
     "matmul": lambda x, y: np.matmul(x, np.transpose(y)),
     "zeros_like": lambda x, y: np.zeros_like(x),
     "full_like": lambda x, y: np.full_like(x, 3.0),
+    # numpy's positions and keywords, as libraries written for numpy pass them
+    "flip axis by position": lambda x, y: np.flip(x, 0),
+    "tril k by position": lambda x, y: np.tril(x, 1),
+    "diff n, axis by position": lambda x, y: np.diff(x, 2, 0),
+    "roll by position": lambda x, y: np.roll(x, 1, 1),
+    "repeat by position": lambda x, y: np.repeat(x, 2, 0),
+    "tile int": lambda x, y: np.tile(x, 2),
+    "tensordot axes by position": lambda x, y: np.tensordot(x, y, ([1], [1])),
+    "squeeze every size-1 axis": lambda x, y: np.squeeze(np.expand_dims(x, 0)),
+    "stack axis by position": lambda x, y: np.stack([x, y], 1),
+    "count_nonzero axis by position": lambda x, y: np.count_nonzero(x, 1),
+    "mean dtype by position": lambda x, y: np.mean(x, 0, np.float64),
+    "var dtype": lambda x, y: np.var(x, axis=1, dtype=np.float64, ddof=1),
+    "max keepdims by position": lambda x, y: np.max(x, 1, None, True),
+    "all keepdims by position": lambda x, y: np.all(x > 0, 0, None, True),
+    "ufunc dtype": lambda x, y: np.add(x, y, dtype=np.float64),
+    "nanmean": lambda x, y: np.nanmean(np.where(x > 0, x, np.nan), axis=0),
+    "pad constant_values": lambda x, y: np.pad(x, ((1, 0), (2, 1)), constant_values=-1),
+    "round decimals": lambda x, y: np.round(y, 1),
+    "sliding_window_view": lambda x, y: np.lib.stride_tricks.sliding_window_view(x, 2, axis=1),
 }
 
 
@@ -70,12 +90,37 @@ def test_numpy_calls_fuse_into_one_kernel(dev):
 def test_what_ug_lacks_runs_in_numpy_on_the_values(dev):
     x = ug.tensor(X, device=dev)
     out = np.empty((3, 4), np.float32)
-    got = np.add(x, 1, out=out)            # out=: numpy's own loop, into the given array
+    got = np.add(x, 1, out=out)            # out= a numpy array: written, and returned
     assert got is out
     np.testing.assert_array_equal(out, X + 1)
-    norm = np.linalg.norm(x)               # not in the namespace (yet): numpy's result
+    norm = np.linalg.norm(x)               # not in the namespace (yet): numpy's result, a numpy scalar
     assert isinstance(norm, (np.floating, float))
     assert np.isclose(norm, np.linalg.norm(X))
-    acc = np.add.accumulate(x, axis=1)     # a ufunc method ug has no counterpart of
-    assert isinstance(acc, np.ndarray)
-    np.testing.assert_allclose(acc, np.add.accumulate(X, axis=1))
+    acc = np.add.accumulate(x, axis=1)     # a ufunc method ug has no counterpart of: numpy's
+    assert isinstance(acc, ug.Tensor) and acc.device == dev   # array, as a tensor on x's device
+    np.testing.assert_allclose(acc.numpy(), np.add.accumulate(X, axis=1))
+    values, counts = np.unique(x > 0, return_counts=True)   # tuples of arrays too
+    assert isinstance(values, ug.Tensor) and isinstance(counts, ug.Tensor)
+    assert counts.numpy().tolist() == [6, 6]
+    eig = np.linalg.eigh(x[:, :3].T @ x[:, :3])             # (a named tuple stays one)
+    assert isinstance(eig.eigenvalues, ug.Tensor)
+
+
+def test_shape_queries_read_no_values(dev):
+    t = ug.tensor(X, device=dev) * 2       # lazy
+    assert (np.shape(t), np.ndim(t), np.size(t), np.size(t, 1)) == ((3, 4), 2, 12, 4)
+    assert not t.node.realized
+
+
+def test_numpy_writes_and_like_on_the_values(dev):
+    """(the device kit's test_interop_semantics covers these on every device)"""
+    x = ug.tensor(X, device=dev)
+    y = ug.zeros((3, 4), device=dev)
+    assert np.exp(x, out=y) is y
+    np.testing.assert_allclose(y.numpy(), np.exp(X), rtol=1e-6)
+    np.fill_diagonal(y, 0)
+    want = np.exp(X)
+    np.fill_diagonal(want, 0)
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
+    made = np.asarray([1, 2], like=x)
+    assert isinstance(made, ug.Tensor) and made.device == dev

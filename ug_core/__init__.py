@@ -25,6 +25,7 @@ from .array_api.indexing import *  # noqa: F403
 from .scatter import bincount, index_add, scatter_add
 from .array_api.linalg import matmul, matrix_transpose, tensordot, vecdot
 from .array_api.manipulation import *  # noqa: F403
+from .array_api.numpy_names import *  # noqa: F403
 from .array_api.searching import *  # noqa: F403
 from .array_api.sets import *  # noqa: F403
 from .array_api.sorting import *  # noqa: F403

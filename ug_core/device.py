@@ -193,8 +193,10 @@ class Device(abc.ABC):
     def wrap_host(self, array: np.ndarray) -> Any | None:
         """A handle over the memory of a C-contiguous host array, without a copy (keeping
         `array` alive), which kernels may read and write: DLPack import and asarray(copy=False)
-        without a copy. None (the default) where the device cannot run kernels on that memory
-        (not host memory, or not aligned as its kernels need)."""
+        without a copy. The array may be read-only (`flags.writeable` False, even memory mapped
+        without write access): the core then never writes it (LentBuffer.writable), so the
+        handle need not be writable. None (the default) where the device cannot run kernels on
+        that memory (not host memory, or not aligned as its kernels need)."""
         return None
 
     def lower(self, kernel: "Kernel") -> "LoopProgram | None":
@@ -314,12 +316,27 @@ def memory_counter(device: Device) -> MemoryCounter:
     return counter
 
 
+def is_exposed(buffer: "Buffer | None") -> bool:
+    """Whether code outside ug may write the buffer's memory (see Buffer.exposed)."""
+    return getattr(buffer, "exposed", False)
+
+
+def is_writable(buffer: "Buffer | None") -> bool:
+    """Whether ug may write into the buffer's memory (not read-only memory it was lent)."""
+    return getattr(buffer, "writable", True)
+
+
 class Buffer:
     """`size` elements of `dtype` on a device. Freed when the last reference goes."""
 
     # memory: the device's MemoryCounter this buffer counts in (a SizedCount for a _SizedBuffer);
-    # unset for one made without __init__ that owns no allocation of ug's (foreign memory)
-    __slots__ = ("device", "size", "dtype", "handle", "memory", "__weakref__")
+    # unset for one made without __init__ that owns no allocation of ug's (foreign memory).
+    # exposed: set (True) once code outside ug may write this memory whenever it likes: a lent
+    # buffer (another library's memory), or one whose memory a DLPack export handed out; unset
+    # (read with `exposed`) for the others. A copy of such a buffer's value must be made at once
+    # to be a snapshot (see sharing.snapshot).
+    __slots__ = ("device", "size", "dtype", "handle", "memory", "exposed", "__weakref__")
+    exposed: bool
 
     def __init__(self, device: Device, size: int, dtype: np.dtype):
         self.device = device
@@ -368,12 +385,18 @@ class Buffer:
 
 class LentBuffer(Buffer):
     """A Buffer over memory another library owns (Device.wrap_host): ug neither counts nor frees
-    it, nor pools it for reuse; the handle keeps the owner alive."""
+    it, nor pools it for reuse; the handle keeps the owner alive. Its owner may write it at any
+    time (it is `exposed`). Memory the owner marked read-only (a numpy array with
+    `flags.writeable` False: `setflags(write=False)`, `np.frombuffer` of `bytes`, a read-only
+    `np.memmap`) is not `writable`: ug never writes it (a write to such a tensor goes into a new
+    buffer, see schedule._in_place_assigns)."""
 
-    __slots__ = ()
+    __slots__ = ("writable",)
 
-    def __init__(self, device: Device, size: int, dtype: np.dtype, handle: Any):
+    def __init__(self, device: Device, size: int, dtype: np.dtype, handle: Any, writable: bool = True):
         self.device, self.size, self.dtype, self.handle = device, size, np.dtype(dtype), handle
+        self.exposed = True
+        self.writable = writable
 
     def __del__(self) -> None:
         """Nothing to give back: the memory is its owner's (the handle's reference to it goes)."""

@@ -36,6 +36,8 @@ def to_dtype(dtype: Any) -> np.dtype:
         dt = np.dtype(dtype)
     except TypeError as e:
         raise TypeError(f"not a dtype: {dtype!r}") from e
+    if not dt.isnative:  # (">f4", a big-endian array's dtype): ug's values are in the machine's order
+        dt = dt.newbyteorder("=")
     if dt not in SUPPORTED:
         names = ", ".join(d.name for d in SUPPORTED)
         raise TypeError(f"unsupported dtype {dt.name}; ug supports {names}")

@@ -265,6 +265,20 @@ def _write_back(result: Any, stand_ins: list[tuple[TensorView, Tensor, Node]]) -
     return _swap({id(stand): view for view, stand, _ in stand_ins}, result)
 
 
+def _views_as_values(value: Any) -> Any:
+    """A result tree with each view (TensorView) in it as a plain tensor of its value."""
+    if isinstance(value, TensorView):
+        return Tensor(value._node)
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return kind(_views_as_values(v) for v in value)
+    if _is_namedtuple(value):
+        return kind(*(_views_as_values(v) for v in value))
+    if kind is dict or kind is OrderedDict:
+        return kind((k, _views_as_values(v)) for k, v in value.items())
+    return value
+
+
 def _swap(of: dict[int, TensorView], value: Any) -> Any:
     """`value` (a result tree) with each tensor whose id is in `of` replaced by of[id]. (A
     module function: a nested one calling itself would be a reference cycle.)"""
@@ -571,7 +585,8 @@ def _trace(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
     ctx = _TraceContext(fn, [t._node for t in leaves])
     _begin_trace(ctx)
     try:
-        result = fn(*args, **kwargs)
+        # a view the function returns is returned as a value (its node): a replay makes new outputs
+        result = _views_as_values(fn(*args, **kwargs))
     finally:
         _end_trace()
     out_leaves: list[Tensor] = []

@@ -7,6 +7,8 @@ buffer goes as soon as the last tensor or node holding it does, even with `gc.di
 
 from __future__ import annotations
 
+import os
+
 from .device import Device, memory_counter
 from .plugins import registry
 
@@ -46,3 +48,20 @@ def _stats(device: Device) -> dict[str, int]:
     pool_bytes = getattr(device, "pool_bytes", None)
     stats["pool_bytes"] = int(pool_bytes()) if pool_bytes is not None else 0
     return stats
+
+
+def available_host_bytes() -> int | None:
+    """The host memory available now (Linux's MemAvailable, else the physical memory), or None
+    where the system does not say: the bound for an allocation whose size depends on values
+    (bincount's length), checked before allocating it."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return None

@@ -30,6 +30,7 @@ from . import dtypes, graph
 from .array_api.indexing import _checked_index, _gather, _wrapped, getitem, is_mask
 from .array_api.manipulation import pad
 from .graph import Node
+from .memory import available_host_bytes
 from .ops import Op
 from .plugins import registry
 from .schedule import scatter_identity
@@ -106,10 +107,20 @@ def bincount(x: Any, /, weights: Any = None, minlength: int = 0) -> Tensor:
         values = w if w.dtype.kind == "f" else w.astype(dtypes.to_dtype("float64") if np.dtype(np.float64) in _device_dtypes(x.device) else dtypes.to_dtype("float32"))
     if length == 0:
         return Tensor(graph.const(0, values.dtype, x.device, (0,)))
-    zero = Tensor(graph.const(0, values.dtype, x.device, (length,)))
     if n == 0:
-        return zero
-    return _added(zero, values, x)
+        return Tensor(graph.const(0, values.dtype, x.device, (length,)))
+    _check_bincount_size(length, parts_for(n, length, registry.get(x.device).max_loop_iterations), values.dtype,
+                         high, minlength)
+    # the scatter's rows are summed into the counts, or are the counts (one part): then its one
+    # row's buffer is the result itself, not copied into another (no zeros added either: a
+    # count of one huge value filled two buffers of the whole length)
+    rows = _scatter(values, x, Op.SUM, length)
+    if rows.shape[0] > 1 or tracing():
+        return rows._reduce(Op.SUM, 0, False, rows.dtype) if rows.shape[0] > 1 else rows.reshape(length)
+    rows.realize()
+    buffer = rows.node.buffer
+    assert buffer is not None
+    return Tensor(graph.from_buffer(buffer, (length,)))
 
 
 def setitem(x: Tensor, index: tuple[Any, ...], value: Any) -> Node:
@@ -124,13 +135,15 @@ def setitem(x: Tensor, index: tuple[Any, ...], value: Any) -> Node:
             return where(mask, Tensor(graph.cast(_as_node(scalar, x), x.dtype)), x)._node
     position = getitem(_positions(x), index)   # each written element's linear position in x
     count = math.prod(position.shape)
-    if count == 0:
-        return x._node
-    flat_positions = position.reshape(count)
     v = value if isinstance(value, Tensor) else tensor(np.asarray(value) if not dtypes.is_scalar(value) else value,
                                                      device=x.device)
     if v.ndim > position.ndim or not all(a == 1 or a == b for a, b in zip(v.shape[::-1], position.shape[::-1])):
-        raise ValueError(f"cannot assign a value of shape {v.shape} to a region of shape {position.shape}")
+        # (numpy's check, also when nothing is selected: x[[]] = ones(3) raises there)
+        raise ValueError(f"shape mismatch: value array of shape {v.shape} could not be broadcast to indexing "
+                         f"result of shape {position.shape}")
+    if count == 0:
+        return x._node
+    flat_positions = position.reshape(count)
     written = Tensor(_broadcast(graph.cast(v._node, x.dtype), position.shape)).reshape(count)
     order = dtypes.to_dtype("int32") if count < 2**31 else dtypes.to_dtype("int64")
     writer = Tensor(graph.iota((count,), order, x.device))
@@ -203,6 +216,22 @@ def _added(x: Tensor, values: Tensor, slots: Tensor) -> Tensor:
     rows = _scatter(values.reshape(n), slots.broadcast_to(values.shape).reshape(n), Op.SUM, x.size)
     total = rows._reduce(Op.SUM, 0, False, rows.dtype) if rows.shape[0] > 1 else rows.reshape(x.size)
     return x + total.reshape(*x.shape)
+
+
+def _check_bincount_size(length: int, parts: int, dtype: np.dtype, high: int, minlength: int) -> None:
+    """bincount's result has `length` elements, which the values decide: a length beyond int64
+    index math is a ValueError, one whose memory (the scatter's `parts` rows, plus their sum
+    when there are several) the host cannot hold now a MemoryError, both naming the argument
+    that asked for it, before anything is allocated."""
+    cause = f"max(x) + 1 = {high + 1}" if high + 1 >= minlength else f"minlength = {minlength}"
+    if length >= 2**63:
+        raise ValueError(f"bincount: the result would have {length} elements ({cause}), more than any array "
+                         f"can index (2**63 - 1)")
+    nbytes = length * dtype.itemsize * (parts + 1 if parts > 1 else 1)
+    available = available_host_bytes()
+    if available is not None and nbytes > available:
+        raise MemoryError(f"bincount: the result would have {length} elements of {dtype.name} ({cause}): "
+                          f"{nbytes} bytes, more than the {available} bytes of memory available")
 
 
 def _scatter(values: Tensor, slots: Tensor, op: Op, n_slots: int) -> Tensor:

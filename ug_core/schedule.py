@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .device import MatmulSpec, SortSpec
+from .device import MatmulSpec, SortSpec, is_writable
 from .dtypes import BOOL, identity, name as dtype_name
 from .graph import Node
 from .kernel_ir import BufferArg, Expr, ExprBuilder, Kernel, Reduction, Store, toposort
@@ -820,8 +820,10 @@ def _in_place_assigns(nodes: list[Node], targets: list[Node], realize: set[Node]
         target = node.srcs[0]
         if id(target) in claimed or id(target) in target_ids:
             continue
-        if target.realized and getattr(target.buffer, "shared", False):
-            continue  # a buffer other nodes read too (e.g. a cached scalar parameter)
+        if target.realized and (getattr(target.buffer, "shared", False) or not is_writable(target.buffer)):
+            # a buffer other nodes read too (e.g. a cached scalar parameter), or read-only memory
+            # ug was lent (asarray of a read-only numpy array): the write goes into a new buffer
+            continue
         if _observed_after(target, node, realize, assigned, memo):
             continue
         claimed.add(id(target))

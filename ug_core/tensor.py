@@ -10,7 +10,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 
-from . import dtypes, graph, scalars
+from . import dtypes, graph, scalars, sharing
 from .device import Buffer
 from .graph import Node
 from .ops import ALU, REDUCE, Op
@@ -159,7 +159,7 @@ def _index_view(shape: tuple[int, ...], index: Any) -> View:
 
 def _to_array(data: Any, dtype: np.dtype | None) -> np.ndarray:
     if isinstance(data, np.ndarray):
-        arr = data
+        arr = sharing.host_array(data)  # (big-endian data, as files hold it, byte-swapped)
     elif dtypes.is_scalar(data):
         return np.asarray(data, dtype=dtype or dtypes.default_dtype(data))
     elif isinstance(data, (list, tuple)):
@@ -183,18 +183,37 @@ def _to_array(data: Any, dtype: np.dtype | None) -> np.ndarray:
 def tensor(data: Any, dtype: Any = None, device: str | None = None) -> "Tensor":
     """A new tensor holding a copy of `data` (a Tensor, numpy array, nested lists or a scalar).
 
-    Of a Tensor, it is a new tensor with the same value (no device copy is made: values are
-    immutable, and a later write to either tensor leaves the other one as it was)."""
+    Of a Tensor, it is a new tensor with data's value at the call: a later write to either
+    tensor, through ug or through memory shared with another library, leaves the other one as
+    it was (see sharing: no device copy is made where nothing outside ug can write what the
+    value reads)."""
     dt = dtypes.to_dtype(dtype) if dtype is not None else None
     if isinstance(data, Tensor):
         out = data.astype(dt) if dt is not None else data
         out = out.to(device) if device is not None else out
-        return Tensor(out._node) if out is data else out
+        return snapshot(out)
     dev = _resolve_device(device)
     arr = _to_array(data, dt)
     _check_supported(arr.dtype, dev)
     buf = Buffer(registry.get(dev), arr.size, arr.dtype).copy_in(arr)
     return Tensor(graph.from_buffer(buf, arr.shape))
+
+
+def snapshot(t: "Tensor") -> "Tensor":
+    """A new tensor holding t's value as it is now (ug.tensor(t), asarray(t, copy=True),
+    copy.deepcopy): see sharing.snapshot_node."""
+    return Tensor(sharing.snapshot_node(t._node, tracing()))
+
+
+def _unpickle(array: np.ndarray, device: str) -> "Tensor":
+    """A pickled tensor (Tensor.__reduce__): its value on the device of that name, which must be
+    usable here."""
+    try:
+        registry.get(device)
+    except ValueError as e:  # (DeviceUnavailableError is one): the same type, saying what failed
+        raise type(e)(f"cannot unpickle a tensor of device {device!r} here: {e}. Pickle t.to(name) for a "
+                      f"device the reading process has, or t.numpy()") from e
+    return tensor(array, device=device)
 
 
 def full(shape: Any, value: Scalar, dtype: Any = None, device: str | None = None) -> "Tensor":
@@ -292,7 +311,7 @@ class Tensor:
         """numpy functions on tensors (`np.sum(t)`, `np.concatenate`) are ug's where it has them
         (see array_api.numpy_interop)."""
         from .array_api.numpy_interop import array_function
-        return array_function(func, types, args, kwargs)
+        return array_function(func, types, args, kwargs, self)
 
     def __init__(self, node: Node):
         self._node = node
@@ -425,8 +444,10 @@ class Tensor:
     def __dlpack__(self, *, stream: Any = None, max_version: tuple[int, int] | None = None,
                    dl_device: tuple[int, int] | None = None, copy: bool | None = None) -> Any:
         """A DLPack capsule of the value, realized, in host memory: the tensor's own buffer on a
-        host-memory device (cpu, c, ref; the capsule keeps it alive and later writes to the tensor
-        show through), else a copy (copy=False then raises BufferError)."""
+        host-memory device (cpu, c, ref; the capsule keeps it alive, and a write through it
+        changes this tensor only: see _host_memory), else a copy (copy=False then raises
+        BufferError). Read-only memory (asarray of a read-only numpy array) is exported
+        read-only, or copied for a consumer older than DLPack 1.0, which cannot be told."""
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"ug tensors export to the CPU (DLPack device (1, 0)) only, not {dl_device}")
         lent = None if copy else self._host_memory()
@@ -435,20 +456,57 @@ class Tensor:
                 raise BufferError(f"device {self.device!r} does not keep its buffers in host memory: "
                                   f"DLPack export copies (copy=False cannot be honoured)")
             lent = self.numpy()
-        return lent.__dlpack__(max_version=max_version)
+        try:
+            return lent.__dlpack__(max_version=max_version)
+        except BufferError:
+            if lent.flags.writeable or copy is False:
+                raise
+            return self.numpy().__dlpack__(max_version=max_version)
 
     def _host_memory(self) -> np.ndarray | None:
         """The value as a numpy array sharing the buffer's memory (which it keeps alive), on a
-        device whose memory is the host's; else None."""
+        device whose memory is the host's; else None. The memory is lent out (`exposed`, see
+        sharing): code outside ug may write it from now on. Where another ug value still reads
+        that buffer (a tensor holding the same value, a lazy result built on it) and it was not
+        exposed before, this tensor first moves to a copy of it, so writes through the export
+        change this tensor only."""
         if _tracer is not None:  # raises for a value a jitted function's trace does not have
             _tracer.before_read(self)
         self.realize()
-        buf = self._node.buffer
+        node = self._node
+        buf = node.buffer
         assert buf is not None
-        raw = buf.device.host_view(buf.handle, buf.nbytes) if buf.size else None
-        if raw is None:
+        if not buf.size or buf.device.host_view(buf.handle, buf.nbytes) is None:
             return None
+        if tracing():
+            # a trace's tensors may not move to another node: lend a copy, which nothing else
+            # reads (a TensorView lends its base's memory, see TensorView._host_memory)
+            buf = sharing.copy_buffer(buf)
+        elif not sharing.is_exposed(buf) and sharing.needs_private_copy(self, node):
+            # (memory outside code may write already, another library's, is lent as it is: its
+            # readers see such writes anyway, and asarray's sharing with its owner stays)
+            buf = sharing.copy_buffer(buf)
+            self._replace_node(graph.from_buffer(buf, self.shape))
+        buf.exposed = True
+        raw = buf.device.host_view(buf.handle, buf.nbytes)
+        assert raw is not None
         return np.asarray(_BufferArray(raw.view(buf.dtype).reshape(self.shape), buf))
+
+    # --- copy and pickle: by value ---
+    def __copy__(self) -> "Tensor":
+        """copy.copy: a new tensor with this one's value now (ug.tensor(t))."""
+        return snapshot(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> "Tensor":
+        """copy.deepcopy: a new tensor with this one's value now (ug.tensor(t))."""
+        out = memo[id(self)] = snapshot(self)
+        return out
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """pickle: the value, computed and copied to the host, with its dtype and its device's
+        name; unpickling puts it on the device of that name (ValueError, or the
+        DeviceUnavailableError saying why, where the reading process has no such usable device)."""
+        return (_unpickle, (self.numpy(), self.device))
 
     def __dlpack_device__(self) -> tuple[int, int]:
         """(kDLCPU, 0): where __dlpack__'s data lives, whatever device holds the tensor."""
@@ -655,31 +713,89 @@ class Tensor:
             out = out.reshape(tuple(s for d, s in enumerate(self.shape) if d not in axes))
         return out
 
-    def sum(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
-        return self._reduce(Op.SUM, axis, keepdims, np.sum(np.empty(0, self.dtype)).dtype)
+    def _dtype_arg(self, dtype: Any) -> np.dtype:
+        return _check_supported(dtypes.to_dtype(dtype), self.device)
 
-    def prod(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
-        return self._reduce(Op.PROD, axis, keepdims, np.prod(np.empty(0, self.dtype)).dtype)
+    # numpy's methods, by keyword (dask and xarray call them on chunks: `chunk.sum(axis=..,
+    # dtype=.., keepdims=..)`); positionally, ug's (axis, keepdims) for sum/prod/max/min/mean/
+    # argmax/argmin. `dtype` is the accumulation and result dtype (the Array API's); `out`, a
+    # tensor given the result (assign, numpy's unsafe casting of a reduction) or a numpy array
+    # written, is what is returned then.
+    def sum(self, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> "Tensor":
+        acc = np.sum(np.empty(0, self.dtype)).dtype if dtype is None else self._dtype_arg(dtype)
+        return _into(out, self._reduce(Op.SUM, axis, keepdims, acc))
 
-    def max(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
-        return self._reduce(Op.RMAX, axis, keepdims, self.dtype)
+    def prod(self, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> "Tensor":
+        acc = np.prod(np.empty(0, self.dtype)).dtype if dtype is None else self._dtype_arg(dtype)
+        return _into(out, self._reduce(Op.PROD, axis, keepdims, acc))
 
-    def min(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
-        return self._reduce(Op.RMIN, axis, keepdims, self.dtype)
+    def max(self, axis: Any = None, keepdims: bool = False, *, out: Any = None) -> "Tensor":
+        return _into(out, self._reduce(Op.RMAX, axis, keepdims, self.dtype))
 
-    def argmax(self, axis: int | None = None, keepdims: bool = False) -> "Tensor":
+    def min(self, axis: Any = None, keepdims: bool = False, *, out: Any = None) -> "Tensor":
+        return _into(out, self._reduce(Op.RMIN, axis, keepdims, self.dtype))
+
+    def argmax(self, axis: int | None = None, keepdims: bool = False, *, out: Any = None) -> "Tensor":
         from .array_api.searching import argmax
-        return argmax(self, axis=axis, keepdims=keepdims)
+        return _into(out, argmax(self, axis=axis, keepdims=keepdims))
 
-    def argmin(self, axis: int | None = None, keepdims: bool = False) -> "Tensor":
+    def argmin(self, axis: int | None = None, keepdims: bool = False, *, out: Any = None) -> "Tensor":
         from .array_api.searching import argmin
-        return argmin(self, axis=axis, keepdims=keepdims)
+        return _into(out, argmin(self, axis=axis, keepdims=keepdims))
 
-    def mean(self, axis: Any = None, keepdims: bool = False) -> "Tensor":
+    def mean(self, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> "Tensor":
+        """The mean; with `dtype`, computed in it (numpy's: an integer dtype truncates the mean)."""
+        if dtype is not None:
+            dt = self._dtype_arg(dtype)
+            if dt.kind != "f":
+                return _into(out, self.astype(dt).mean(axis, keepdims).astype(dt))
+            if dt != self.dtype:
+                return _into(out, self.astype(dt).mean(axis, keepdims))
         axes = _normalize_axes(axis, self.ndim)
         dt = dtypes.ufunc_result(np.true_divide, self.dtype, self.dtype) if self.dtype.kind != "f" else self.dtype
         count = prod([self.shape[a] for a in axes])
-        return self.astype(dt).sum(axis, keepdims) / graph_scalar(count, dt, self.device)
+        return _into(out, self.astype(dt).sum(axis, keepdims) / graph_scalar(count, dt, self.device))
+
+    def var(self, axis: Any = None, *, dtype: Any = None, out: Any = None, ddof: float = 0, keepdims: bool = False,
+            correction: float | None = None) -> "Tensor":
+        """The variance (numpy's method: `ddof`, or the standard's name for it, `correction`)."""
+        from .array_api.statistical import var
+        x = self if dtype is None else self.astype(dtype)
+        return _into(out, var(x, axis=axis, correction=ddof if correction is None else correction, keepdims=keepdims))
+
+    def std(self, axis: Any = None, *, dtype: Any = None, out: Any = None, ddof: float = 0, keepdims: bool = False,
+            correction: float | None = None) -> "Tensor":
+        """The standard deviation (as var)."""
+        return _into(out, self.var(axis, dtype=dtype, ddof=ddof, keepdims=keepdims, correction=correction).sqrt())
+
+    def cumsum(self, axis: int | None = None, dtype: Any = None, out: Any = None) -> "Tensor":
+        """numpy's cumsum method: the running sums along `axis`, of the flattened tensor for None."""
+        from .array_api.statistical import cumulative_sum
+        x, axis = (self.reshape(-1), 0) if axis is None else (self, axis)
+        return _into(out, cumulative_sum(x, axis=axis, dtype=dtype))
+
+    def cumprod(self, axis: int | None = None, dtype: Any = None, out: Any = None) -> "Tensor":
+        """numpy's cumprod method (as cumsum)."""
+        from .array_api.statistical import cumulative_prod
+        x, axis = (self.reshape(-1), 0) if axis is None else (self, axis)
+        return _into(out, cumulative_prod(x, axis=axis, dtype=dtype))
+
+    def any(self, axis: Any = None, *, out: Any = None, keepdims: bool = False) -> "Tensor":
+        from .array_api.utility import any as any_
+        return any_(self, axis=axis, keepdims=keepdims, out=out)
+
+    def all(self, axis: Any = None, *, out: Any = None, keepdims: bool = False) -> "Tensor":
+        from .array_api.utility import all as all_
+        return all_(self, axis=axis, keepdims=keepdims, out=out)
+
+    def round(self, decimals: int = 0, out: Any = None) -> "Tensor":
+        """numpy's round method (xarray calls it): ug_core.round(self, decimals)."""
+        from .array_api.elementwise import round as round_
+        return _into(out, round_(self, decimals))
+
+    def ravel(self) -> "Tensor":
+        """numpy's ravel: reshape(-1) (dask's argmax calls it on chunks)."""
+        return self.reshape(-1)
 
     def softmax(self, axis: int = -1) -> "Tensor":
         x = self._float()
@@ -957,6 +1073,22 @@ def _indexes_every_dim(index: Any) -> bool:
     """Whether a basic index gives an integer for every dimension (no slice, None or ...)."""
     items = index if isinstance(index, tuple) else (index,)
     return all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in items)
+
+
+def _into(out: Any, result: Tensor) -> Any:
+    """A method's result, or with numpy's `out=`, written into out (a tensor: assigned, as
+    numpy's reductions cast, unsafely; a numpy array: copied into), which is returned."""
+    if out is None:
+        return result
+    if isinstance(out, np.ndarray):
+        np.copyto(out, result.numpy(), casting="unsafe")
+        return out
+    if not isinstance(out, Tensor):
+        raise TypeError(f"out must be a ug Tensor or a numpy array, got {type(out).__name__}")
+    if out.shape != result.shape:
+        raise ValueError(f"output parameter has the wrong shape: {out.shape}, the result's is {result.shape}")
+    out.assign(result.astype(out.dtype) if result.dtype != out.dtype else result)
+    return out
 
 
 SPLIT_MIN_ELEMENTS = 1 << 16

@@ -4,8 +4,8 @@ returns the `ug_core` module (see info.namespace)."""
 
 import math
 
-from . import (creation, data_types, elementwise, indexing, manipulation, searching, sets, sorting, statistical,
-               transcendental, utility)
+from . import (creation, data_types, elementwise, indexing, manipulation, numpy_names, searching, sets, sorting,
+               statistical, transcendental, utility)
 from .creation import *  # noqa: F403
 from .data_types import *  # noqa: F403
 from .elementwise import *  # noqa: F403
@@ -13,6 +13,7 @@ from .indexing import *  # noqa: F403
 from .info import API_VERSION, __array_namespace_info__
 from .linalg import matmul, matrix_transpose, tensordot, vecdot
 from .manipulation import *  # noqa: F403
+from .numpy_names import *  # noqa: F403
 from .searching import *  # noqa: F403
 from .sets import *  # noqa: F403
 from .sorting import *  # noqa: F403
@@ -38,6 +39,7 @@ __all__ += data_types.__all__
 __all__ += elementwise.__all__
 __all__ += indexing.__all__
 __all__ += manipulation.__all__
+__all__ += numpy_names.__all__   # numpy's names that libraries call on a namespace (transpose, lib)
 __all__ += searching.__all__
 __all__ += sets.__all__
 __all__ += sorting.__all__

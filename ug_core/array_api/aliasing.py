@@ -21,7 +21,7 @@ VIEW_FUNCTIONS = frozenset({
     # manipulation (numpy: views)
     "permute_dims", "expand_dims", "squeeze", "broadcast_to", "broadcast_arrays", "flip", "moveaxis", "unstack",
     "reshape",          # a view where one strided window does it; its copy= argument says the rest
-    "matrix_transpose", "diagonal",
+    "matrix_transpose", "diagonal", "transpose",
     # may return the argument itself, as numpy's do: asarray(x), astype(x, x.dtype, copy=False)
     "asarray", "from_dlpack", "astype",
 })
@@ -52,7 +52,11 @@ def new_value(fn: Callable[..., Any]) -> Callable[..., Any]:
     """`fn`, returning tensors that alias none of its arguments (see the module doc)."""
     @functools.wraps(fn)
     def call(*args: Any, **kwargs: Any) -> Any:
-        return _own(fn(*args, **kwargs), _inputs(args, kwargs))
+        result = fn(*args, **kwargs)
+        out = kwargs.get("out")
+        if out is not None and result is out:
+            return result   # numpy's out=: the result is written into that tensor, which is returned
+        return _own(result, _inputs(args, kwargs))
     return call
 
 
@@ -64,8 +68,8 @@ def apply(namespace: dict[str, Any], names: list[str]) -> None:
             namespace[name] = new_value(fn)
 
 
-VALUE_METHODS = ("sum", "prod", "max", "min", "argmax", "argmin", "mean", "softmax", "log_softmax",
-                 "relu", "sigmoid", "gelu", "silu", "reciprocal")
+VALUE_METHODS = ("sum", "prod", "max", "min", "argmax", "argmin", "mean", "var", "std", "cumsum", "cumprod", "any",
+                 "all", "round", "softmax", "log_softmax", "relu", "sigmoid", "gelu", "silu", "reciprocal")
 """Tensor's methods that compute (the others are views, writes, reads, or `_make` a new node
 directly): built from other ops, they may end in a view of a temporary or of `self`."""
 

@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes, graph
 from ..device import LentBuffer
 from ..tensor import _resolve_device, full as _full, registry as _registry, tensor as _tensor, zeros as _zeros
-from ..tensor import Tensor, where
+from ..tensor import Tensor, snapshot, where
 from ._common import check_tensor, iota
 
 _DTYPE_LIKE = (type, np.dtype, str)
@@ -49,7 +49,10 @@ def _lend(array: Any, dtype: np.dtype | None, device: str) -> Tensor | None:
     handle = dev.wrap_host(array) if array.size else None
     if handle is None:
         return None
-    return Tensor(graph.from_buffer(LentBuffer(dev, array.size, array.dtype, handle), array.shape))
+    # read-only memory (setflags(write=False), frombuffer of bytes, a read-only memmap) is
+    # borrowed read-only: ug never writes it, a write to the tensor goes into a buffer of its own
+    buffer = LentBuffer(dev, array.size, array.dtype, handle, writable=bool(array.flags.writeable))
+    return Tensor(graph.from_buffer(buffer, array.shape))
 
 
 def asarray(obj: Any, /, *, dtype: Any = None, device: str | None = None, copy: bool | None = None) -> Tensor:
@@ -65,7 +68,7 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: str | None = None, copy: 
         if out is not obj and copy is False:
             raise ValueError(f"asarray(copy=False): converting a {obj.dtype.name} tensor on {obj.device!r} "
                              f"to dtype {dt.name if dt else obj.dtype.name} on {device or obj.device!r} needs a copy")
-        return Tensor(obj.node) if out is obj and copy else out
+        return snapshot(out) if copy else out
     data = _host_array(obj)
     if not copy:
         lent = _lend(data, dt, _device(device))
@@ -81,7 +84,7 @@ def asarray(obj: Any, /, *, dtype: Any = None, device: str | None = None, copy: 
 def from_dlpack(x: Any, /, *, device: str | None = None, copy: bool | None = None) -> Tensor:
     """A tensor of a DLPack exporter's data: sharing its memory where the device can (copy=None
     or False, see asarray), else a copy (copy=False then raises ValueError)."""
-    if isinstance(x, Tensor):
+    if isinstance(x, (Tensor, np.ndarray)):   # (numpy's own DLPack export refuses big-endian data)
         return asarray(x, device=device, copy=copy)
     if not hasattr(x, "__dlpack__"):
         raise TypeError(f"from_dlpack: {type(x).__name__} does not support the DLPack protocol")

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..tensor import Tensor
+from ..tensor import Tensor, snapshot
 
 bool_ = np.dtype("bool")
 int8, int16, int32, int64 = map(np.dtype, ("int8", "int16", "int32", "int64"))
@@ -34,20 +34,33 @@ def _dtype_of(x: Any, what: str) -> np.dtype:
 
 
 def astype(x: Tensor, dtype: Any, /, *, copy: bool = True, device: str | None = None) -> Tensor:
-    """x converted to `dtype` (and moved to `device`): a new value, or with copy=False and
-    nothing to convert, x itself (numpy's astype)."""
+    """x converted to `dtype` (and moved to `device`): a new value (a snapshot, as ug.tensor:
+    later writes to memory x shares with another library do not show in it), or with copy=False
+    and nothing to convert, x itself (numpy's astype)."""
+    if isinstance(x, (np.ndarray, np.generic)):
+        # (xarray converts a numpy scalar fill value with xp.astype): a tensor of it, converted
+        from .creation import asarray
+        return asarray(x, dtype=dtype, device=device)
     if not isinstance(x, Tensor):
         raise TypeError(f"astype: expected a ug Tensor, got {type(x).__name__}")
     out = x if dtypes.to_dtype(dtype) == x.dtype else x.astype(dtype)
     if device is not None:
         out = out.to_device(device)
-    return Tensor(out.node) if out is x and copy else out
+    if copy:
+        return snapshot(out)
+    return out
 
 
 def can_cast(from_: Any, to: Any, /) -> bool:
     """Whether `from_` (a dtype or an array) converts to `to` without losing values: numpy's
     "safe" casting, which agrees with the standard's promotion table within a kind."""
     return bool(np.can_cast(_dtype_of(from_, "can_cast"), _dtype_of(to, "can_cast"), "safe"))
+
+
+class _ScalarsOnly(ValueError, TypeError):
+    """result_type of Python scalars alone: a ValueError (the standard needs an array or a dtype),
+    and a TypeError too, which is what xarray takes for "no dtype numpy would promote" when it
+    asks for each value's type one at a time (xarray.core.dtypes.should_promote_to_object)."""
 
 
 def result_type(*arrays_and_dtypes: Any) -> np.dtype:
@@ -59,7 +72,7 @@ def result_type(*arrays_and_dtypes: Any) -> np.dtype:
     scalars = [x for x in arrays_and_dtypes if python_scalar(x)]
     typed = [_dtype_of(x, "result_type") for x in arrays_and_dtypes if not python_scalar(x)]
     if not typed:
-        raise ValueError("result_type needs at least one array or dtype (Python scalars alone have no dtype)")
+        raise _ScalarsOnly("result_type needs at least one array or dtype (Python scalars alone have no dtype)")
     out = typed[0]
     for dt in typed[1:]:
         out = dtypes.promote(out, dt)

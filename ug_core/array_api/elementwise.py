@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import operator
 from typing import Any, Callable
 
 
@@ -179,7 +180,31 @@ def _rounding(name: str, op: Op, ufunc: Callable[..., Any]) -> Unary:
 floor = _rounding("floor", Op.FLOOR, np.floor)
 ceil = _rounding("ceil", Op.CEIL, np.ceil)
 trunc = _rounding("trunc", Op.TRUNC, np.trunc)
-round = _rounding("round", Op.RINT, np.rint)   # half to even
+_rint = _rounding("round", Op.RINT, np.rint)   # half to even
+
+
+def round(x: Tensor, /, decimals: int = 0) -> Tensor:
+    """numpy's round of floats, half to even, exactly; integer tensors are returned as they are.
+    `decimals` (numpy's, which xarray passes): floats as numpy rounds them, rint(x * 10**d) /
+    10**d (rint(x / 10**-d) * 10**-d for d < 0) in x's dtype; integers to a multiple of 10**-d
+    for d < 0, half to even, as numpy's."""
+    _numeric(x, "round")
+    d = operator.index(decimals)
+    if d == 0:
+        return _rint(x)
+    if _is_float(x):
+        factor = x.dtype.type(10.0 ** builtins.abs(d)).item()
+        return _rint(x * factor) / factor if d > 0 else _rint(x / factor) * factor
+    if d > 0 or x.dtype == dtypes.BOOL:
+        return Tensor(x.node)
+    step = 10 ** -d
+    if step > np.iinfo(x.dtype).max:   # every value rounds to 0 (numpy's too)
+        return x * 0
+    low = x // step                       # floor: x = low * step + rest, 0 <= rest < step
+    rest = x - low * step
+    half = step - rest                    # (rest * 2 could overflow)
+    up = (rest > half) | ((rest == half) & (low % 2 != 0))
+    return where(up, low + 1, low) * step
 
 
 def clip(x: Tensor, /, min: Any = None, max: Any = None) -> Tensor:

@@ -1,9 +1,14 @@
-"""The rest of the Array API `linalg` extension: decompositions and solvers as host items.
+"""The rest of the Array API `linalg` extension: decompositions and solvers on the host.
 
-ug has no dense linear algebra kernels, so these run numpy.linalg (LAPACK) on the host as
-`ug.custom` items, on every device (the schedule shows them as custom items): the input is
-copied to the host and the result back. A function with several results (eigh, qr, svd,
-slogdet) is one host item per result, each running the decomposition.
+ug has no dense linear algebra kernels, so these run numpy.linalg (LAPACK) on the host, on every
+device, at the call: the input is computed and copied to the host then, and the results back
+(one decomposition for all of a function's results: eigh, qr, svd, slogdet). So an error that
+depends on the values (numpy's LinAlgError: cholesky of a matrix that is not positive
+definite, inv or solve of a singular one, an SVD or eigh that does not converge) is raised at
+the call, where the caller's `try` sees it (scikit-learn's `except LinAlgError`), as numpy
+raises it. Inside ug.jit's trace the input has no value yet: there each function is a host item
+of the schedule (ug.custom, one per result), and such an error is the same LinAlgError, raised
+when the jitted call runs (each replay included).
 
 `cross` and `matrix_power` with n >= 0 are compositions of ug ops (views, `stack`, matmul)."""
 
@@ -13,7 +18,8 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from ..tensor import Tensor, _broadcast_shape, _normalize_axis, custom, matmul
+from ..api import realize
+from ..tensor import Tensor, _broadcast_shape, _normalize_axis, custom, matmul, tensor, tracing
 from ._common import check_tensor
 from .creation import eye
 from .manipulation import stack
@@ -49,12 +55,33 @@ def _probe(x: Tensor, core_ndim: int) -> np.ndarray:
     return np.broadcast_to(base, (1,) * (x.ndim - core_ndim) + core)
 
 
-def _host(fn: Callable[..., Any], inputs: list[Tensor], cores: tuple[int, ...] = (), pick: int | None = None,
-          name: str = "") -> Tensor:
-    """fn(*input arrays) (its result `pick` if it returns several) as a ug.custom item. `cores`
-    says how many trailing dims of each input are its core (2: matrices, the default; 1: vectors;
-    0: one value per matrix); the result's shape is the inputs' broadcast batch shape and the
-    core shape fn gives for probes."""
+def _host(fn: Callable[..., Any], inputs: list[Tensor], cores: tuple[int, ...] = (), name: str = "") -> Tensor:
+    """fn(*input arrays), one result (see _host_results)."""
+    return _host_results(fn, inputs, cores, 0, name)[0]
+
+
+def _host_results(fn: Callable[..., Any], inputs: list[Tensor], cores: tuple[int, ...], count: int,
+                  name: str = "") -> list[Tensor]:
+    """fn(*input arrays) as tensors on the inputs' device: its one result (count 0) or its first
+    `count` results. Run now (numpy's errors raised here); inside a ug.jit trace, host items
+    (_custom). `cores` says how many trailing dims of each input are its core (2: matrices, the
+    default; 1: vectors; 0: one value per matrix)."""
+    devices = {x.device for x in inputs}
+    if len(devices) > 1:
+        raise ValueError(f"{name or fn.__name__}: inputs are on different devices: {sorted(devices)}")
+    if tracing():
+        return [_custom(fn, inputs, cores, None if count == 0 else i, name) for i in range(max(count, 1))]
+    realize(*inputs)
+    result = fn(*(x.numpy() for x in inputs))
+    results = [result] if count == 0 else [result[i] for i in range(count)]
+    return [tensor(np.asarray(r), device=inputs[0].device) for r in results]
+
+
+def _custom(fn: Callable[..., Any], inputs: list[Tensor], cores: tuple[int, ...] = (), pick: int | None = None,
+            name: str = "") -> Tensor:
+    """fn(*input arrays) (its result `pick` if it returns several) as a ug.custom item (in a
+    ug.jit trace). The result's shape is the inputs' broadcast batch shape and the core shape
+    fn gives for probes."""
     cores = cores or (2,) * len(inputs)
     with np.errstate(all="ignore"):
         probe = fn(*(_probe(x, c) for x, c in zip(inputs, cores)))
@@ -89,8 +116,7 @@ def det(x: Tensor, /) -> Tensor:
 
 
 def eigh(x: Tensor, /) -> EighResult:
-    x = _matrix(x, "eigh", True)
-    return EighResult(*(_host(np.linalg.eigh, [x], pick=i) for i in range(2)))
+    return EighResult(*_host_results(np.linalg.eigh, [_matrix(x, "eigh", True)], (), 2, "eigh"))
 
 
 def eigvalsh(x: Tensor, /) -> Tensor:
@@ -121,14 +147,12 @@ def pinv(x: Tensor, /, *, rtol: float | Tensor | None = None) -> Tensor:
 def qr(x: Tensor, /, *, mode: str = "reduced") -> QRResult:
     if mode not in ("reduced", "complete"):
         raise ValueError(f"qr: mode must be 'reduced' or 'complete', got {mode!r}")
-    x = _matrix(x, "qr")
     kw: dict[str, Any] = {"mode": mode}
-    return QRResult(*(_host(lambda a: np.linalg.qr(a, **kw), [x], pick=i, name="qr") for i in range(2)))
+    return QRResult(*_host_results(lambda a: np.linalg.qr(a, **kw), [_matrix(x, "qr")], (), 2, "qr"))
 
 
 def slogdet(x: Tensor, /) -> SlogdetResult:
-    x = _matrix(x, "slogdet", True)
-    return SlogdetResult(*(_host(np.linalg.slogdet, [x], pick=i) for i in range(2)))
+    return SlogdetResult(*_host_results(np.linalg.slogdet, [_matrix(x, "slogdet", True)], (), 2, "slogdet"))
 
 
 def solve(x1: Tensor, x2: Tensor, /) -> Tensor:
@@ -141,9 +165,8 @@ def solve(x1: Tensor, x2: Tensor, /) -> Tensor:
 
 
 def svd(x: Tensor, /, *, full_matrices: bool = True) -> SVDResult:
-    x = _matrix(x, "svd")
-    return SVDResult(*(_host(lambda a: np.linalg.svd(a, full_matrices=full_matrices), [x], pick=i, name="svd")
-                       for i in range(3)))
+    return SVDResult(*_host_results(lambda a: np.linalg.svd(a, full_matrices=full_matrices), [_matrix(x, "svd")],
+                                    (), 3, "svd"))
 
 
 def svdvals(x: Tensor, /) -> Tensor:

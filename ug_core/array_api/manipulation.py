@@ -311,11 +311,19 @@ def _spread(x: Tensor, axis: int, count: int) -> Tensor:
     return x.broadcast_to(x.shape[:axis] + (count,) + x.shape[axis + 1:])
 
 
-def pad(x: Tensor, /, pad_width: Any, mode: str = "constant", constant_value: Any = 0) -> Tensor:
+def pad(x: Tensor, /, pad_width: Any, mode: str = "constant", constant_value: Any = 0, *,
+        constant_values: Any = None) -> Tensor:
     """numpy's np.pad for modes "constant", "edge" and "reflect", as views: the constant padding
     is a masked view (a select with the constant where it is not 0), edge and reflect a concat
-    of (reversed, broadcast) slices per axis, axis after axis as numpy pads them."""
+    of (reversed, broadcast) slices per axis, axis after axis as numpy pads them.
+    `constant_values` is numpy's name of constant_value (xarray passes it): one value, or
+    numpy's per-axis (before, after) pairs when they are all one value."""
     check_tensor(x, "pad")
+    if constant_values is not None:
+        values = np.unique(np.asarray(constant_values))
+        if values.size != 1:
+            raise ValueError(f"pad: ug pads with one constant, got constant_values={constant_values!r}")
+        constant_value = values.reshape(()).item()
     if mode not in _PAD_MODES:
         raise ValueError(f"pad: mode must be one of {_PAD_MODES}, got {mode!r}")
     pairs = _pad_pairs(pad_width, x.ndim)

@@ -5,20 +5,38 @@ numpy hands a call whose arguments include a Tensor to `Tensor.__array_ufunc__` 
 the call runs it: the result is a lazy ug tensor, fused with what follows, on the device of the
 tensor arguments (numpy arrays and scalars among the arguments are taken as constants there).
 
-What ug does not cover (`np.linalg.eig(t)`, a ufunc with `out=`, a ufunc's `accumulate` ...)
-runs in numpy on the tensors' values, as numpy runs any object with `__array__`, and returns
-what numpy returns (numpy arrays): a host round trip, but no call that worked before fails.
+Functions that write are honoured, never ignored: a ufunc's `out=` (a ug tensor is given the
+result with `assign`, numpy's casting rule checked; a numpy array is written), `np.add.at` (a ug
+scatter, `index_add`), `np.copyto` (an assign) and, through numpy's own implementation, any other
+function that writes into a tensor argument (`np.fill_diagonal`, `np.put`, `np.place`,
+`np.putmask`, `np.put_along_axis`, `out=` of the others, other `ufunc.at`): numpy writes a host
+copy of the tensor, which the tensor is then given.
+
+What ug does not cover (`np.linalg.eig(t)`, a ufunc's `accumulate` ...) runs in numpy on the
+tensors' values, as numpy runs any object with `__array__`, and returns what numpy returns
+(numpy arrays): a host round trip, but no call that worked before fails.
+
+NEP 35's `like=` (`np.asarray(x, like=t)`, `np.zeros(3, like=t)`: dask calls them) makes a ug
+tensor on t's device: numpy dispatches such a call with the public function itself (it has no
+`_implementation`), which runs numpy's function, the result then moved to ug.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable
+import inspect
+from typing import Any, Callable, Literal
 
 import numpy as np
 
 import ug_core as xp  # the namespace (imported when numpy first calls a tensor's hook)
+from .. import dtypes, sharing
+from ..plugins import registry
 from ..tensor import Tensor
+from .manipulation import _PAD_MODES
+from .numpy_names import sliding_window_view
+
+Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]
 
 # numpy ufunc name -> ug function name, where they differ (the others keep their names)
 _UFUNC_NAMES = {
@@ -65,33 +83,180 @@ def _as_tensor(value: Any, device: str) -> Any:
     return value
 
 
-def _host(value: Any) -> Any:
-    """A tensor among the arguments as its numpy value (for numpy's own implementation)."""
-    if isinstance(value, Tensor):
-        return value.numpy()
-    if isinstance(value, (list, tuple)):
-        return type(value)(_host(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _host(v) for k, v in value.items()}
-    return value
+class _HostCall:
+    """A call of numpy's own implementation on the tensors' values: each tensor among the
+    arguments becomes a host copy of its value; afterwards a tensor whose copy numpy wrote
+    (`out=`, np.copyto, np.fill_diagonal, ufunc.at...) is given the written value, and a copy
+    numpy returns (its `out`) is returned as the tensor itself."""
+
+    def __init__(self) -> None:
+        self.copies: list[tuple[Tensor, np.ndarray]] = []
+
+    def host(self, value: Any) -> Any:
+        if isinstance(value, Tensor):
+            array = value.numpy()   # a copy of its own (Buffer.numpy copies out)
+            self.copies.append((value, array))
+            return array
+        if isinstance(value, (list, tuple)):
+            return type(value)(self.host(v) for v in value)
+        if isinstance(value, dict):
+            return {k: self.host(v) for k, v in value.items()}
+        return value
+
+    def call(self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
+        given = _arrays(args, kwargs)   # the caller's own numpy arrays: what numpy returns of them stays
+        result = fn(*self.host(args), **self.host(kwargs))
+        for t, array in self.copies:   # (bits compared: a NaN written over a NaN is no change)
+            if not np.array_equal(array.reshape(-1).view(np.uint8), t.numpy().reshape(-1).view(np.uint8)):
+                t.assign(array)   # numpy wrote the copy: the tensor takes the written value
+        return self._tensors(result, {id(a): t for t, a in self.copies}, given, device)
+
+    def _tensors(self, result: Any, copies: dict[int, Tensor], given: set[int], device: str) -> Any:
+        """numpy's result with ug's types: a tensor's copy is the tensor, a new array a tensor
+        on `device` (where ug has its dtype), a tuple of them the tuple of those."""
+        if id(result) in copies:
+            return copies[id(result)]
+        if isinstance(result, np.ndarray) and id(result) not in given:
+            dt = sharing.host_array(result).dtype
+            if dt in registry.get(device).dtypes:
+                return xp.asarray(result, device=device)
+            return result
+        if isinstance(result, tuple):
+            items = [self._tensors(r, copies, given, device) for r in result]
+            return result._make(items) if hasattr(result, "_make") else tuple(items)
+        return result
+
+
+def _arrays(args: tuple[Any, ...], kwargs: dict[str, Any]) -> set[int]:
+    """The ids of the numpy arrays among the arguments (in lists, tuples and dicts too)."""
+    found: set[int] = set()
+    stack: list[Any] = [args, kwargs]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, np.ndarray):
+            found.add(id(value))
+        elif isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+    return found
+
+
+def _host_call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> Any:
+    return _HostCall().call(fn, args, kwargs, device)
+
+
+def _outputs(kwargs: dict[str, Any]) -> tuple[Any, ...]:
+    """A ufunc call's `out` as a tuple (numpy passes it as one; None entries: no output given)."""
+    out = kwargs.get("out")
+    if out is None:
+        return ()
+    return out if isinstance(out, tuple) else (out,)
 
 
 def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Tensor.__array_ufunc__: ug's function of that name for a plain call or a reduce."""
-    device = _device_of(inputs)
-    assert device is not None  # numpy calls this only when a tensor is among the inputs
+    """Tensor.__array_ufunc__: ug's function of that name for a plain call or a reduce (its
+    result written into `out` where one is given), ug's scatter for np.add.at, numpy's own
+    implementation on the values otherwise (writes into tensors kept, see _HostCall)."""
+    outs = _outputs(kwargs)
+    device = _device_of(inputs) or _device_of(outs)
+    assert device is not None  # numpy calls this only when a tensor is among the operands
     name = _UFUNC_NAMES.get(ufunc.__name__, ufunc.__name__)
+    rest = {k: v for k, v in kwargs.items() if k not in ("out", "where")}
+    where = kwargs.get("where", True)
+    if method == "at":
+        if _add_at(ufunc, inputs, kwargs, device):
+            return None
+        return _host_call(getattr(ufunc, method), inputs, kwargs, device)
     fn: Callable[..., Any] | None = None
-    if "out" not in kwargs and kwargs.get("where", True) is True:
-        kwargs = {k: v for k, v in kwargs.items() if k != "where"}
-        if method == "__call__" and not kwargs and len(inputs) == ufunc.nin:
+    single_out = len(outs) == 1 and isinstance(outs[0], (Tensor, np.ndarray))
+    if _device_of(inputs) is None:   # only an output is a tensor: numpy computes, the tensor is written
+        return _host_call(getattr(ufunc, method), inputs, kwargs, device)
+    if (not outs or single_out) and (where is True or (outs and method == "__call__")):
+        if method == "__call__" and not rest and len(inputs) == ufunc.nin and ufunc.nout == 1:
             fn = getattr(xp, name, None)
-        elif method == "reduce" and ufunc.__name__ in _REDUCTIONS and set(kwargs) <= {"axis", "dtype", "keepdims"}:
-            fn = functools.partial(_reduce, _REDUCTIONS[ufunc.__name__], kwargs)
-            kwargs = {}
+        elif method == "reduce" and ufunc.__name__ in _REDUCTIONS and set(rest) <= {"axis", "dtype", "keepdims"}:
+            fn = functools.partial(_reduce, _REDUCTIONS[ufunc.__name__], rest)
+    elif (method == "__call__" and set(rest) == {"dtype"} and where is True and len(inputs) == ufunc.nin
+          and ufunc.nout == 1 and (not outs or single_out)):
+        fn = _with_loop_dtype(ufunc, name, rest["dtype"], inputs)
     if fn is None:
-        return getattr(ufunc, method)(*_host(inputs), **_host(kwargs))
-    return fn(*[_as_tensor(v, device) for v in inputs])
+        return _host_call(getattr(ufunc, method), inputs, kwargs, device)
+    result = fn(*[_as_tensor(v, device) for v in inputs])
+    if not outs:
+        return result
+    # numpy's casting of a result into `out`: same_kind for a call, unsafe for a reduction
+    return _write_out(ufunc, result, outs[0], where, "same_kind" if method == "__call__" else "unsafe")
+
+
+def _with_loop_dtype(ufunc: np.ufunc, name: str, dtype: Any, inputs: tuple[Any, ...]) -> Callable[..., Any] | None:
+    """`ufunc(*inputs, dtype=D)` (dask passes it) as ug's function of the inputs cast to D, where
+    numpy's loop for D's is D's and each input casts to D as numpy's same_kind rule allows;
+    None (numpy's own) otherwise."""
+    fn = getattr(xp, name, None)
+    try:
+        dt = dtypes.to_dtype(dtype)
+    except TypeError:
+        return None
+    if fn is None or dtypes.ufunc_result(ufunc, *(dt,) * ufunc.nin) != dt:
+        return None
+    for v in inputs:
+        if isinstance(v, (Tensor, np.ndarray)) and not np.can_cast(v.dtype, dt, "same_kind"):
+            return None
+    return lambda *args: fn(*(a.astype(dt) if isinstance(a, Tensor) and a.dtype != dt else a for a in args))
+
+
+def _write_out(ufunc: np.ufunc, result: Tensor, out: Any, where: Any, casting: Casting) -> Any:
+    """`result` written into `out` (a tensor: assigned; a numpy array: copied into) where
+    `where` holds, as numpy writes a ufunc's output; returns `out`."""
+    if isinstance(out, np.ndarray):
+        np.copyto(out, result.numpy(), casting=casting, where=where.numpy() if isinstance(where, Tensor) else where)
+        return out
+    if result.dtype != out.dtype and not np.can_cast(result.dtype, out.dtype, casting):
+        raise TypeError(f"Cannot cast ufunc {ufunc.__name__!r} output from {result.dtype!r} to {out.dtype!r} "
+                        f"with casting rule {casting!r}")
+    if result.ndim > out.ndim or not all(a == 1 or a == b for a, b in zip(result.shape[::-1], out.shape[::-1])):
+        raise ValueError(f"non-broadcastable output operand with shape {out.shape} doesn't match the "
+                         f"broadcast shape {result.shape}")
+    value = result.astype(out.dtype) if result.dtype != out.dtype else result
+    if where is not True:
+        value = xp.where(_as_tensor(where, out.device) if isinstance(where, np.ndarray) else where, value, out)
+    out.assign(value)
+    return out
+
+
+def _add_at(ufunc: np.ufunc, inputs: tuple[Any, ...], kwargs: dict[str, Any], device: str) -> bool:
+    """np.add.at(a, index, b) into a ug tensor `a` along its first axis as ug's index_add (a
+    deterministic scatter, lazy), where b needs no conversion numpy would round differently (its
+    dtype, with a's, promotes to a's) and index is one 1-d integer array; False otherwise."""
+    if ufunc is not np.add or kwargs or len(inputs) != 3 or not isinstance(inputs[0], Tensor):
+        return False
+    a, index, b = inputs
+    if a.ndim == 0 or a.dtype == dtypes.BOOL or not isinstance(index, (list, np.ndarray, Tensor)):
+        return False   # (numpy's add of bools is a logical or)
+    if isinstance(index, Tensor):
+        if index.ndim != 1 or index.dtype.kind not in "iu" or index.device != device:
+            return False
+    else:
+        index = np.asarray(index)
+        if index.ndim != 1 or index.dtype.kind not in "iu":
+            return False
+    if isinstance(b, Tensor):
+        if b.device != device or xp.result_type(a.dtype, b.dtype) != a.dtype:
+            return False
+    elif type(b) in (bool, int, float):
+        if np.result_type(a.dtype, b) != a.dtype or (a.dtype.kind in "iu" and type(b) is int and
+                                                    not np.iinfo(a.dtype).min <= b <= np.iinfo(a.dtype).max):
+            return False
+    else:
+        b = np.asarray(b)
+        if b.dtype.kind not in "biuf" or np.result_type(a.dtype, b.dtype) != a.dtype:
+            return False
+        b = xp.asarray(b, device=device)
+    shape = (index.shape[0],) + a.shape[1:]
+    source = xp.full(shape, b, dtype=a.dtype, device=device) if not isinstance(b, Tensor) else xp.broadcast_to(b, shape)
+    a.assign(xp.index_add(a, 0, index, source))
+    return True
 
 
 def _reduce(name: str, kwargs: dict[str, Any], x: Tensor) -> Tensor:
@@ -105,15 +270,24 @@ def _reduce(name: str, kwargs: dict[str, Any], x: Tensor) -> Tensor:
 
 
 def _reduction(name: str) -> Callable[..., Any]:
-    """np.sum(a, axis=None, dtype=None, out=None, keepdims=False, ...) as ug's `name`."""
+    """np.sum/np.prod/np.mean(a, axis=None, dtype=None, out=None, keepdims=False, ...) as ug's
+    `name` (the tensor's method, with a dtype: ug's mean has none)."""
     def call(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
              **rest: Any) -> Any:
         if out is not None or rest:
             return NotImplemented
-        options: dict[str, Any] = {"axis": axis, "keepdims": keepdims}
         if dtype is not None:
-            options["dtype"] = dtype
-        return _ug(name)(a, **options)
+            return getattr(a, name)(axis, keepdims, dtype=dtype)
+        return _ug(name)(a, axis=axis, keepdims=keepdims)
+    return call
+
+
+def _extreme(name: str) -> Callable[..., Any]:
+    """np.max/np.min/np.all/np.any(a, axis=None, out=None, keepdims=False, ...) as ug's `name`."""
+    def call(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **rest: Any) -> Any:
+        if out is not None or rest:
+            return NotImplemented
+        return _ug(name)(a, axis=axis, keepdims=keepdims)
     return call
 
 
@@ -130,8 +304,10 @@ def _spread(name: str) -> Callable[..., Any]:
     """np.var/np.std(a, axis, dtype, out, ddof, keepdims) as ug's (ddof is the correction)."""
     def call(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0,
              keepdims: bool = False, **rest: Any) -> Any:
-        if out is not None or dtype is not None or rest:
+        if out is not None or rest:
             return NotImplemented
+        if dtype is not None:
+            return getattr(a, name)(axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
         return _ug(name)(a, axis=axis, correction=ddof, keepdims=keepdims)
     return call
 
@@ -177,53 +353,282 @@ def _where(condition: Any, x: Any = None, y: Any = None) -> Any:
 
 
 def _like(name: str) -> Callable[..., Any]:
+    """np.zeros_like/ones_like/empty_like(a, dtype, order, subok, shape): a dtype ug lacks (a
+    structured one, which dask tries first) is a TypeError, as CuPy's."""
     def call(a: Any, dtype: Any = None, order: str = "K", subok: bool = True, shape: Any = None, **rest: Any) -> Any:
-        if shape is not None or rest:
+        if rest:
             return NotImplemented
+        if shape is not None:
+            fill = {"zeros_like": 0, "ones_like": 1, "empty_like": 0}[name]
+            return xp.full(shape, fill, dtype=a.dtype if dtype is None else dtype, device=a.device)
         return _ug(name)(a, dtype=dtype)
     return call
 
 
 def _full_like(a: Any, fill_value: Any, dtype: Any = None, order: str = "K", subok: bool = True,
                shape: Any = None, **rest: Any) -> Any:
-    if shape is not None or rest:
+    if rest:
         return NotImplemented
+    if shape is not None:
+        return xp.full(shape, fill_value, dtype=a.dtype if dtype is None else dtype, device=a.device)
     return xp.full_like(a, fill_value, dtype=dtype)
 
 
-def _same(name: str) -> Callable[..., Any]:
-    """A numpy function whose arguments are ug's, by position and name."""
-    return lambda *args, **kwargs: _ug(name)(*args, **kwargs)
+def _copyto(dst: Any, src: Any, casting: Casting = "same_kind", where: Any = True) -> Any:
+    """np.copyto into a ug tensor: an assign (of `where(where, src, dst)`), numpy's casting rule
+    checked; into a numpy array: numpy's own."""
+    if not isinstance(dst, Tensor):
+        return NotImplemented
+    if dtypes.is_scalar(src):
+        np.copyto(np.empty((), dst.dtype), src, casting=casting)   # numpy's errors for the scalar
+        value = xp.full(dst.shape, src, dtype=dst.dtype, device=dst.device)
+    else:
+        value = src if isinstance(src, Tensor) else xp.asarray(np.asarray(src), device=dst.device)
+        if not np.can_cast(value.dtype, dst.dtype, casting):
+            raise TypeError(f"Cannot cast array data from {value.dtype!r} to {dst.dtype!r} according to the rule "
+                            f"{casting!r}")
+        value = value.astype(dst.dtype)
+    if where is not True:
+        value = xp.where(where, value, dst)
+    dst.assign(value)
+    return None
+
+
+def _pad(array: Any, pad_width: Any, mode: str = "constant", **kwargs: Any) -> Any:
+    """np.pad(array, pad_width, mode, constant_values=...) as ug's pad (numpy's keyword)."""
+    if set(kwargs) - {"constant_values"} or mode not in _PAD_MODES:
+        return NotImplemented
+    return xp.pad(array, pad_width, mode=mode, **kwargs)
+
+
+def _round(a: Any, decimals: int = 0, out: Any = None) -> Any:
+    if out is not None:
+        return NotImplemented
+    return xp.round(a, decimals)
+
+
+# numpy's nan-functions (xarray's reductions skip NaN through them), lazy: NaN read as the
+# reduction's identity; an all-NaN slice's max, min, mean, var is NaN, as numpy's (without its
+# warning); nanargmax/nanargmin raise for an all-NaN slice, which needs the values: numpy's own
+def _filled(a: Tensor, fill: float) -> Tensor:
+    return xp.where(xp.isnan(a), fill, a) if a.dtype.kind == "f" else a
+
+
+def _nan_sum(name: str, fill: float) -> Callable[..., Any]:
+    """np.nansum/np.nanprod(a, axis, dtype, out, keepdims)."""
+    def call(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+             **rest: Any) -> Any:
+        if out is not None or rest:
+            return NotImplemented
+        return getattr(_filled(a, fill), name)(axis, keepdims, dtype=dtype)
+    return call
+
+
+def _nan_extreme(name: str, fill: float) -> Callable[..., Any]:
+    """np.nanmax/np.nanmin(a, axis, out, keepdims)."""
+    def call(a: Any, axis: Any = None, out: Any = None, keepdims: bool = False, **rest: Any) -> Any:
+        if out is not None or rest:
+            return NotImplemented
+        if a.dtype.kind != "f":
+            return getattr(a, name)(axis, keepdims)
+        missing = xp.isnan(a)
+        found = getattr(xp.where(missing, fill, a), name)(axis, keepdims)
+        return xp.where(xp.all(missing, axis=axis, keepdims=keepdims), xp.nan, found)
+    return call
+
+
+def _nan_count(a: Tensor, axis: Any, keepdims: bool) -> Tensor:
+    return xp.sum(~xp.isnan(a), axis=axis, keepdims=keepdims)
+
+
+def _nanmean(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, keepdims: bool = False,
+             **rest: Any) -> Any:
+    if out is not None or rest:
+        return NotImplemented
+    if a.dtype.kind != "f":
+        return a.mean(axis, keepdims, dtype=dtype)
+    total = _filled(a, 0).sum(axis, keepdims, dtype=dtype)
+    return total / _nan_count(a, axis, keepdims).astype(total.dtype)
+
+
+def _nanvar(a: Any, axis: Any = None, dtype: Any = None, out: Any = None, ddof: float = 0, keepdims: bool = False,
+            **rest: Any) -> Any:
+    """np.nanvar: numpy's steps (the mean of the valid values, the squares of their distances
+    from it, summed, over count - ddof), NaN where that is not positive."""
+    if out is not None or rest:
+        return NotImplemented
+    if a.dtype.kind != "f":
+        return a.var(axis, dtype=dtype, ddof=ddof, keepdims=keepdims)
+    x = a if dtype is None else a.astype(dtype)
+    valid = ~xp.isnan(a)
+    count = _nan_count(a, axis, True)
+    mean = _filled(x, 0).sum(axis, True) / count.astype(x.dtype)
+    centered = xp.where(valid, x - mean, 0)
+    squares = (centered * centered).sum(axis, keepdims)
+    dof = xp.reshape(count, squares.shape) - ddof
+    return xp.where(dof > 0, squares / dof.astype(squares.dtype), xp.nan)
+
+
+def _nanstd(a: Any, *args: Any, **kwargs: Any) -> Any:
+    var = _nanvar(a, *args, **kwargs)
+    return var if var is NotImplemented else xp.sqrt(var)
+
+
+def _nan_cumulative(name: str, fill: float) -> Callable[..., Any]:
+    """np.nancumsum/np.nancumprod(a, axis, dtype, out)."""
+    def call(a: Any, axis: Any = None, dtype: Any = None, out: Any = None) -> Any:
+        if out is not None:
+            return NotImplemented
+        return getattr(_filled(a, fill), name)(axis, dtype)
+    return call
+
+
+def _create(name: str, default_dtype: Any) -> Callable[..., Any]:
+    """NEP 35: np.zeros/ones/empty(shape, dtype=float64, like=t) as ug's, on t's device."""
+    def call(like: Tensor, shape: Any, dtype: Any = None, order: str = "C", **rest: Any) -> Any:
+        if rest:
+            return NotImplemented
+        return _ug(name)(shape, dtype=np.dtype(default_dtype) if dtype is None else dtype, device=like.device)
+    return call
+
+
+def _as_array(copy_default: bool | None) -> Callable[..., Any]:
+    """NEP 35: np.asarray/np.array(obj, dtype, ..., like=t) of a ug tensor as ug's asarray (lazy,
+    on t's device); of anything else, numpy's array of it moved to ug."""
+    def call(like: Tensor, obj: Any, dtype: Any = None, *args: Any, copy: bool | None = copy_default,
+             ndmin: int = 0, **rest: Any) -> Any:
+        if not isinstance(obj, Tensor) or args or set(rest) - {"order", "subok"}:
+            return NotImplemented
+        out = xp.asarray(obj, dtype=dtype, device=like.device, copy=copy)
+        return out.reshape((1,) * (ndmin - out.ndim) + out.shape) if ndmin > out.ndim else out
+    return call
+
+
+_LIKE: dict[Callable[..., Any], Callable[..., Any]] = {
+    np.asarray: _as_array(None), np.asanyarray: _as_array(None), np.ascontiguousarray: _as_array(None),
+    np.array: _as_array(True), np.zeros: _create("zeros", np.float64), np.ones: _create("ones", np.float64),
+    np.empty: _create("empty", np.float64),
+}
+
+
+def _created_like(func: Any, like: Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    """A NEP 35 call (`like=like`): ug's function where it has one, else numpy's (its arguments'
+    tensors as their values) with the resulting arrays moved to like's device."""
+    ours = _LIKE.get(func)
+    if ours is not None:
+        out = ours(like, *args, **kwargs)
+        if out is not NotImplemented:
+            return out
+    return _host_call(func, args, kwargs, like.device)
+
+
+def _numpy_args(np_func: Callable[..., Any], name: str, renames: dict[str, str] | None = None,
+                convert: dict[str, Callable[[Any], Any]] | None = None) -> Callable[..., Any]:
+    """numpy's function `np_func` as ug's `name`: the call's arguments bound by numpy's signature
+    (numpy's positions: np.flip(t, 0), np.tril(t, 1), np.diff(t, 2, 0)), then given to ug's by
+    name (`renames`: numpy's name -> ug's; `convert`: a value's conversion), its first one and
+    its positional-only ones by position. An argument ug lacks with numpy's default value is
+    dropped; with another value, numpy's own implementation runs (NotImplemented)."""
+    np_signature = inspect.signature(np_func)
+    ug_fn = _ug(name)
+    ug_params = list(inspect.signature(ug_fn).parameters.values())
+    renames, convert = renames or {}, convert or {}
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = np_signature.bind(*args, **kwargs)
+        except TypeError:
+            return NotImplemented
+        items = list(bound.arguments.items())
+        first, given = items[0][1], {}
+        for np_name, value in items[1:]:
+            ug_name = renames.get(np_name, np_name)
+            if any(p.name == ug_name for p in ug_params):
+                given[ug_name] = convert[np_name](value) if np_name in convert else value
+                continue
+            default = np_signature.parameters[np_name].default
+            if value is not default and not (isinstance(value, (bool, int, str, type(None))) and value == default):
+                return NotImplemented
+        positional = [first]
+        for param in ug_params[1:]:
+            if param.kind is not inspect.Parameter.POSITIONAL_ONLY or param.name not in given:
+                break
+            positional.append(given.pop(param.name))
+        return ug_fn(*positional, **given)
+    return call
+
+
+def _squeeze(a: Any, axis: Any = None) -> Any:
+    """np.squeeze: every size-1 axis when axis is None (ug's takes the axes)."""
+    if axis is None:
+        axis = tuple(d for d, size in enumerate(a.shape) if size == 1)
+    return xp.squeeze(a, axis)
+
+
+def _meshgrid(*xi: Any, copy: bool = True, sparse: bool = False, indexing: str = "xy") -> Any:
+    """np.meshgrid: ug's (whose grids are values: `copy` changes nothing); sparse grids are numpy's."""
+    if sparse:
+        return NotImplemented
+    return xp.meshgrid(*xi, indexing=indexing)
+
+
+def _broadcast_arrays(*args: Any, subok: bool = False) -> Any:
+    return xp.broadcast_arrays(*args)
+
+
+def _reps(value: Any) -> tuple[int, ...]:
+    return (int(value),) if isinstance(value, (int, np.integer)) else tuple(value)
 
 
 _FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.mean: _reduction("mean"),
-    np.max: _reduction("max"), np.min: _reduction("min"), np.amax: _reduction("max"), np.amin: _reduction("min"),
-    np.all: _reduction("all"), np.any: _reduction("any"),
+    np.max: _extreme("max"), np.min: _extreme("min"), np.amax: _extreme("max"), np.amin: _extreme("min"),
+    np.all: _extreme("all"), np.any: _extreme("any"),
     np.argmax: _arg_reduction("argmax"), np.argmin: _arg_reduction("argmin"),
     np.var: _spread("var"), np.std: _spread("std"),
     np.cumsum: _cumulative("cumulative_sum"), np.cumprod: _cumulative("cumulative_prod"),
     np.reshape: _reshape, np.clip: _clip, np.concatenate: _concatenate,
     np.where: _where, np.zeros_like: _like("zeros_like"), np.ones_like: _like("ones_like"),
-    np.empty_like: _like("empty_like"), np.full_like: _full_like,
-    **{getattr(np, name): _same(name) for name in (
-        "stack", "moveaxis", "expand_dims", "squeeze", "broadcast_to", "broadcast_arrays", "flip", "roll",
-        "tile", "repeat", "tensordot", "count_nonzero", "diff", "tril", "triu", "meshgrid", "vecdot", "matrix_transpose", "astype")
-       if hasattr(np, name)},
+    np.empty_like: _like("empty_like"), np.full_like: _full_like, np.copyto: _copyto, np.pad: _pad,
+    np.round: _round, np.around: _round,
+    np.nansum: _nan_sum("sum", 0), np.nanprod: _nan_sum("prod", 1), np.nanmax: _nan_extreme("max", -np.inf),
+    np.nanmin: _nan_extreme("min", np.inf), np.nanmean: _nanmean, np.nanvar: _nanvar, np.nanstd: _nanstd,
+    np.nancumsum: _nan_cumulative("cumsum", 0), np.nancumprod: _nan_cumulative("cumprod", 1),
+    np.lib.stride_tricks.sliding_window_view: sliding_window_view,
+    **{getattr(np, name): _numpy_args(getattr(np, name), name) for name in (
+        "stack", "moveaxis", "expand_dims", "broadcast_to", "flip", "roll", "repeat", "count_nonzero", "diff",
+        "tril", "triu", "matrix_transpose", "astype")},
+    np.tensordot: _numpy_args(np.tensordot, "tensordot", {"b": "x2"}),
+    np.tile: _numpy_args(np.tile, "tile", {"reps": "repetitions"}, {"reps": _reps}),
+    np.squeeze: _squeeze, np.meshgrid: _meshgrid, np.broadcast_arrays: _broadcast_arrays,
+    # what needs no value (numpy's own would compute and copy the tensor first)
+    np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
+    np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
     np.transpose: _transpose,  # (after the names above: numpy 2's permute_dims is transpose)
 }
 
 
-def array_function(func: Any, types: tuple[type, ...], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
-    """Tensor.__array_function__: ug's version of `func` where there is one, else numpy's own
-    implementation on the tensors' values."""
+def array_function(func: Any, types: tuple[type, ...], args: tuple[Any, ...], kwargs: dict[str, Any],
+                   like: Tensor | None = None) -> Any:
+    """Tensor.__array_function__ (called on `like`): ug's version of `func` where there is one,
+    else numpy's own implementation on the tensors' values (writes into tensors kept, see
+    _HostCall). numpy dispatches a NEP 35 call (`like=`) with the public function, which has no
+    `_implementation`: that makes ug tensors on like's device."""
+    implementation = getattr(func, "_implementation", None)
+    if implementation is None:
+        assert like is not None
+        return _created_like(func, like, args, kwargs)
     ours = _FUNCTIONS.get(func)
-    device = _device_of(args) or _device_of(tuple(kwargs.values()))
+    device = _device_of(args) or _device_of(tuple(kwargs.values())) or (like.device if like is not None else None)
     if ours is not None and device is not None and all(issubclass(t, (Tensor, np.ndarray)) for t in types):
         try:
-            out = ours(*[_as_tensor(a, device) for a in args], **{k: _as_tensor(v, device) for k, v in kwargs.items()})
+            if func is np.copyto:   # (its destination is written: a numpy one must stay itself)
+                out = ours(*args, **kwargs)
+            else:
+                out = ours(*[_as_tensor(a, device) for a in args],
+                           **{k: _as_tensor(v, device) for k, v in kwargs.items()})
         except _Missing:
             out = NotImplemented
         if out is not NotImplemented:
             return out
-    return func._implementation(*_host(args), **_host(kwargs))
+    return _host_call(implementation, args, kwargs, device or xp.__array_namespace_info__().default_device())

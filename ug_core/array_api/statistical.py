@@ -21,19 +21,13 @@ Axis = int | tuple[int, ...] | None
 def sum(x: Tensor, /, *, axis: Axis = None, dtype: Any = None, keepdims: bool = False) -> Tensor:
     """The sum, accumulated in `dtype`; by default the standard's: the tensor's dtype for
     floats, the default integer dtype (int64) for ints and bools."""
-    check_tensor(x, "sum")
-    if dtype is None:
-        return x.sum(axis, keepdims)
-    return x._reduce(Op.SUM, axis, keepdims, _check_supported(dtypes.to_dtype(dtype), x.device))
+    return check_tensor(x, "sum").sum(axis, keepdims, dtype=dtype)
 
 
 def prod(x: Tensor, /, *, axis: Axis = None, dtype: Any = None, keepdims: bool = False) -> Tensor:
     """The product, accumulated in `dtype`; by default the standard's (as for sum). Over no
     elements it is 1."""
-    check_tensor(x, "prod")
-    if dtype is None:
-        return x.prod(axis, keepdims)
-    return x._reduce(Op.PROD, axis, keepdims, _check_supported(dtypes.to_dtype(dtype), x.device))
+    return check_tensor(x, "prod").prod(axis, keepdims, dtype=dtype)
 
 
 def max(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:

@@ -8,7 +8,7 @@ from typing import Any
 from .. import dtypes
 from ..tensor import _normalize_axes, _normalize_axis, full as _full
 from ..ops import Op
-from ..tensor import Tensor
+from ..tensor import Tensor, _into
 from ._common import check_tensor
 from .elementwise import _as_bool
 from .manipulation import concat
@@ -27,12 +27,15 @@ def _truth_reduce(x: Tensor, axis: Axis, keepdims: bool, op: Op, fn: str) -> Ten
     return b._reduce(op, axis, keepdims, dtypes.BOOL)
 
 
-def all(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    return _truth_reduce(x, axis, keepdims, Op.RMIN, "all")
+def all(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False, out: Any = None) -> Tensor:
+    """Whether every element along `axis` is true. `out` is numpy's (xarray passes numpy's
+    out=None on): a tensor given the result, see Tensor.sum."""
+    return _into(out, _truth_reduce(x, axis, keepdims, Op.RMIN, "all"))
 
 
-def any(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    return _truth_reduce(x, axis, keepdims, Op.RMAX, "any")
+def any(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False, out: Any = None) -> Tensor:
+    """Whether some element along `axis` is true (`out` as for all)."""
+    return _into(out, _truth_reduce(x, axis, keepdims, Op.RMAX, "any"))
 
 
 def diff(x: Tensor, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None) -> Tensor:

@@ -36,14 +36,14 @@ SHAPES = [(4, 5), (3, 4), (2, 3, 4), (6,), (4, 4)]
 class Program:
     """One random program, run step by step on ug and numpy side by side."""
 
-    def __init__(self, device: str, seed: int, dtype: np.dtype):
+    def __init__(self, device, seed, dtype):
         self.device, self.r, self.dtype = device, np.random.default_rng(seed), dtype
         self.ts: list = []     # ug tensors
         self.es: list = []     # numpy arrays (views where ug's are views)
-        self.log: list[str] = []
+        self.log = []
 
     # --- values ------------------------------------------------------------------------
-    def data(self, shape: tuple[int, ...]) -> np.ndarray:
+    def data(self, shape):
         r, dt = self.r, self.dtype
         if dt.kind == "b":
             return r.random(shape) < 0.5
@@ -52,7 +52,7 @@ class Program:
         info = np.iinfo(dt)
         return r.integers(max(info.min, -50), min(info.max, 50) + 1, shape).astype(dt)
 
-    def scalar(self) -> bool | int | float:
+    def scalar(self):
         """A Python scalar the dtype holds: mostly small, sometimes at the dtype's extremes (and
         for float64 values float32 cannot hold)."""
         dt = self.dtype
@@ -67,19 +67,19 @@ class Program:
         v = self.data(())
         return v.item()
 
-    def add(self, t, e, text: str) -> None:
+    def add(self, t, e, text):
         if not isinstance(e, np.ndarray):  # numpy gives scalars for some 0-d results (copies)
             e = np.array(e)
         self.ts.append(t)
         self.es.append(e)
         self.log.append(f"t{len(self.ts) - 1} = {text}")
 
-    def pick(self, min_ndim: int = 0) -> int | None:
+    def pick(self, min_ndim=0):
         choices = [k for k, e in enumerate(self.es) if e.ndim >= min_ndim]
         return int(self.r.choice(choices)) if choices else None
 
     # --- basic indices ----------------------------------------------------------------
-    def basic_index(self, shape: tuple[int, ...]) -> tuple:
+    def basic_index(self, shape):
         r, items = self.r, []
         for n in shape:
             kind = r.integers(0, 5)
@@ -99,12 +99,12 @@ class Program:
         return tuple(items)
 
     # --- steps ----------------------------------------------------------------------
-    def step(self) -> None:
+    def step(self):
         kind = self.r.choice(["view", "view", "view", "copy", "copy", "arith", "write", "write", "write",
                               "write", "write", "write", "realize", "read", "delete"])
         getattr(self, f"step_{kind}")()
 
-    def step_view(self) -> None:
+    def step_view(self):
         i = self.pick()
         t, e = self.ts[i], self.es[i]
         r = self.r
@@ -155,7 +155,7 @@ class Program:
         self.add(u, v, text)
         self.check_aliasing(u, self.es[-1], t, e, text)
 
-    def check_aliasing(self, u, v, t, source, text: str) -> None:
+    def check_aliasing(self, u, v, t, source, text):
         """ug's result is a view of t's elements exactly where numpy's shares memory with its source."""
         numpy_view = v.size > 0 and np.shares_memory(v, source)
         root = t.base if isinstance(t, TensorView) else t
@@ -164,7 +164,7 @@ class Program:
             raise AssertionError(f"{text}: numpy gives a {'view' if numpy_view else 'copy'}, ug a "
                                  f"{'view' if ug_view else 'new value'}")
 
-    def step_copy(self) -> None:
+    def step_copy(self):
         i = self.pick()
         t, e, r, dev = self.ts[i], self.es[i], self.r, self.device
         options = ["tensor", "pos", "astype", "flatten", "where", "asarray_copy"]
@@ -255,7 +255,7 @@ class Program:
         self.add(u, v if np.asarray(v).flags.c_contiguous else v.copy(order="C"), text)
         self.check_aliasing(u, self.es[-1], t, e, text)
 
-    def step_arith(self) -> None:
+    def step_arith(self):
         i = self.pick()
         t, e = self.ts[i], self.es[i]
         if e.dtype.kind == "b":
@@ -272,7 +272,7 @@ class Program:
         # that a reshape of a transposed one would copy where ug's is a view)
         self.add(u, v if np.asarray(v).flags.c_contiguous else v.copy(order="C"), text)
 
-    def step_write(self) -> None:
+    def step_write(self):
         i = self.pick()
         t, e, r, dev = self.ts[i], self.es[i], self.r, self.device
         how = r.choice(["scalar", "tensor", "self", "self", "iadd", "assign", "ints", "mask"])
@@ -337,7 +337,7 @@ class Program:
         assert not readonly, f"{text}: numpy raised nothing for a read-only array"
         self.log.append(text)
 
-    def self_view(self, shape: tuple[int, ...], region: tuple[int, ...]) -> tuple | None:
+    def self_view(self, shape, region):
         """A basic index into an array of `shape` that selects an array of the `region` shape
         (the target read through another view of itself: reversed, shifted...), or None."""
         probe = np.empty(shape)
@@ -350,17 +350,17 @@ class Program:
             return None
         return None
 
-    def step_realize(self) -> None:
+    def step_realize(self):
         chosen = [int(k) for k in self.r.integers(0, len(self.ts), int(self.r.integers(1, 4)))]
         self.log.append(f"ug.realize({', '.join(f't{k}' for k in chosen)})")
         ug.realize(*[self.ts[k] for k in chosen])
 
-    def step_read(self) -> None:
+    def step_read(self):
         i = self.pick()
         self.log.append(f"read t{i}")
         self.compare(i)
 
-    def step_delete(self) -> None:
+    def step_delete(self):
         if len(self.ts) > 1:
             i = self.pick()
             self.log.append(f"del t{i}")
@@ -369,7 +369,7 @@ class Program:
             self.es = [e for e in self.es if e is not None]
             self.log.append("(renumbered)")
 
-    def compare(self, i: int) -> None:
+    def compare(self, i):
         got, want = self.ts[i].numpy(), self.es[i]
         assert got.shape == want.shape and got.dtype == want.dtype, (i, got.shape, want.shape, got.dtype, want.dtype)
         if want.dtype.kind == "f":
@@ -377,7 +377,7 @@ class Program:
         else:
             np.testing.assert_array_equal(got, want, err_msg=f"t{i}")
 
-    def run(self, steps: int) -> None:
+    def run(self, steps):
         for shape in self.r.permutation(len(SHAPES))[:2]:
             a = self.data(SHAPES[shape])
             self.add(ug.tensor(a, device=self.device), a.copy(), f"tensor(<{a.dtype} {a.shape}>)")
@@ -390,7 +390,7 @@ class Program:
             self.compare(k)
 
 
-def _ug_write(t, how: str, r) -> None:
+def _ug_write(t, how, r):
     """Write a read-only tensor the way the numpy side tried (it must raise ValueError)."""
     if how == "iadd":
         t += 1
@@ -400,7 +400,7 @@ def _ug_write(t, how: str, r) -> None:
         t[(0,) * t.ndim] = 0
 
 
-def _fmt(idx: tuple) -> str:
+def _fmt(idx):
     def one(i):
         if i is None:
             return "None"

@@ -158,6 +158,7 @@ def _wrap(device: CudaDevice, ptr: int, shape: tuple[int, ...], dtype: np.dtype,
         buf = Buffer.__new__(Buffer)
         buf.device, buf.size, buf.dtype = device, size, dtype
         buf.handle = Allocation(ptr, owner)
+        buf.exposed = True   # the owner may write it any time: ug.tensor(t) of it copies at once
     return ug.Tensor(graph.from_buffer(buf, tuple(shape)))
 
 

@@ -1,0 +1,61 @@
+"""numpy's names beside the standard's, for libraries written against numpy that call them on an
+array's namespace (xarray's duck_array_ops calls `xp.transpose(a, axes)` and
+`xp.lib.stride_tricks.sliding_window_view(a, window, axis)` on any namespace whose dtypes are
+numpy's): `ug_core.transpose`, `ug_core.lib.stride_tricks.sliding_window_view`. numpy's own
+functions of these names, called on tensors, run them too (numpy_interop)."""
+
+from __future__ import annotations
+
+import operator
+from types import SimpleNamespace
+from typing import Any
+
+from ..tensor import Tensor, _normalize_axis
+from ..view import View, contiguous_strides
+from ._common import check_tensor
+from .manipulation import permute_dims
+
+
+def transpose(x: Tensor, /, axes: Any = None) -> Tensor:
+    """numpy's transpose: permute_dims(x, axes), the axes reversed when None."""
+    check_tensor(x, "transpose")
+    return permute_dims(x, tuple(range(x.ndim))[::-1] if axes is None else tuple(axes))
+
+
+def sliding_window_view(x: Tensor, /, window_shape: Any, axis: Any = None, *, subok: bool = False,
+                        writeable: bool = False) -> Tensor:
+    """numpy's sliding_window_view: every window of `window_shape` along `axis` (all axes when
+    None), the window's dims appended, as one strided view of x (no copy: windows overlap;
+    read-only, as numpy's by default)."""
+    check_tensor(x, "sliding_window_view")
+    if writeable:
+        raise ValueError("sliding_window_view: writeable windows are not supported (they overlap)")
+    windows = (window_shape,) if isinstance(window_shape, int) else tuple(window_shape)
+    windows = tuple(operator.index(w) for w in windows)
+    if any(w < 0 for w in windows):
+        raise ValueError("`window_shape` cannot contain negative values")
+    if axis is None:
+        if len(windows) != x.ndim:
+            raise ValueError(f"Since axis is `None`, must provide window_shape for all dimensions of `x`; got "
+                             f"{len(windows)} window_shape elements and `x.ndim` is {x.ndim}.")
+        axes: tuple[int, ...] = tuple(range(x.ndim))
+    else:
+        items = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = tuple(_normalize_axis(a, x.ndim) for a in items)
+        if len(windows) != len(axes):
+            raise ValueError(f"Must provide matching length window_shape and axis; got {len(windows)} "
+                             f"window_shape elements and {len(axes)} axes elements.")
+    shape = list(x.shape)
+    for a, w in zip(axes, windows):
+        if shape[a] < w:
+            raise ValueError("window shape cannot be larger than input array shape")
+        shape[a] -= w - 1
+    strides = contiguous_strides(x.shape)
+    view = View(tuple(shape) + windows, strides + tuple(strides[a] for a in axes))
+    return x._view(view, writeable=False)
+
+
+# numpy's module path of it, as xarray looks it up on a namespace
+lib = SimpleNamespace(stride_tricks=SimpleNamespace(sliding_window_view=sliding_window_view))
+
+__all__ = ["lib", "transpose"]
