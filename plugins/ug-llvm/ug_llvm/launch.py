@@ -154,18 +154,16 @@ class CPURuntime(Runtime):
     def launcher(self, k: CompiledKernel) -> Launch:
         """The per-program launch function (made once): read the pointers, pack them, call."""
         if k.launch is None:
-            pack, run = packer(k), self.runner(k, aliased=False)
-            run_aliased: Callable[[bytes], None] | None = None  # made on the first launch that needs it
+            # (both entries made now: a closure holding k, which holds the closure, would be a
+            # reference cycle, and the compiled code would then wait for the gc to go)
+            pack, run, run_aliased = packer(k), self.runner(k, aliased=False), self.runner(k, aliased=True)
 
             def launch(buffers: list[Buffer]) -> None:
-                nonlocal run_aliased
                 handles = [b.handle for b in buffers]  # blocks are their addresses: the kernel's arguments
                 if len(set(handles)) == len(handles):
                     run(pack(*handles))
                     return
-                if run_aliased is None:  # a buffer passed twice: the entry without noalias
-                    run_aliased = self.runner(k, aliased=True)
-                run_aliased(pack(*handles))
+                run_aliased(pack(*handles))  # a buffer passed twice: the entry without noalias
             k.launch = launch
         return k.launch
 
