@@ -28,6 +28,7 @@ _NAMES = {d: d.name for d in SUPPORTED}
 # (min, max) of each integer dtype: np.iinfo takes about a microsecond, and comparing an int
 # tensor with a Python int asks for it (beyond_range)
 _INT_RANGES = {d: (int(np.iinfo(d).min), int(np.iinfo(d).max)) for d in SUPPORTED if d.kind in "iu"}
+_FLOAT_MAX = {d: float(np.finfo(d).max) for d in SUPPORTED if d.kind == "f"}
 
 
 def name(dt: np.dtype) -> str:
@@ -125,8 +126,21 @@ def operand(value: Any, dtype: np.dtype) -> np.generic:
     is inf (no warning: ug raises no floating-point warnings)."""
     if dtype.kind in "iu" and isinstance(value, int) and not isinstance(value, (bool, np.generic)):
         _check_int_range(value, dtype)
-    with np.errstate(all="ignore"):
+    return _converted(value, dtype)
+
+
+def _converted(value: Any, dtype: np.dtype) -> np.generic:
+    """dtype.type(value), without numpy's overflow warning for a float beyond dtype's range (inf);
+    the warning state is set only for such values (it costs more than the conversion)."""
+    if dtype.kind != "f" or isinstance(value, (bool, np.bool_)):
         return dtype.type(value)
+    # as a Python number (abs of int64's min wraps; a numpy float would convert the bound to its
+    # own dtype, NEP 50, and overflow itself)
+    if abs(int(value) if isinstance(value, np.integer) else float(value) if isinstance(value, np.floating) else value) \
+            > _FLOAT_MAX[dtype]:
+        with np.errstate(all="ignore"):
+            return dtype.type(value)
+    return dtype.type(value)
 
 
 def written(value: Any, dtype: np.dtype) -> np.generic:
@@ -145,8 +159,7 @@ def written(value: Any, dtype: np.dtype) -> np.generic:
         number = int(value)   # floats toward zero; raises for NaN (ValueError) and inf (OverflowError)
         _check_int_range(number, dtype)
         return dtype.type(number)
-    with np.errstate(all="ignore"):
-        return dtype.type(value)
+    return _converted(value, dtype)
 
 
 def beyond_range(value: Any, dtype: np.dtype) -> int:
