@@ -360,6 +360,19 @@ def test_issue_cases(device):
         ug.where(mask, 300, np.int8(3))
 
 
+def test_numpy_numbers_as_arguments_are_not_operands(device):
+    """A numpy number given as a function's parameter (a norm's order, var's correction, pad's
+    value) is not an operand that promotes: the result keeps x's dtype, as numpy's does."""
+    a = np.arange(5, dtype=np.float32)
+    x = ug.tensor(a, device=device)
+    for order in (np.float64(3), np.int64(3), np.float64(0.5)):
+        got = ug.linalg.vector_norm(x, ord=order)
+        assert got.dtype == F32, f"vector_norm ord={order!r}: {got.dtype}"
+        np.testing.assert_allclose(got.numpy(), np.linalg.vector_norm(a, ord=order), rtol=1e-6)
+    assert ug.var(x, correction=np.float64(1)).dtype == F32
+    assert_same(ug.pad(x, 1, constant_value=np.float64(0.1)), np.pad(a, 1, constant_values=np.float64(0.1)), "pad")
+
+
 def test_numpy_scalars_reuse_the_kernel(device, compile_cache):
     """A numpy scalar is a kernel argument like a Python one (ug_core.scalars): new values run
     the kernel compiled for the first, in operators, where, writes and scatters."""
