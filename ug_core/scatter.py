@@ -116,6 +116,7 @@ def setitem(x: Tensor, index: tuple[Any, ...], value: Any) -> Node:
     """The new value of x after `x[index] = value` with integer arrays or boolean masks in
     index (numpy's advanced assignment: duplicates, the last write wins), as a node. A mask of
     x's shape with a value that broadcasts to x is a select (no sync); other masks are read."""
+    v: Tensor | None = None
     if len(index) == 1 and is_mask(index[0]):
         mask = index[0] if isinstance(index[0], Tensor) else tensor(np.asarray(index[0]), device=x.device)
         if mask.shape == x.shape or mask.ndim == 0:
@@ -126,7 +127,8 @@ def setitem(x: Tensor, index: tuple[Any, ...], value: Any) -> Node:
                 return where(mask, Tensor(graph.cast(v.reshape(())._node, x.dtype)), x)._node
     position = getitem(_positions(x), index)   # each written element's linear position in x
     count = math.prod(position.shape)
-    v = _written_value(value, x)   # (checked even when nothing is written, as numpy does)
+    if v is None:
+        v = _written_value(value, x)   # (checked even when nothing is written, as numpy does)
     if count == 0:
         return x._node
     flat_positions = position.reshape(count)
