@@ -36,6 +36,10 @@ from .render_ir import FSUF, MEM, REG, IRBuilder
 __all__ = ["LLVMRenderer", "LLVMTarget", "RenderError", "render"]
 
 ACC_FAST = "reassoc contract nsz"      # reduction accumulators: lets the vectorizer reorder the sum
+# a scan's running value (stored at every step, _running_accs): reordered too, but every zero
+# keeps its sign (nsz let LLVM fold the -0.0 a running sum starts from plus a 0.0 to -0.0, so
+# cumulative_sum(include_initial=True) began with -0.0)
+ACC_RUNNING = "reassoc contract"
 _ACC_FLOAT = {Op.ADD: "fadd", Op.MUL: "fmul"}
 _ATOMIC_RMW = {Op.ADD: "add", Op.MAX: "max", Op.MIN: "min"}   # (max/min: "u" first for unsigned)
 
@@ -296,9 +300,9 @@ class LLVMRenderer(Renderer, IRBuilder):
         return slot
 
     def op_acc_update(self, inst: Inst) -> None:
-        """acc = acc `op` value; a reduction's float sums and products may be reassociated
-        (ACC_FAST), so the loop vectorizes, which a reduction's order allows (see ug_core.ops);
-        a scan's running value is not (_running_accs)."""
+        """acc = acc `op` value; float sums and products may be reassociated (ACC_FAST), so
+        the loop vectorizes, which a reduction's order allows (see ug_core.ops); a scan's keeps
+        the signs of its zeros (ACC_RUNNING)."""
         acc, value = inst.srcs
         ty = _acc_ty(acc.dtype)
         slot = self.v(acc)
@@ -307,15 +311,15 @@ class LLVMRenderer(Renderer, IRBuilder):
             x = self.value(f"fpext half {x} to float")
         cur = self.value(f"load {ty}, ptr {slot}, align {SIZE[ty]}")
         op = inst.arg
-        if (op is Op.ADD and acc.dtype.kind == "f" and ty != "half" and acc.id not in self.running
-                and value.opc is Opc.ALU and value.arg is Op.MUL
+        flags = ACC_RUNNING if acc.id in self.running else ACC_FAST
+        if (op is Op.ADD and acc.dtype.kind == "f" and ty != "half" and value.opc is Opc.ALU and value.arg is Op.MUL
                 and REG[value.dtype] == ty):
             # a sum of products (a dot product, a variance): one fma per element where the target
             # has it; the product's rounding is one of the sum's, whose order is free already
             a, b = (self.v(s) for s in value.srcs)
-            new = self.value(f"call {ACC_FAST} {ty} @llvm.fmuladd.{FSUF[ty]}({ty} {a}, {ty} {b}, {ty} {cur})")
-        elif acc.dtype.kind == "f" and op in _ACC_FLOAT and acc.id not in self.running:  # the loop vectorizes
-            new = self.value(f"{_ACC_FLOAT[op]} {ACC_FAST} {ty} {cur}, {x}")
+            new = self.value(f"call {flags} {ty} @llvm.fmuladd.{FSUF[ty]}({ty} {a}, {ty} {b}, {ty} {cur})")
+        elif acc.dtype.kind == "f" and op in _ACC_FLOAT:  # reassociable: the loop vectorizes
+            new = self.value(f"{_ACC_FLOAT[op]} {flags} {ty} {cur}, {x}")
         else:
             new = alu(self, op, acc.dtype.kind, ty, [cur, x])
         self.emit(f"store {ty} {new}, ptr {slot}, align {SIZE[ty]}")
@@ -338,10 +342,8 @@ def _fits_i32(bound: int | None) -> bool:
 
 
 def _running_accs(program: LoopProgram) -> set[int]:
-    """The accumulators read inside the loop that updates them (a scan's running value, stored at
-    every step): their every value is a result, so their updates are plain IEEE operations. The
-    fast-math flags of a reduction's (ACC_FAST) let LLVM fold a scan's `-0.0 + 0.0` to -0.0
-    (cumulative_sum(include_initial=True) started with -0.0) and buy no vectorization there."""
+    """The accumulators read inside the loop that updates them: a scan's running value, stored
+    at every step, so each of its values is a result."""
     depth = 0
     defined: dict[int, int] = {}
     running: set[int] = set()
