@@ -315,7 +315,8 @@ def pad(x: Tensor, /, pad_width: Any, mode: str = "constant", constant_value: An
     if mode == "constant":
         out = _padded(x, pairs)
         # numpy's `a[i] = v` conversion: exact, and an int x's dtype cannot hold is an OverflowError
-        value = dtypes.written(constant_value, x.dtype) if dtypes.is_scalar(constant_value) else x.dtype.type(constant_value)
+        scalar = dtypes.is_scalar(constant_value)
+        value = dtypes.written(constant_value, x.dtype) if scalar else x.dtype.type(constant_value)
         if value != 0 or np.signbit(value):
             inside = _padded(full(x.shape, True, np.bool_, x.device), pairs)
             out = where(inside, out, full((), value.item(), x.dtype, x.device))
