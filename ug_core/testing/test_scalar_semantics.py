@@ -232,7 +232,10 @@ def test_written_numpy_scalars_must_fit(device, require_dtype, dt):
                 ENTRY_POINTS[name][0](x, v)
             assert_same(x, a, f"{name} with {v!r} left x")
     x = ug.tensor(a, device=device)
-    wide = np.array(int(info.max) + 1, np.int64) if dt.itemsize < 8 else (np.array(-1, np.int64) if dt.kind == "u" else np.array(2**64 - 1, np.uint64))
+    if dt.itemsize < 8:
+        wide = np.array(int(info.max) + 1, np.int64)
+    else:
+        wide = np.array(-1, np.int64) if dt.kind == "u" else np.array(2**64 - 1, np.uint64)
     x[0, 0] = wide   # an array, not a scalar: cast (wrapped), as numpy casts it
     expected = a.copy()
     expected[0, 0] = wide
@@ -267,8 +270,10 @@ _BINARY: dict[str, Callable] = {
 }
 _FUNCTIONS: dict[str, tuple[Callable, Callable]] = {
     "maximum": (ug.maximum, np.maximum), "minimum": (ug.minimum, np.minimum),
-    "where(m, x, s)": (lambda x, s: ug.where(ug.asarray(MASK[0], device=x.device), x, s), lambda a, s: np.where(MASK[0], a, s)),
-    "where(m, s, x)": (lambda x, s: ug.where(ug.asarray(MASK[0], device=x.device), s, x), lambda a, s: np.where(MASK[0], s, a)),
+    "where(m, x, s)": (lambda x, s: ug.where(ug.asarray(MASK[0], device=x.device), x, s),
+                       lambda a, s: np.where(MASK[0], a, s)),
+    "where(m, s, x)": (lambda x, s: ug.where(ug.asarray(MASK[0], device=x.device), s, x),
+                       lambda a, s: np.where(MASK[0], s, a)),
 }
 # functions of floats (the standard's; numpy's take ints too, ug's refuse them)
 _FLOAT_FUNCTIONS: dict[str, tuple[Callable, Callable]] = {
@@ -306,7 +311,8 @@ def _compare_with_numpy(device: str, x_dtype: np.dtype, scalar: Any, what: str) 
                 ug_fn(x, scalar)
             continue
         if name in ("copysign", "atan2", "hypot") and want.dtype == F16:
-            want = np.asarray(np_fn(a.astype(F32), np.asarray(scalar).astype(F32))).astype(F16)  # (numpy's f16 loop: f32, rounded once)
+            # (numpy's float16 loop: in float32, rounded once)
+            want = np.asarray(np_fn(a.astype(F32), np.asarray(scalar).astype(F32))).astype(F16)
         got = ug_fn(x, scalar)
         assert got.dtype == want.dtype, f"{a.dtype} {name} {what}: dtype {got.dtype}, numpy's {want.dtype}"
         built.append((name, got))
@@ -457,7 +463,8 @@ def test_float16_statistics_accumulate_in_float32(device, require_dtype, axis):
                                 ("method mean", x.mean(axis), wide.mean(axis=axis))):
             want = np.asarray(want).astype(F16)
             assert got.dtype == F16, f"{name}: {got.dtype}"
-            np.testing.assert_allclose(got.numpy().astype(F32), want.astype(F32), rtol=1e-3, err_msg=f"{name} of {a[0, :3]}")
+            np.testing.assert_allclose(got.numpy().astype(F32), want.astype(F32), rtol=1e-3,
+                                       err_msg=f"{name} of {a[0, :3]}")
     assert ug.mean(ug.full(1000, 100.0, F16, device=device)).item() == 100.0
 
 
