@@ -1,8 +1,13 @@
 """Dtypes: which numpy dtypes ug supports and how results are typed.
 
 numpy is the oracle for type promotion: the result dtype of an op on tensors is what
-the numpy ufunc returns for empty arrays of the same dtypes. Python scalars are
-"weak": they take the tensor's dtype when their kind fits.
+the numpy ufunc returns for empty arrays of the same dtypes. Scalars follow numpy 2 (NEP 50):
+Python bools, ints and floats are "weak": they take the tensor's dtype when their kind fits,
+exactly (a float64 tensor's 0.1 is float64's 0.1), and an int that dtype cannot hold is an
+OverflowError; numpy scalars (np.int64(3), np.float32(0.5), a 0-d array) are typed: they
+promote with the tensor's dtype as a 0-d array of theirs would (`operand`). A scalar written
+into a tensor (`x[i] = v`, `full`, `pad`'s value, a scatter's values) must fit its dtype
+(`written`).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ _NAMES = {d: d.name for d in SUPPORTED}
 # (min, max) of each integer dtype: np.iinfo takes about a microsecond, and comparing an int
 # tensor with a Python int asks for it (beyond_range)
 _INT_RANGES = {d: (int(np.iinfo(d).min), int(np.iinfo(d).max)) for d in SUPPORTED if d.kind in "iu"}
+_FLOAT_MAX = {d: float(np.finfo(d).max) for d in SUPPORTED if d.kind == "f"}
 
 
 def name(dt: np.dtype) -> str:
@@ -79,8 +85,20 @@ def promote(a: np.dtype, b: np.dtype) -> np.dtype:
     return dt
 
 
+def is_weak(value: Any) -> bool:
+    """Whether `value` is a Python bool, int or float: a weak scalar. A numpy scalar is typed,
+    np.float64 too (a subclass of float)."""
+    return isinstance(value, (bool, int, float)) and not isinstance(value, np.generic)
+
+
 def scalar_dtype(value: Any, tensor_dtype: np.dtype) -> np.dtype:
-    """The dtype a Python scalar takes next to a tensor of `tensor_dtype` (weak scalar rule)."""
+    """The dtype an op of a tensor of `tensor_dtype` and the scalar `value` computes in (before
+    the op's own rule, e.g. true_divide's float for ints). A Python scalar is weak: it takes the
+    tensor's dtype when its kind fits, else the default dtype of its kind (an int next to bools:
+    int64; a float next to ints: float32, ug's default float). A numpy scalar is typed (NEP 50):
+    the two dtypes promote, as for a 0-d array (int8 + np.int64(300) is int64 [301 ...])."""
+    if isinstance(value, np.generic):
+        return promote(tensor_dtype, to_dtype(value.dtype))
     if isinstance(value, (bool, np.bool_)):
         return tensor_dtype
     if isinstance(value, (int, np.integer)):
@@ -88,6 +106,62 @@ def scalar_dtype(value: Any, tensor_dtype: np.dtype) -> np.dtype:
     if isinstance(value, (float, np.floating)):
         return tensor_dtype if tensor_dtype.kind == "f" else np.dtype(np.float32)
     raise TypeError(f"unsupported scalar {value!r} of type {type(value).__name__}")
+
+
+def iinfo_range(dtype: np.dtype) -> tuple[int, int]:
+    """(min, max) of the integer dtype `dtype`, as Python ints."""
+    return _INT_RANGES[dtype]
+
+
+def _check_int_range(value: int, dtype: np.dtype) -> None:
+    low, high = _INT_RANGES[dtype]
+    if not low <= value <= high:
+        # numpy 2's message (np.int16(-32769), `a_int16[0] = -32769`, `a_uint8 + 300`)
+        raise OverflowError(f"Python integer {value} out of bounds for {dtype.name}")
+
+
+def operand(value: Any, dtype: np.dtype) -> np.generic:
+    """The scalar `value` (a Python or numpy one) as a numpy scalar of `dtype`, the dtype an op
+    computes in (`scalar_dtype`): exact wherever `dtype` holds the value (a Python float is not
+    rounded to float32 on its way into float64 work, an int above 2**63 fits uint64); a Python
+    int outside an integer dtype is numpy 2's OverflowError; a float beyond a float dtype's range
+    is inf (no warning: ug raises no floating-point warnings)."""
+    if dtype.kind in "iu" and isinstance(value, int) and not isinstance(value, (bool, np.generic)):
+        _check_int_range(value, dtype)
+    return _converted(value, dtype)
+
+
+def _converted(value: Any, dtype: np.dtype) -> np.generic:
+    """dtype.type(value), without numpy's overflow warning for a float beyond dtype's range (inf);
+    the warning state is set only for such values (it costs more than the conversion)."""
+    if dtype.kind != "f" or isinstance(value, (bool, np.bool_)):
+        return dtype.type(value)
+    # as a Python number (abs of int64's min wraps; a numpy float would convert the bound to its
+    # own dtype, NEP 50, and overflow itself)
+    if abs(int(value) if isinstance(value, np.integer) else float(value) if isinstance(value, np.floating) else value) \
+            > _FLOAT_MAX[dtype]:
+        with np.errstate(all="ignore"):
+            return dtype.type(value)
+    return dtype.type(value)
+
+
+def written(value: Any, dtype: np.dtype) -> np.generic:
+    """The scalar `value` (a Python or numpy one) as the element of `dtype` a write stores for it
+    (`x[i] = v`, `assign`, `full`, `pad`'s value, a scatter's values): numpy's `a[i] = v`. An
+    integer, Python's or numpy's, must fit an integer dtype (OverflowError, where numpy's `full`
+    and mask writes would wrap a numpy int silently); a float written to an integer dtype is
+    truncated toward zero and must then fit (NaN: ValueError, inf: OverflowError, as Python's
+    int()); a bool dtype stores the value's truth; floats round to the dtype (beyond its range:
+    inf). An array (not a scalar) is cast instead, as numpy casts one (wrapping)."""
+    if dtype == BOOL:
+        return np.bool_(bool(value))
+    if dtype.kind in "iu" and not isinstance(value, (bool, np.bool_)):
+        if not isinstance(value, (int, float, np.integer, np.floating)):
+            raise TypeError(f"cannot write {value!r} of type {type(value).__name__} into a {dtype.name} tensor")
+        number = int(value)   # floats toward zero; raises for NaN (ValueError) and inf (OverflowError)
+        _check_int_range(number, dtype)
+        return dtype.type(number)
+    return _converted(value, dtype)
 
 
 def beyond_range(value: Any, dtype: np.dtype) -> int:
@@ -100,7 +174,10 @@ def beyond_range(value: Any, dtype: np.dtype) -> int:
 
 
 def default_dtype(value: Any) -> np.dtype:
-    """dtype for a bare Python scalar or nested list turned into a tensor."""
+    """dtype for a bare scalar or nested list turned into a tensor: a numpy scalar's own (it is
+    typed), else ug's defaults (bool, int64, float32)."""
+    if isinstance(value, np.generic):
+        return to_dtype(value.dtype)
     if isinstance(value, (bool, np.bool_)):
         return BOOL
     if isinstance(value, (int, np.integer)):

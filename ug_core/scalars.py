@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from . import dtypes
 from .device import Buffer
 from .env import env_int
 from .graph import Node, const, from_buffer
@@ -99,13 +100,15 @@ def folds(value: np.generic) -> bool:
 
 
 def typed(value: Any, dtype: np.dtype) -> np.generic:
-    """`value` as a numpy scalar of `dtype`, converted as graph.const converts it."""
-    return dtype.type(value)
+    """`value` as a numpy scalar of `dtype`, exactly where dtype holds it (dtypes.operand: a
+    Python int out of an integer dtype's range is an OverflowError)."""
+    return dtypes.operand(value, dtype)
 
 
 def scalar(value: Any, dtype: np.dtype, device: str) -> Node:
-    """The 0-d node for a user's scalar: a folded constant (`folds`) or the kept buffer node
-    that holds it."""
+    """The 0-d node of `dtype` for a user's scalar (a Python or numpy one, converted by `typed`;
+    a write converts it with dtypes.written first): a folded constant (`folds`) or the kept
+    buffer node that holds it."""
     v = typed(value, dtype)
     if folds(v):
         return const(v.item(), dtype, device)

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes, graph
+from . import dtypes, graph, scalars
 from .array_api.indexing import _checked_index, _gather, _wrapped, getitem, is_mask
 from .array_api.manipulation import pad
 from .graph import Node
@@ -34,7 +34,7 @@ from .memory import available_host_bytes
 from .ops import Op
 from .plugins import registry
 from .schedule import scatter_identity
-from .tensor import Tensor, _broadcast, _normalize_axis, tensor, tracing, values_for_shape, where
+from .tensor import Tensor, _broadcast, _normalize_axis, _written_array, tensor, tracing, values_for_shape, where
 
 __all__ = ["scatter_add", "index_add", "bincount"]
 
@@ -127,16 +127,19 @@ def setitem(x: Tensor, index: tuple[Any, ...], value: Any) -> Node:
     """The new value of x after `x[index] = value` with integer arrays or boolean masks in
     index (numpy's advanced assignment: duplicates, the last write wins), as a node. A mask of
     x's shape with a value that broadcasts to x is a select (no sync); other masks are read."""
+    v: Tensor | None = None
     if len(index) == 1 and is_mask(index[0]):
         mask = index[0] if isinstance(index[0], Tensor) else tensor(np.asarray(index[0]), device=x.device)
-        shape = value.shape if isinstance(value, Tensor) else np.shape(value)
-        if (mask.shape == x.shape or mask.ndim == 0) and math.prod(shape) == 1 and len(shape) <= 1:
-            scalar = value.reshape(()) if isinstance(value, Tensor) else np.asarray(value).reshape(())
-            return where(mask, Tensor(graph.cast(_as_node(scalar, x), x.dtype)), x)._node
+        if mask.shape == x.shape or mask.ndim == 0:
+            if dtypes.is_scalar(value):   # converted as numpy's `a[mask] = v`: it must fit x's dtype
+                return where(mask, dtypes.written(value, x.dtype), x)._node   # a kernel argument (scalars)
+            v = _written_value(value, x)
+            if v.size == 1 and v.ndim <= 1:
+                return where(mask, Tensor(graph.cast(v.reshape(())._node, x.dtype)), x)._node
     position = getitem(_positions(x), index)   # each written element's linear position in x
     count = math.prod(position.shape)
-    v = value if isinstance(value, Tensor) else tensor(np.asarray(value) if not dtypes.is_scalar(value) else value,
-                                                     device=x.device)
+    if v is None:
+        v = _written_value(value, x)   # (checked even when nothing is written, as numpy does)
     if v.ndim > position.ndim or not all(a == 1 or a == b for a, b in zip(v.shape[::-1], position.shape[::-1])):
         # (numpy's check, also when nothing is selected: x[[]] = ones(3) raises there)
         raise ValueError(f"shape mismatch: value array of shape {v.shape} could not be broadcast to indexing "
@@ -156,10 +159,18 @@ def setitem(x: Tensor, index: tuple[Any, ...], value: Any) -> Node:
 # --- helpers ---------------------------------------------------------------------------------
 
 
-def _as_node(value: Any, x: Tensor) -> Node:
+def _written_value(value: Any, x: Tensor) -> Tensor:
+    """A value written into x (`x[idx] = value`, a scatter's values) as a tensor, before its
+    cast to x's dtype: a scalar as numpy's `a[i] = v` converts it (dtypes.written: it must fit
+    x's dtype, exactly; a kernel argument, see scalars), nested Python numbers as x's dtype
+    directly (the same rule), an array or a tensor as it is (the cast wraps, as numpy's)."""
     if isinstance(value, Tensor):
-        return value._node
-    return tensor(np.asarray(value, dtype=x.dtype), device=x.device)._node
+        if value.device != x.device:
+            raise ValueError(f"cannot write a tensor on {value.device!r} into a tensor on {x.device!r}")
+        return value
+    if dtypes.is_scalar(value):
+        return Tensor(scalars.scalar(dtypes.written(value, x.dtype), x.dtype, x.device))
+    return _written_array(value, x.dtype, x.device)
 
 
 def _target(x: Any, axis: int, index: Any, fn: str) -> tuple[int, Tensor, bool]:
@@ -181,9 +192,9 @@ def _positions(x: Tensor) -> Tensor:
 
 
 def _values(src: Any, shape: tuple[int, ...], x: Tensor, fn: str) -> Tensor:
-    s = src if isinstance(src, Tensor) else tensor(src if dtypes.is_scalar(src) else np.asarray(src), device=x.device)
-    if s.device != x.device:
-        raise ValueError(f"{fn}: src is on {s.device!r}, x on {x.device!r}")
+    if isinstance(src, Tensor) and src.device != x.device:
+        raise ValueError(f"{fn}: src is on {src.device!r}, x on {x.device!r}")
+    s = _written_value(src, x)
     if s.ndim > len(shape) or not all(a == 1 or a == b for a, b in zip(s.shape[::-1], shape[::-1])):
         raise ValueError(f"{fn}: src of shape {s.shape} does not broadcast to the index's shape {shape}")
     return Tensor(_broadcast(graph.cast(s._node, x.dtype), shape))

@@ -46,6 +46,7 @@ def _check_supported(dtype: np.dtype, device: str) -> np.dtype:
 
 
 _COMPARISONS = frozenset({Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE})
+_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
 
 
 def _make(node: Node) -> "Tensor":
@@ -217,21 +218,26 @@ def _unpickle(array: np.ndarray, device: str) -> "Tensor":
 
 
 def full(shape: Any, value: Scalar, dtype: Any = None, device: str | None = None) -> "Tensor":
+    """A tensor of `value`: of `dtype`, which must hold it (dtypes.written: `full(3, 300,
+    uint8)` is an OverflowError, as numpy's), else of the value's (a numpy scalar's or a 0-d
+    array's own dtype, ug's defaults for a Python scalar)."""
     shape = _shape_arg(shape)
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]   # numpy's full takes a 0-d array as its scalar (and its dtype)
     if not dtypes.is_scalar(value):
         raise TypeError(f"fill value must be a scalar, got {value!r}")
     dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.default_dtype(value)
     dev = _resolve_device(device)
     dt = _check_supported(dt, dev)
+    v = dtypes.written(value, dt)
     if shape == ():
         # the tensor is the 0-d node itself, which the user may write (assign): not a kept,
         # shared scalar node (scalars.scalar_cache) but a buffer of its own, unless it folds
-        v = scalars.typed(value, dt)
         if scalars.folds(v):
-            return Tensor(graph.const(value, dt, dev))
+            return Tensor(graph.const(v.item(), dt, dev))
         return Tensor(graph.from_buffer(scalars.private_buffer(v, dev), ()))
     # a value that does not fold is a kernel argument (scalars): a new one reuses the kernels
-    return Tensor(_broadcast(scalars.scalar(value, dt, dev), shape))
+    return Tensor(_broadcast(scalars.scalar(v, dt, dev), shape))
 
 
 def zeros(shape: Any, dtype: Any = np.float32, device: str | None = None) -> "Tensor":
@@ -533,10 +539,12 @@ class Tensor:
                                  f"move one with .to(device)")
             return a, b, dtypes.promote(a.dtype, b.dtype)
         if dtypes.is_scalar(other):
-            # weak scalar: it takes the tensor's dtype when its kind fits, else the smallest
-            # dtype of its kind (a float scalar with an int tensor computes in float32)
+            # a Python scalar is weak: it takes the tensor's dtype when its kind fits (exactly;
+            # an int it cannot hold is an OverflowError), else the default dtype of its kind (a
+            # float scalar with an int tensor computes in float32); a numpy scalar is typed and
+            # promotes (NEP 50: int8 + np.int64(300) is int64)
             dt = dtypes.scalar_dtype(other, self.dtype)
-            return self._node, graph.const(other, dt, self.device), dt
+            return self._node, graph.const(dtypes.operand(other, dt).item(), dt, self.device), dt
         if isinstance(other, (np.ndarray, list, tuple)):
             return self._other(tensor(other, device=self.device))
         raise TypeError(f"unsupported operand type {type(other).__name__} for a tensor op")
@@ -744,7 +752,10 @@ class Tensor:
         return _into(out, argmin(self, axis=axis, keepdims=keepdims))
 
     def mean(self, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> "Tensor":
-        """The mean; with `dtype`, computed in it (numpy's: an integer dtype truncates the mean)."""
+        """The mean, of floats in their dtype, of ints and bools in float64 (numpy's); with `dtype`,
+        computed in it (numpy's: an integer dtype truncates the mean). float16 is summed and
+        divided in float32 and rounded once, as numpy does: in float16 the count itself
+        overflows (65504 is its largest value) and a sum of 1000 x 100 is inf."""
         if dtype is not None:
             dt = self._dtype_arg(dtype)
             if dt.kind != "f":
@@ -753,8 +764,10 @@ class Tensor:
                 return _into(out, self.astype(dt).mean(axis, keepdims))
         axes = _normalize_axes(axis, self.ndim)
         dt = dtypes.ufunc_result(np.true_divide, self.dtype, self.dtype) if self.dtype.kind != "f" else self.dtype
+        work = _F32 if dt == _F16 else dt
         count = prod([self.shape[a] for a in axes])
-        return _into(out, self.astype(dt).sum(axis, keepdims) / graph_scalar(count, dt, self.device))
+        result = self.astype(work).sum(axis, keepdims) / graph_scalar(count, work, self.device)
+        return _into(out, result.astype(dt) if work != dt else result)
 
     def var(self, axis: Any = None, *, dtype: Any = None, out: Any = None, ddof: float = 0, keepdims: bool = False,
             correction: float | None = None) -> "Tensor":
@@ -929,9 +942,11 @@ class Tensor:
                 raise ValueError(f"cannot assign a tensor on {value.device!r} to a tensor on {self.device!r}")
             node = value._node
         elif dtypes.is_scalar(value):
-            node = scalars.scalar(value, self.dtype, self.device)  # a kernel argument unless it folds
+            # numpy's `a[i] = v`: the value must fit (an OverflowError, not a wrapped value); a
+            # kernel argument unless it folds
+            node = scalars.scalar(dtypes.written(value, self.dtype), self.dtype, self.device)
         else:
-            node = tensor(value, device=self.device)._node
+            node = _written_array(value, self.dtype, self.device)._node
         if not all(s == 1 or s == t for s, t in zip(node.shape[::-1], shape[::-1])) or len(node.shape) > len(shape):
             raise ValueError(f"cannot assign a value of shape {node.shape} to a region of shape {shape}")
         return _broadcast(graph.cast(node, self.dtype), shape)
@@ -1125,6 +1140,19 @@ def _split_reduce(node: Node, op: Op, axes: tuple[int, ...], dtype: np.dtype) ->
     return graph.view(total, View.contiguous(total.shape).reshape(keepdims_shape) or View.contiguous(keepdims_shape))
 
 
+def _written_array(value: Any, dtype: np.dtype, device: str) -> Tensor:
+    """The tensor of a non-scalar value written into a tensor of `dtype`: nested Python numbers
+    become `dtype` directly, as numpy's `a[:2] = [v, w]` (exactly: a float64 tensor's 0.1 is not
+    rounded through ug's float32 default, and an int it cannot hold is an OverflowError); an
+    array keeps its dtype (the write casts it, as numpy's)."""
+    if isinstance(value, (list, tuple)) and not any(isinstance(v, Tensor) for v in value):
+        try:
+            value = np.asarray(value, dtype=dtype)
+        except ValueError as e:
+            raise ValueError(f"cannot write a ragged nested sequence: {e}") from e
+    return tensor(value, device=device)
+
+
 def graph_scalar(value: Scalar, dtype: np.dtype, device: str) -> Tensor:
     """A constant the library itself uses (mean's count, gelu's coefficients): folded into the
     kernel's code, unlike a user's scalar (see scalars)."""
@@ -1183,7 +1211,8 @@ def _as_tensor(x: Any, like: Tensor | None) -> Tensor:
         return x
     if like is not None:
         if dtypes.is_scalar(x):
-            return Tensor(graph.const(x, dtypes.scalar_dtype(x, like.dtype), like.device))
+            dt = dtypes.scalar_dtype(x, like.dtype)
+            return Tensor(graph.const(dtypes.operand(x, dt).item(), dt, like.device))
         return tensor(x, device=like.device)
     return tensor(x)
 
@@ -1201,29 +1230,31 @@ def minimum(a: Any, b: Any) -> Tensor:
 
 
 def where(cond: Any, a: Any, b: Any) -> Tensor:
+    """a where cond, else b, in their common dtype (numpy 2's): tensors, arrays and numpy scalars
+    are typed and promote; a Python scalar is weak, it takes that dtype (exactly; an int it
+    cannot hold is an OverflowError, where numpy's where wraps it); of two Python scalars, the
+    default dtype of the higher kind (bool, int64, float32)."""
     like = next((t for t in (cond, a, b) if isinstance(t, Tensor)), None)
     if like is None:
         like = tensor(cond)
-    c, x, y = (_as_tensor(v, like) for v in (cond, a, b))
-    if isinstance(a, Tensor) or isinstance(b, Tensor):
-        # scalars take the dtype of the tensor branch (weak scalar rule)
-        ref = a if isinstance(a, Tensor) else b
-        if not isinstance(a, Tensor):
-            x = _as_tensor(a, ref)
-        if not isinstance(b, Tensor):
-            y = _as_tensor(b, ref)
-    devices = {t.device for t in (c, x, y)}
+    c = Tensor(graph.const(bool(cond), dtypes.BOOL, like.device)) if dtypes.is_scalar(cond) else _as_tensor(cond, like)
+    # a scalar branch stays a value until the dtype is known; an array is a typed tensor
+    x, y = (v if dtypes.is_scalar(v) else _as_tensor(v, like) for v in (a, b))
+    typed = [v.dtype if isinstance(v, Tensor) else dtypes.to_dtype(v.dtype) for v in (x, y) if not dtypes.is_weak(v)]
+    dt = dtypes.promote(*typed) if len(typed) == 2 else typed[0] if typed else dtypes.BOOL
+    for v in (x, y):
+        if dtypes.is_weak(v):
+            dt = dtypes.scalar_dtype(v, dt)
+    devices = {t.device for t in (c, x, y) if isinstance(t, Tensor)}
     if len(devices) > 1:
         raise ValueError(f"where: tensors are on different devices: {sorted(devices)}")
-    dt = dtypes.promote(x.dtype, y.dtype)
-    shape = _broadcast_shape(c.shape, x.shape, y.shape)
-    srcs = []
-    for given, t, t_dtype in ((cond, c, dtypes.BOOL), (a, x, dt), (b, y, dt)):
-        node = graph.cast(t._node, t_dtype)
-        if dtypes.is_scalar(given):  # a user's scalar: a kernel argument unless it folds (see scalars)
-            node = scalars.parameter(node)
-        srcs.append(_broadcast(node, shape))
-    return _make(graph.alu(Op.WHERE, tuple(srcs), dt))
+    branches = []
+    for v in (x, y):
+        # a scalar: a kernel argument unless it folds (see scalars)
+        branches.append(scalars.scalar(v, dt, like.device) if not isinstance(v, Tensor) else graph.cast(v._node, dt))
+    shape = _broadcast_shape(c.shape, *(n.shape for n in branches))
+    srcs = (_broadcast(graph.cast(c._node, dtypes.BOOL), shape), *(_broadcast(n, shape) for n in branches))
+    return _make(graph.alu(Op.WHERE, srcs, dt))
 
 
 def matmul(a: Any, b: Any) -> Tensor:

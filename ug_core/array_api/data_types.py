@@ -4,7 +4,7 @@
 ug's dtypes are numpy dtype objects. Promotion follows the standard's table (numpy 2's, which
 agrees with it wherever the standard specifies a result; across kinds it is numpy's answer) and
 never looks at values; Python scalars are "weak": they take the other operand's dtype when their
-kind fits (`dtypes.scalar_dtype`)."""
+kind fits (`dtypes.scalar_dtype`), and numpy scalars are typed, as 0-d arrays (NEP 50)."""
 
 from __future__ import annotations
 
@@ -64,13 +64,17 @@ class _ScalarsOnly(ValueError, TypeError):
 
 
 def result_type(*arrays_and_dtypes: Any) -> np.dtype:
-    """The dtype of an op on these arrays, dtypes and Python scalars: the promotion of the arrays
-    and dtypes, then each scalar taken weakly (it needs at least one array or dtype)."""
+    """The dtype of an op on these arrays, dtypes and scalars: the promotion of the arrays, dtypes
+    and numpy scalars (typed, NEP 50), then each Python scalar taken weakly (it needs at least
+    one array, dtype or numpy scalar)."""
     def python_scalar(x: Any) -> bool:
-        return dtypes.is_scalar(x) or isinstance(x, complex)
+        return dtypes.is_weak(x) or isinstance(x, complex)
+
+    def typed_dtype(x: Any) -> np.dtype:
+        return dtypes.to_dtype(x.dtype) if isinstance(x, np.generic) else _dtype_of(x, "result_type")
 
     scalars = [x for x in arrays_and_dtypes if python_scalar(x)]
-    typed = [_dtype_of(x, "result_type") for x in arrays_and_dtypes if not python_scalar(x)]
+    typed = [typed_dtype(x) for x in arrays_and_dtypes if not python_scalar(x)]
     if not typed:
         raise _ScalarsOnly("result_type needs at least one array or dtype (Python scalars alone have no dtype)")
     out = typed[0]

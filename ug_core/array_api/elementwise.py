@@ -207,9 +207,31 @@ def round(x: Tensor, /, decimals: int = 0) -> Tensor:
     return where(up, low + 1, low) * step
 
 
+def _clip_bound(x: Tensor, bound: Any, lower: bool) -> Any:
+    """A bound of clip for x: an integer scalar beyond x's integer dtype is dropped where it
+    limits nothing (a min below the range, a max above it) and an OverflowError where it would
+    replace every element by a value x's dtype cannot hold (numpy 2's clip, for numpy's
+    integers too: clip's result has x's dtype, the standard's rule)."""
+    if x.dtype.kind not in "iu" or not isinstance(bound, (int, np.integer)) or isinstance(bound, (bool, np.bool_)):
+        return bound
+    low, high = dtypes.iinfo_range(x.dtype)
+    value = int(bound)
+    if value < low:
+        if lower:
+            return None
+    elif value > high:
+        if not lower:
+            return None
+    else:
+        return bound
+    raise OverflowError(f"Python integer {value} out of bounds for {x.dtype.name}")
+
+
 def clip(x: Tensor, /, min: Any = None, max: Any = None) -> Tensor:
-    """x limited to [min, max], in x's dtype; a NaN in x stays NaN."""
+    """x limited to [min, max], in x's dtype (the standard's rule, also for bounds of other
+    dtypes); a NaN in x stays NaN. Python scalars are weak (exact in x's dtype)."""
     check_tensor(x, "clip")
+    min, max = _clip_bound(x, min, True), _clip_bound(x, max, False)
     out = x
     if min is not None:
         out = _maximum(out, min)

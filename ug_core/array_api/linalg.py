@@ -102,8 +102,10 @@ def _float(x: Tensor) -> Tensor:
 
 def vector_norm(x: Tensor, /, *, axis: int | tuple[int, ...] | None = None, keepdims: bool = False,
                 ord: int | float = 2) -> Tensor:
-    """The ord-norm over `axis` (all axes: the flattened tensor)."""
+    """The ord-norm over `axis` (all axes: the flattened tensor), in x's floating dtype."""
     a = _float(check_tensor(x, "vector_norm")).abs()
+    if isinstance(ord, (np.integer, np.floating)):
+        ord = ord.item()   # a number, not an operand: a typed np.float64 would make `a ** ord` float64
     if ord == 2:
         return (a * a).sum(axis, keepdims).sqrt()
     if ord == 1:

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from .. import graph
+from .. import dtypes, graph
 from ..tensor import _broadcast_shape, _normalize_axis
 from ..tensor import Tensor, TensorView, full, values_for_shape, where
 from ..view import View
@@ -329,7 +329,9 @@ def pad(x: Tensor, /, pad_width: Any, mode: str = "constant", constant_value: An
     pairs = _pad_pairs(pad_width, x.ndim)
     if mode == "constant":
         out = _padded(x, pairs)
-        value = x.dtype.type(constant_value)
+        # numpy's `a[i] = v` conversion: exact, and an int x's dtype cannot hold is an OverflowError
+        scalar = dtypes.is_scalar(constant_value)
+        value = dtypes.written(constant_value, x.dtype) if scalar else x.dtype.type(constant_value)
         if value != 0 or np.signbit(value):
             inside = _padded(full(x.shape, True, np.bool_, x.device), pairs)
             out = where(inside, out, full((), value.item(), x.dtype, x.device))

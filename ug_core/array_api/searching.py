@@ -144,7 +144,10 @@ def searchsorted(x1: Tensor, x2: Any, /, *, side: str = "left", sorter: Any = No
         raise ValueError(f"searchsorted: x1 must be 1-d, got shape {x1.shape}")
     if sorter is not None:
         x1 = take(x1, sorter, axis=0)
-    v = x2 if isinstance(x2, Tensor) else tensor(np.asarray(x2, dtype=x1.dtype), device=x1.device)
+    # values given as Python or numpy numbers are an array of numpy's making (1.5 is float64),
+    # and the search compares in the promoted dtype, as numpy's: searchsorted(int32 [1 2 3],
+    # [1.5, 2.5]) is [1, 2] (casting the values to x1's dtype first made them 1 and 2: [0, 1])
+    v = x2 if isinstance(x2, Tensor) else tensor(np.asarray(x2), device=x1.device)
     if v.device != x1.device:
         raise ValueError(f"searchsorted: x2 is on {v.device!r}, x1 on {x1.device!r}")
     common = result_type(x1, v)

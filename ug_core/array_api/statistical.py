@@ -46,20 +46,38 @@ def _count(x: Tensor, axis: Axis) -> int:
     return math.prod(x.shape[a] for a in _normalize_axes(axis, x.ndim))
 
 
-def var(x: Tensor, /, *, axis: Axis = None, correction: int | float = 0.0, keepdims: bool = False) -> Tensor:
-    """sum((x - mean)^2) / (N - correction), N the number of reduced elements; N <= correction
-    divides by 0 (inf or NaN), as numpy does."""
-    check_tensor(x, "var")
+_F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
+
+
+def _variance(x: Tensor, axis: Axis, correction: int | float, keepdims: bool, fn: str) -> tuple[Tensor, np.dtype]:
+    """(the variance in the dtype it is computed in, the result's dtype): floats in their own
+    dtype, but float16 in float32 (its count and its sums of squares overflow float16: a
+    variance of 1000 values of 100 was inf), rounded once by the caller; ints and bools in
+    float64, as their mean (numpy's)."""
+    check_tensor(x, fn)
     if not dtypes.is_scalar(correction) or isinstance(correction, (bool, np.bool_)) or correction < 0:
-        raise ValueError(f"var: correction must be a non-negative number, got {correction!r}")
-    centered = x._float() - x.mean(axis, keepdims=True)
+        raise ValueError(f"{fn}: correction must be a non-negative number, got {correction!r}")
+    dt = x.dtype if x.dtype.kind == "f" else dtypes.ufunc_result(np.true_divide, x.dtype, x.dtype)
+    work = _F32 if dt == _F16 else dt
+    xw = x.astype(work)
+    centered = xw - xw.mean(axis, keepdims=True)
     squares = (centered * centered).sum(axis, keepdims)
     divisor = float(_count(x, axis)) - float(correction)
-    return squares / _graph_scalar(divisor if divisor > 0 else 0.0, squares.dtype, x.device)
+    return squares / _graph_scalar(divisor if divisor > 0 else 0.0, work, x.device), dt
+
+
+def var(x: Tensor, /, *, axis: Axis = None, correction: int | float = 0.0, keepdims: bool = False) -> Tensor:
+    """sum((x - mean)^2) / (N - correction), N the number of reduced elements; N <= correction
+    divides by 0 (inf or NaN), as numpy does. float16 is computed in float32 and rounded once."""
+    out, dt = _variance(x, axis, correction, keepdims, "var")
+    return out.astype(dt) if out.dtype != dt else out
 
 
 def std(x: Tensor, /, *, axis: Axis = None, correction: int | float = 0.0, keepdims: bool = False) -> Tensor:
-    return var(x, axis=axis, correction=correction, keepdims=keepdims).sqrt()
+    """The square root of var, float16's computed in float32 and rounded once."""
+    out, dt = _variance(x, axis, correction, keepdims, "std")
+    out = out.sqrt()
+    return out.astype(dt) if out.dtype != dt else out
 
 
 def cumulative_sum(x: Tensor, /, *, axis: int | None = None, dtype: Any = None, include_initial: bool = False) -> Tensor:

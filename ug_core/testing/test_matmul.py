@@ -1,4 +1,6 @@
 """Matrix multiplication with numpy semantics."""
+import math
+
 import numpy as np
 import pytest
 
@@ -122,7 +124,7 @@ def test_mlp(device, close):
 def test_attention_like(device, close):
     q, k, v = rand((2, 5, 8)), rand((2, 7, 8)), rand((2, 7, 8))
     Q, K, V = (ug.tensor(t, device=device) for t in (q, k, v))
-    att = ((Q @ K.permute(0, 2, 1)) * (1 / np.sqrt(8))).softmax(axis=-1) @ V
+    att = ((Q @ K.permute(0, 2, 1)) * (1 / math.sqrt(8))).softmax(axis=-1) @ V   # (a np.float64 would make it float64)
     s = (q.astype(np.float64) @ k.transpose(0, 2, 1)) / np.sqrt(8)
     s = np.exp(s - s.max(-1, keepdims=True))
     s = s / s.sum(-1, keepdims=True)

@@ -74,3 +74,16 @@ def test_payne_hanek_table_holds_the_bits_of_2_over_pi():
     assert table == [(bits >> (184 - 8 * i)) & 0xFFFFFFFF for i in range(24)]
     assert table[3] == 0xA2F9836E
 
+
+
+def test_a_scans_running_value_keeps_the_sign_of_zero():
+    """A reduction's float accumulator may ignore the sign of zero (ACC_FAST's nsz); a scan's
+    stores every step, so its update has no nsz: with it, LLVM folded the -0.0 the running sum
+    starts from plus cumulative_sum's +0.0 initial value to -0.0."""
+    import ug_core as ug
+    x = ug.tensor(np.ones(8, np.float32), device="ref")
+    adds = []
+    for item in ug.schedule(ug.cumulative_sum(x, include_initial=True), x.sum()).kernels:
+        text = render(lower(item.kernel, LowerOptions(target="cpu")), "k")
+        adds += [line.split("=", 1)[1].split(" float ")[0].strip() for line in text.splitlines() if " fadd " in line]
+    assert sorted(adds) == ["fadd reassoc contract", "fadd reassoc contract nsz"], adds   # (the scan's, the sum's)

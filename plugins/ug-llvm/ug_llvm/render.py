@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ug_core.kit import Renderer, RenderError
-from ug_core.loop_ir import Inst, LoopProgram, Opc, Special, index_bound
+from ug_core.loop_ir import CLOSES, OPENS, Inst, LoopProgram, Opc, Special, index_bound
 from ug_core.ops import ALU, FLOAT, Op
 
 from . import mathlib
@@ -36,6 +36,10 @@ from .render_ir import FSUF, MEM, REG, IRBuilder
 __all__ = ["LLVMRenderer", "LLVMTarget", "RenderError", "render"]
 
 ACC_FAST = "reassoc contract nsz"      # reduction accumulators: lets the vectorizer reorder the sum
+# a scan's running value (stored at every step, _running_accs): reordered too, but every zero
+# keeps its sign (nsz let LLVM fold the -0.0 a running sum starts from plus a 0.0 to -0.0, so
+# cumulative_sum(include_initial=True) began with -0.0)
+ACC_RUNNING = "reassoc contract"
 _ACC_FLOAT = {Op.ADD: "fadd", Op.MUL: "fmul"}
 _ATOMIC_RMW = {Op.ADD: "add", Op.MAX: "max", Op.MIN: "min"}   # (max/min: "u" first for unsigned)
 
@@ -65,6 +69,7 @@ class LLVMRenderer(Renderer, IRBuilder):
         self.math: set[str] = set()               # mathlib functions called
         self.ipow_types: set[tuple[str, bool]] = set()   # (int type, unsigned) whose ug_ipow / ug_upow is called
         self.call_attrs: dict[str, str] = {}      # mathlib function -> its call-site attributes
+        self.running: set[int] = set()            # accumulators read in their loop (_running_accs)
 
     def walk(self, program: LoopProgram) -> None:
         """As the kit's, keeping the name each op_ method returns for its value (None: a statement)."""
@@ -78,6 +83,7 @@ class LLVMRenderer(Renderer, IRBuilder):
     def render(self, program: LoopProgram, name: str) -> str:
         """The module for `program`: entries `@name` (args, start, end) and `@name.all` (args)."""
         self.program = program
+        self.running = _running_accs(program)
         self.walk(program)
         head = [f'target triple = "{self.target.triple}"'] if self.target.triple else []
         if self.target.data_layout:
@@ -295,7 +301,8 @@ class LLVMRenderer(Renderer, IRBuilder):
 
     def op_acc_update(self, inst: Inst) -> None:
         """acc = acc `op` value; float sums and products may be reassociated (ACC_FAST), so
-        the loop vectorizes, which a reduction's order allows (see ug_core.ops)."""
+        the loop vectorizes, which a reduction's order allows (see ug_core.ops); a scan's keeps
+        the signs of its zeros (ACC_RUNNING)."""
         acc, value = inst.srcs
         ty = _acc_ty(acc.dtype)
         slot = self.v(acc)
@@ -304,14 +311,15 @@ class LLVMRenderer(Renderer, IRBuilder):
             x = self.value(f"fpext half {x} to float")
         cur = self.value(f"load {ty}, ptr {slot}, align {SIZE[ty]}")
         op = inst.arg
+        flags = ACC_RUNNING if acc.id in self.running else ACC_FAST
         if (op is Op.ADD and acc.dtype.kind == "f" and ty != "half" and value.opc is Opc.ALU and value.arg is Op.MUL
                 and REG[value.dtype] == ty):
             # a sum of products (a dot product, a variance): one fma per element where the target
             # has it; the product's rounding is one of the sum's, whose order is free already
             a, b = (self.v(s) for s in value.srcs)
-            new = self.value(f"call {ACC_FAST} {ty} @llvm.fmuladd.{FSUF[ty]}({ty} {a}, {ty} {b}, {ty} {cur})")
+            new = self.value(f"call {flags} {ty} @llvm.fmuladd.{FSUF[ty]}({ty} {a}, {ty} {b}, {ty} {cur})")
         elif acc.dtype.kind == "f" and op in _ACC_FLOAT:  # reassociable: the loop vectorizes
-            new = self.value(f"{_ACC_FLOAT[op]} {ACC_FAST} {ty} {cur}, {x}")
+            new = self.value(f"{_ACC_FLOAT[op]} {flags} {ty} {cur}, {x}")
         else:
             new = alu(self, op, acc.dtype.kind, ty, [cur, x])
         self.emit(f"store {ty} {new}, ptr {slot}, align {SIZE[ty]}")
@@ -331,6 +339,24 @@ def _acc_ty(dtype: np.dtype) -> str:
 
 def _fits_i32(bound: int | None) -> bool:
     return bound is not None and 0 <= bound < 2**31
+
+
+def _running_accs(program: LoopProgram) -> set[int]:
+    """The accumulators read inside the loop that updates them: a scan's running value, stored
+    at every step, so each of its values is a result."""
+    depth = 0
+    defined: dict[int, int] = {}
+    running: set[int] = set()
+    for inst in program.instructions:
+        if inst.opc in CLOSES:
+            depth -= 1
+        elif inst.opc is Opc.DEFINE_ACC:
+            defined[inst.id] = depth
+        elif inst.opc is Opc.ACC_READ and depth > defined.get(inst.srcs[0].id, depth):
+            running.add(inst.srcs[0].id)
+        if inst.opc in OPENS:
+            depth += 1
+    return running
 
 
 def render(program: LoopProgram, name: str, *, noalias: bool = True, triple: str = "", data_layout: str = "",
