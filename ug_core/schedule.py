@@ -879,7 +879,8 @@ def _misaligned_in_place(items: list[Item], in_place: set[Node]) -> set[Node]:
     `p[:, 0] = p[:, 1]`, `p[::-1] = p`, or a reduction over it): writing while reading would
     let an element read what another already overwrote. Such a value gets a buffer of its
     own first (the size of the written region), then the write copies it in place; a value
-    that is a buffer already (the target itself) is written into a fresh buffer instead."""
+    that is a buffer already (the target itself, realized or the result of an earlier write
+    of this schedule into the same buffer) is written into a fresh buffer instead."""
     out: set[Node] = set()
     for item in items:
         if not isinstance(item, KernelItem) or not item.alias:
@@ -932,7 +933,10 @@ def create_schedule(targets: list[Node]) -> Schedule:
             _settle_buffers(nodes, realize)  # the other nodes builds will ask for, in one pass
             continue
         misaligned = _misaligned_in_place(items, in_place)
-        not_in_place = {a for a in misaligned if a.srcs[1].realized}
+        # a value with a buffer of its own already cannot be given one: misaligned, its kernel
+        # reads the target itself (`x[::-1] = x`, also where x is an earlier write of this
+        # schedule, in `realize` and sharing the target's buffer): that write gets a fresh buffer
+        not_in_place = {a for a in misaligned if _loads_buffer(a.srcs[1], realize)}
         in_place -= not_in_place
         shared = _reductions_in_several_kernels(items) | ({a.srcs[1] for a in misaligned - not_in_place} - realize)
         if shared or not_in_place:

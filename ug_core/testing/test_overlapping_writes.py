@@ -1,0 +1,269 @@
+"""Writes that read their own target (issue 23): `x[::-1] = x`, `x[1:] = x[:-1]`, `a[:] = a.T`,
+a gather or a reduction of x written into x... give numpy's result (numpy copies an overlapping
+right-hand side first), on every device, lazily (several writes in one schedule, where each write
+may go in place into the buffer the one before wrote) and under ug.jit, replayed.
+
+The scheduler writes in place only where each element written reads the target at that element
+alone (schedule._misaligned_in_place); else the value goes through a buffer of its own, or the
+write into a fresh one. Each case's right-hand sides are read at once, never held across a write:
+the cases mean the same under value semantics and under numpy's views.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+import pytest
+from hypothesis import given, note
+from hypothesis import strategies as st
+
+import ug_core as ug
+
+IDX = np.array([3, 0, 5, 1])
+
+
+class NP:
+    """numpy's spelling of what the cases do (the oracle, run eagerly)."""
+    flip, roll, concat, take = np.flip, np.roll, np.concat, np.take
+
+    @staticmethod
+    def scatter_add(x: np.ndarray, idx: np.ndarray, v: Any) -> np.ndarray:
+        out = x.copy()
+        np.add.at(out, idx, v)
+        return out
+
+    @staticmethod
+    def assign(x: np.ndarray, v: Any) -> None:
+        x[...] = v
+
+
+class UG:
+    flip, roll, concat, take = ug.flip, ug.roll, ug.concat, ug.take
+
+    @staticmethod
+    def scatter_add(x: ug.Tensor, idx: np.ndarray, v: Any) -> ug.Tensor:
+        return ug.scatter_add(x, 0, idx, v)
+
+    @staticmethod
+    def assign(x: ug.Tensor, v: Any) -> None:
+        x.assign(v)
+
+
+Case = Callable[[Any, Any], None]
+
+CASES_1D: dict[str, Case] = {
+    "reverse": lambda x, m: x.__setitem__(slice(None, None, -1), x),
+    "write_then_reverse": lambda x, m: (x.__setitem__(0, 10), x.__setitem__(slice(None, None, -1), x)),
+    "reverse_twice": lambda x, m: (x.__setitem__(0, 10), x.__setitem__(slice(None, None, -1), x),
+                                   x.__setitem__(slice(None, None, -1), x + 1)),
+    "shift_right": lambda x, m: x.__setitem__(slice(1, None), x[:-1]),
+    "shift_left": lambda x, m: x.__setitem__(slice(None, -1), x[1:]),
+    "shift_right_computed": lambda x, m: (x.__setitem__(2, 7), x.__setitem__(slice(1, None), x[:-1] * 2 + 1)),
+    "shift_there_and_back": lambda x, m: (x.__setitem__(0, 7), x.__setitem__(slice(1, None), x[:-1]),
+                                          x.__setitem__(slice(None, -1), x[1:])),
+    "odd_from_even": lambda x, m: (x.__setitem__(1, 9), x.__setitem__(slice(None, None, 2), x[1::2])),
+    "strided_sum": lambda x, m: (x.__setitem__(4, 9), x.__setitem__(slice(1, None, 2), x[::2] + x[1::2])),
+    "partial_overlap": lambda x, m: (x.__setitem__(1, 8), x.__setitem__(slice(2, 5), x[1:4])),
+    "partial_overlap_reversed": lambda x, m: (x.__setitem__(4, 8), x.__setitem__(slice(1, 4), x[4:1:-1])),
+    "assign_reversed": lambda x, m: (x.__setitem__(0, 3), m.assign(x, x[::-1] * 2)),
+    "assign_flip": lambda x, m: (x.__setitem__(5, 3), m.assign(x, m.flip(x))),
+    "assign_roll": lambda x, m: (x.__setitem__(5, 3), m.assign(x, m.roll(x, 2))),
+    "assign_concat": lambda x, m: (x.__setitem__(1, 3), m.assign(x, m.concat([x[3:], x[:3]]))),
+    "gather": lambda x, m: x.__setitem__(slice(None, 4), x[IDX]),
+    "write_then_gather": lambda x, m: (x.__setitem__(0, 11), x.__setitem__(slice(2, None), x[IDX])),
+    "take": lambda x, m: (x.__setitem__(3, 11), x.__setitem__(slice(2, None), m.take(x, IDX))),
+    "reduction": lambda x, m: x.__setitem__(slice(1, None), x[1:] - x.max()),
+    "write_then_reduction": lambda x, m: (x.__setitem__(0, 9), x.__setitem__(slice(None), x - x.min())),
+    "scatter_of_self": lambda x, m: (x.__setitem__(2, 4), x.__setitem__(IDX, x[::-1][:4])),
+    "scatter_of_gather": lambda x, m: (x.__setitem__(1, 4), x.__setitem__(IDX, x[IDX[::-1]] + 1)),
+    "scatter_add_of_self": lambda x, m: (x.__setitem__(5, 2), m.assign(x, m.scatter_add(x, IDX, x[::-1][:4]))),
+    "lazy_reader_then_writes": lambda x, m: _lazy_reader(x),
+}
+
+
+def _lazy_reader(x: Any) -> None:
+    y = x[::-1] * 3 + 0     # arithmetic: a copy (also under numpy), read after the writes below
+    x[0] = 5
+    x[1:] = x[:-1]
+    x[:] = y + x
+
+
+CASES_2D: dict[str, Case] = {
+    "flip_columns_there_and_back": lambda a, m: (a.__setitem__((slice(None), slice(None)), a[:, ::-1]),
+                                                 a.__setitem__((slice(None), slice(None, None, -1)), a[:, :])),
+    "write_then_flip_columns": lambda a, m: (a.__setitem__((0, 0), 100),
+                                             a.__setitem__((slice(None), slice(None, None, -1)), a)),
+    "write_then_flip_both": lambda a, m: (a.__setitem__((3, 3), 77),
+                                          a.__setitem__((slice(None, None, -1), slice(None, None, -1)), a)),
+    "transpose": lambda a, m: a.__setitem__(slice(None), a.T),
+    "write_then_transpose": lambda a, m: (a.__setitem__((0, 1), 50), a.__setitem__(slice(None), a.T)),
+    "transposed_shift": lambda a, m: (a.__setitem__((2, 0), 50), a.__setitem__(slice(1, None), a.T[:-1] + 1)),
+    "row_shift": lambda a, m: (a.__setitem__(0, 3), a.__setitem__(slice(1, None), a[:-1])),
+    "column_shift": lambda a, m: (a.__setitem__((1, 0), 3), a.__setitem__((slice(None), slice(1, None)), a[:, :-1])),
+    "block_overlap": lambda a, m: (a.__setitem__((1, 1), 60), a.__setitem__((slice(1, 3), slice(1, 3)), a[0:2, 0:2]),
+                                   a.__setitem__((slice(0, 2), slice(1, 3)), a[1:3, 0:2].T)),
+    "row_sums_into_a_column": lambda a, m: (a.__setitem__((0, 2), 1), a.__setitem__((slice(None), 0), a.sum(axis=1))),
+    "column_max_into_a_row": lambda a, m: (a.__setitem__((3, 1), 90), a.__setitem__(0, a.max(axis=0))),
+    "rows_from_rows": lambda a, m: (a.__setitem__(0, 1), a.__setitem__(1, a[0] + a[2])),
+    "diagonal_stride": lambda a, m: (a.__setitem__((0, 0), 5), m.assign(a, a - a.reshape(16)[::5].reshape(4, 1))),
+    "matmul_of_self": lambda a, m: (a.__setitem__((1, 2), 2), m.assign(a, a @ a)),
+    "matmul_into_right_operand": lambda a, m: m.assign(a, a[::-1] @ a),
+}
+
+DTYPES = [np.float32, np.float64, np.int8]
+
+
+def _start(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    return (np.arange(int(np.prod(shape))) % 7 - 2).reshape(shape).astype(dtype)
+
+
+FLOAT_ONLY = {"matmul_of_self", "matmul_into_right_operand"}   # (a matmul of int8 is another test's matter)
+
+
+def _cases(dtypes: list[Any] | None = None) -> list[Any]:
+    """(case, shape[, dtype]) parameters: every case, of each of `dtypes` it applies to."""
+    out = []
+    for dims, shape, cases in (("1d", (6,), CASES_1D), ("2d", (4, 4), CASES_2D)):
+        for name, case in cases.items():
+            if dtypes is None:
+                out.append(pytest.param(case, shape, id=f"{dims}-{name}"))
+            else:
+                out += [pytest.param(case, shape, dt, id=f"{dims}-{name}-{np.dtype(dt).name}") for dt in dtypes
+                        if np.dtype(dt).kind == "f" or name not in FLOAT_ONLY]
+    return out
+
+
+class _CopyFirst(np.ndarray):
+    """An ndarray whose `a[i] = v` copies v first. numpy's own assignment does not always: it
+    may run an overlapping copy in an order that reads what it wrote (numpy 2.4:
+    `x[4::-2] = x[2::-1]` of arange(7) sets x[4] from the new x[2]); the semantics ug
+    implements, and the issue's, are a copy's."""
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        super().__setitem__(index, np.array(value, copy=True))
+
+
+def _expected(case: Case, start: np.ndarray, times: int) -> np.ndarray:
+    e = start.copy().view(_CopyFirst)
+    with np.errstate(over="ignore"):  # int8 sums wrap, as ug's do
+        for _ in range(times):
+            case(e, NP)
+    return e.view(np.ndarray)
+
+
+@pytest.mark.parametrize("case,shape,dtype", _cases(DTYPES))
+def test_write_reading_its_target_matches_numpy(device, require_dtype, case, shape, dtype):
+    require_dtype(dtype)
+    start = _start(shape, dtype)
+    x = ug.tensor(start, device=device)
+    case(x, UG)
+    np.testing.assert_array_equal(x.numpy(), _expected(case, start, 1))
+
+
+@pytest.mark.parametrize("realized_first", [False, True], ids=["lazy", "realized"])
+@pytest.mark.parametrize("case,shape", _cases())
+def test_write_reading_its_target_under_jit_replays(device, case, shape, realized_first):
+    start = _start(shape, np.float32)
+    x = ug.tensor(start, device=device)
+    if not realized_first:
+        x = x + 0       # the argument is a lazy value the first call's schedule computes
+    fn = ug.jit(lambda t: case(t, UG))
+    for call in range(1, 4):
+        fn(x)
+        np.testing.assert_array_equal(x.numpy(), _expected(case, start, call), err_msg=f"call {call}")
+    assert fn.trace_count == 1
+
+
+def test_issue_cases(device):
+    x = ug.tensor(np.arange(6.0, dtype=np.float32), device=device)
+    x[0] = 10.0
+    x[::-1] = x
+    np.testing.assert_array_equal(x.numpy(), [5, 4, 3, 2, 1, 10])
+    a = ug.tensor(np.arange(12, dtype=np.int8).reshape(3, 4), device=device)
+    a[:, :] = a[:, ::-1]
+    a[:, ::-1] = a[:, :]
+    np.testing.assert_array_equal(a.numpy(), np.arange(12, dtype=np.int8).reshape(3, 4))
+
+
+def test_aligned_write_after_a_write_stays_in_place(device):
+    # what the fix must not cost: a write reading only the element it writes goes in place,
+    # into the buffer the write before it wrote (no copy of the target)
+    x = ug.tensor(np.arange(8.0, dtype=np.float32), device=device)
+    buffer = x.node.buffer
+    x[0] = 10.0
+    x[::-1] = x[::-1] * 2
+    x[1:] = x[1:] + 1
+    sched = ug.schedule(x)
+    assert not [i for i in sched.kernels if "(assign-copy)" in i.fused], str(sched)
+    x.realize()
+    assert x.node.buffer is buffer
+    e = np.arange(8.0, dtype=np.float32)
+    e[0] = 10
+    e *= 2
+    e[1:] += 1
+    np.testing.assert_array_equal(x.numpy(), e)
+
+
+# --------------------------------------------------------------------- random programs
+def _slice(draw: Any, size: int, n: int) -> slice:
+    """A slice of `n` elements of an axis of `size`, forwards or backwards, step 1 or 2."""
+    step = draw(st.sampled_from([s for s in (1, 2, -1, -2) if (n - 1) * abs(s) < size]))
+    span = (n - 1) * abs(step)
+    first = draw(st.integers(0, size - 1 - span))
+    if step > 0:
+        return slice(first, first + span + 1, step)
+    return slice(first + span, first - 1 if first > 0 else None, step)
+
+
+@given(data=st.data())
+def test_random_self_overlapping_writes_match_numpy(device, data):
+    """Programs of writes between random views of one tensor (shifted, reversed, strided,
+    transposed), gathers and reductions of it, all in one schedule or realized in between."""
+    shape = data.draw(st.sampled_from([(7,), (4, 4), (3, 5)]), label="shape")
+    start = _start(shape, np.float32)
+    x = ug.tensor(start, device=device)
+    if data.draw(st.booleans(), label="lazy start"):
+        x = x + 0
+    e = start.copy().view(_CopyFirst)
+    for _ in range(data.draw(st.integers(1, 6), label="writes")):
+        counts = [data.draw(st.integers(1, s), label="extent") for s in shape]
+        dst = tuple(_slice(data.draw, s, n) for s, n in zip(shape, counts))
+        kind = data.draw(st.sampled_from(["view", "copy", "whole", "transposed", "gather", "reduction", "scalar",
+                                          "realize"]), label="kind")
+        if kind == "transposed" and (len(shape) == 1 or counts[0] > shape[1] or counts[1] > shape[0]):
+            kind = "view"
+        note(f"{kind} into {dst}")
+        if kind == "view":
+            src = tuple(_slice(data.draw, s, n) for s, n in zip(shape, counts))
+            note(f"from {src}")
+            x[dst] = x[src] * 2 - 1
+            e[dst] = e[src] * 2 - 1
+        elif kind == "copy":    # the value is a view of x, or x itself
+            src = tuple(_slice(data.draw, s, n) for s, n in zip(shape, counts))
+            note(f"from {src}")
+            x[dst] = x[src]
+            e[dst] = e[src]
+        elif kind == "whole":   # all of x, written through axes flipped or not
+            flips = tuple(slice(None, None, data.draw(st.sampled_from([1, -1]), label="step")) for _ in shape)
+            note(f"x[{flips}] = x")
+            x[flips] = x
+            e[flips] = e
+        elif kind == "transposed":
+            src = tuple(_slice(data.draw, s, n) for s, n in zip(shape[::-1], counts[::-1]))
+            note(f"from .T{src}")
+            x[dst] = x.T[src].T + 1
+            e[dst] = e.T[src].T + 1
+        elif kind == "gather":
+            idx = np.array(data.draw(st.lists(st.integers(0, shape[0] - 1), min_size=counts[0], max_size=counts[0])))
+            note(f"from [{idx}]")
+            x[dst] = x[idx][(slice(None),) + dst[1:]] + 1
+            e[dst] = e[idx][(slice(None),) + dst[1:]] + 1
+        elif kind == "reduction":
+            x[dst] = x[dst] - x.max(axis=0)[dst[1:]]
+            e[dst] = e[dst] - e.max(axis=0)[dst[1:]]
+        elif kind == "scalar":
+            x[dst] = 3.0
+            e[dst] = 3.0
+        else:
+            x.realize()
+    np.testing.assert_array_equal(x.numpy(), e.view(np.ndarray))
