@@ -975,6 +975,10 @@ def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[N
             head = singles[group[0]].kernel
             if (group[0].op is not Op.ASSIGN and group[0].device == node.device
                     and (head.outer, head.axes) == (k.outer, k.axes)
+                    # a scatter's kernel runs a part's positions, not the outer index's rows (a
+                    # gpu gives a part a workgroup): it groups with other scatters only, never
+                    # with a reduction or store that has the same (parts, 1) iteration space
+                    and (group[0].op is Op.SCATTER) == (node.op is Op.SCATTER)
                     and len(group) + 1 + len(group_inputs[gi] | inputs) <= _max_arguments(node.device)
                     and all(m not in deps[node] and node not in deps[m] for m in group)
                     and not _merge_makes_cycle(gi, node, groups, group_of, deps)):
