@@ -50,65 +50,251 @@ class UG:
 
 
 Case = Callable[[Any, Any], None]
-
-CASES_1D: dict[str, Case] = {
-    "reverse": lambda x, m: x.__setitem__(slice(None, None, -1), x),
-    "write_then_reverse": lambda x, m: (x.__setitem__(0, 10), x.__setitem__(slice(None, None, -1), x)),
-    "reverse_twice": lambda x, m: (x.__setitem__(0, 10), x.__setitem__(slice(None, None, -1), x),
-                                   x.__setitem__(slice(None, None, -1), x + 1)),
-    "shift_right": lambda x, m: x.__setitem__(slice(1, None), x[:-1]),
-    "shift_left": lambda x, m: x.__setitem__(slice(None, -1), x[1:]),
-    "shift_right_computed": lambda x, m: (x.__setitem__(2, 7), x.__setitem__(slice(1, None), x[:-1] * 2 + 1)),
-    "shift_there_and_back": lambda x, m: (x.__setitem__(0, 7), x.__setitem__(slice(1, None), x[:-1]),
-                                          x.__setitem__(slice(None, -1), x[1:])),
-    "odd_from_even": lambda x, m: (x.__setitem__(1, 9), x.__setitem__(slice(None, None, 2), x[1::2])),
-    "strided_sum": lambda x, m: (x.__setitem__(4, 9), x.__setitem__(slice(1, None, 2), x[::2] + x[1::2])),
-    "partial_overlap": lambda x, m: (x.__setitem__(1, 8), x.__setitem__(slice(2, 5), x[1:4])),
-    "partial_overlap_reversed": lambda x, m: (x.__setitem__(4, 8), x.__setitem__(slice(1, 4), x[4:1:-1])),
-    "assign_reversed": lambda x, m: (x.__setitem__(0, 3), m.assign(x, x[::-1] * 2)),
-    "assign_flip": lambda x, m: (x.__setitem__(5, 3), m.assign(x, m.flip(x))),
-    "assign_roll": lambda x, m: (x.__setitem__(5, 3), m.assign(x, m.roll(x, 2))),
-    "assign_concat": lambda x, m: (x.__setitem__(1, 3), m.assign(x, m.concat([x[3:], x[:3]]))),
-    "gather": lambda x, m: x.__setitem__(slice(None, 4), x[IDX]),
-    "write_then_gather": lambda x, m: (x.__setitem__(0, 11), x.__setitem__(slice(2, None), x[IDX])),
-    "take": lambda x, m: (x.__setitem__(3, 11), x.__setitem__(slice(2, None), m.take(x, IDX))),
-    "reduction": lambda x, m: x.__setitem__(slice(1, None), x[1:] - x.max()),
-    "write_then_reduction": lambda x, m: (x.__setitem__(0, 9), x.__setitem__(slice(None), x - x.min())),
-    "scatter_of_self": lambda x, m: (x.__setitem__(2, 4), x.__setitem__(IDX, x[::-1][:4])),
-    "scatter_of_gather": lambda x, m: (x.__setitem__(1, 4), x.__setitem__(IDX, x[IDX[::-1]] + 1)),
-    "scatter_add_of_self": lambda x, m: (x.__setitem__(5, 2), m.assign(x, m.scatter_add(x, IDX, x[::-1][:4]))),
-    "lazy_reader_then_writes": lambda x, m: _lazy_reader(x),
-}
+CASES_1D: dict[str, Case] = {}   # cases on a tensor of shape (6,), called with (x, NP or UG)
+CASES_2D: dict[str, Case] = {}   # on (4, 4)
 
 
-def _lazy_reader(x: Any) -> None:
+def case_1d(f: Case) -> Case:
+    CASES_1D[f.__name__] = f
+    return f
+
+
+def case_2d(f: Case) -> Case:
+    CASES_2D[f.__name__] = f
+    return f
+
+
+@case_1d
+def reverse(x: Any, m: Any) -> None:
+    x[::-1] = x
+
+
+@case_1d
+def write_then_reverse(x: Any, m: Any) -> None:   # the case
+    x[0] = 10
+    x[::-1] = x
+
+
+@case_1d
+def reverse_twice(x: Any, m: Any) -> None:
+    x[0] = 10
+    x[::-1] = x
+    x[::-1] = x + 1
+
+
+@case_1d
+def shift_right(x: Any, m: Any) -> None:
+    x[1:] = x[:-1]
+
+
+@case_1d
+def shift_left(x: Any, m: Any) -> None:
+    x[:-1] = x[1:]
+
+
+@case_1d
+def shift_right_computed(x: Any, m: Any) -> None:
+    x[2] = 7
+    x[1:] = x[:-1] * 2 + 1
+
+
+@case_1d
+def shift_there_and_back(x: Any, m: Any) -> None:
+    x[0] = 7
+    x[1:] = x[:-1]
+    x[:-1] = x[1:]
+
+
+@case_1d
+def odd_from_even(x: Any, m: Any) -> None:
+    x[1] = 9
+    x[::2] = x[1::2]
+
+
+@case_1d
+def strided_sum(x: Any, m: Any) -> None:
+    x[4] = 9
+    x[1::2] = x[::2] + x[1::2]
+
+
+@case_1d
+def partial_overlap(x: Any, m: Any) -> None:
+    x[1] = 8
+    x[2:5] = x[1:4]
+
+
+@case_1d
+def partial_overlap_reversed(x: Any, m: Any) -> None:
+    x[4] = 8
+    x[1:4] = x[4:1:-1]
+
+
+@case_1d
+def assign_reversed(x: Any, m: Any) -> None:
+    x[0] = 3
+    m.assign(x, x[::-1] * 2)
+
+
+@case_1d
+def assign_flip(x: Any, m: Any) -> None:
+    x[5] = 3
+    m.assign(x, m.flip(x))
+
+
+@case_1d
+def assign_roll(x: Any, m: Any) -> None:
+    x[5] = 3
+    m.assign(x, m.roll(x, 2))
+
+
+@case_1d
+def assign_concat(x: Any, m: Any) -> None:
+    x[1] = 3
+    m.assign(x, m.concat([x[3:], x[:3]]))
+
+
+@case_1d
+def gather(x: Any, m: Any) -> None:
+    x[:4] = x[IDX]
+
+
+@case_1d
+def write_then_gather(x: Any, m: Any) -> None:
+    x[0] = 11
+    x[2:] = x[IDX]
+
+
+@case_1d
+def take(x: Any, m: Any) -> None:
+    x[3] = 11
+    x[2:] = m.take(x, IDX)
+
+
+@case_1d
+def reduction(x: Any, m: Any) -> None:
+    x[1:] = x[1:] - x.max()
+
+
+@case_1d
+def write_then_reduction(x: Any, m: Any) -> None:
+    x[0] = 9
+    x[:] = x - x.min()
+
+
+@case_1d
+def scatter_of_self(x: Any, m: Any) -> None:
+    x[2] = 4
+    x[IDX] = x[::-1][:4]
+
+
+@case_1d
+def scatter_of_gather(x: Any, m: Any) -> None:
+    x[1] = 4
+    x[IDX] = x[IDX[::-1]] + 1
+
+
+@case_1d
+def scatter_add_of_self(x: Any, m: Any) -> None:
+    x[5] = 2
+    m.assign(x, m.scatter_add(x, IDX, x[::-1][:4]))
+
+
+@case_1d
+def lazy_reader_then_writes(x: Any, m: Any) -> None:
     y = x[::-1] * 3 + 0     # arithmetic: a copy (also under numpy), read after the writes below
     x[0] = 5
     x[1:] = x[:-1]
     x[:] = y + x
 
 
-CASES_2D: dict[str, Case] = {
-    "flip_columns_there_and_back": lambda a, m: (a.__setitem__((slice(None), slice(None)), a[:, ::-1]),
-                                                 a.__setitem__((slice(None), slice(None, None, -1)), a[:, :])),
-    "write_then_flip_columns": lambda a, m: (a.__setitem__((0, 0), 100),
-                                             a.__setitem__((slice(None), slice(None, None, -1)), a)),
-    "write_then_flip_both": lambda a, m: (a.__setitem__((3, 3), 77),
-                                          a.__setitem__((slice(None, None, -1), slice(None, None, -1)), a)),
-    "transpose": lambda a, m: a.__setitem__(slice(None), a.T),
-    "write_then_transpose": lambda a, m: (a.__setitem__((0, 1), 50), a.__setitem__(slice(None), a.T)),
-    "transposed_shift": lambda a, m: (a.__setitem__((2, 0), 50), a.__setitem__(slice(1, None), a.T[:-1] + 1)),
-    "row_shift": lambda a, m: (a.__setitem__(0, 3), a.__setitem__(slice(1, None), a[:-1])),
-    "column_shift": lambda a, m: (a.__setitem__((1, 0), 3), a.__setitem__((slice(None), slice(1, None)), a[:, :-1])),
-    "block_overlap": lambda a, m: (a.__setitem__((1, 1), 60), a.__setitem__((slice(1, 3), slice(1, 3)), a[0:2, 0:2]),
-                                   a.__setitem__((slice(0, 2), slice(1, 3)), a[1:3, 0:2].T)),
-    "row_sums_into_a_column": lambda a, m: (a.__setitem__((0, 2), 1), a.__setitem__((slice(None), 0), a.sum(axis=1))),
-    "column_max_into_a_row": lambda a, m: (a.__setitem__((3, 1), 90), a.__setitem__(0, a.max(axis=0))),
-    "rows_from_rows": lambda a, m: (a.__setitem__(0, 1), a.__setitem__(1, a[0] + a[2])),
-    "diagonal_stride": lambda a, m: (a.__setitem__((0, 0), 5), m.assign(a, a - a.reshape(16)[::5].reshape(4, 1))),
-    "matmul_of_self": lambda a, m: (a.__setitem__((1, 2), 2), m.assign(a, a @ a)),
-    "matmul_into_right_operand": lambda a, m: m.assign(a, a[::-1] @ a),
-}
+@case_2d
+def flip_columns_there_and_back(a: Any, m: Any) -> None:   # the int8 case
+    a[:, :] = a[:, ::-1]
+    a[:, ::-1] = a[:, :]
+
+
+@case_2d
+def write_then_flip_columns(a: Any, m: Any) -> None:
+    a[0, 0] = 100
+    a[:, ::-1] = a
+
+
+@case_2d
+def write_then_flip_both(a: Any, m: Any) -> None:
+    a[3, 3] = 77
+    a[::-1, ::-1] = a
+
+
+@case_2d
+def transpose(a: Any, m: Any) -> None:
+    a[:] = a.T
+
+
+@case_2d
+def write_then_transpose(a: Any, m: Any) -> None:
+    a[0, 1] = 50
+    a[:] = a.T
+
+
+@case_2d
+def transposed_shift(a: Any, m: Any) -> None:
+    a[2, 0] = 50
+    a[1:] = a.T[:-1] + 1
+
+
+@case_2d
+def row_shift(a: Any, m: Any) -> None:
+    a[0] = 3
+    a[1:] = a[:-1]
+
+
+@case_2d
+def column_shift(a: Any, m: Any) -> None:
+    a[1, 0] = 3
+    a[:, 1:] = a[:, :-1]
+
+
+@case_2d
+def block_overlap(a: Any, m: Any) -> None:
+    a[1, 1] = 60
+    a[1:3, 1:3] = a[0:2, 0:2]
+    a[0:2, 1:3] = a[1:3, 0:2].T
+
+
+@case_2d
+def row_sums_into_a_column(a: Any, m: Any) -> None:
+    a[0, 2] = 1
+    a[:, 0] = a.sum(axis=1)
+
+
+@case_2d
+def column_max_into_a_row(a: Any, m: Any) -> None:
+    a[3, 1] = 90
+    a[0] = a.max(axis=0)
+
+
+@case_2d
+def rows_from_rows(a: Any, m: Any) -> None:
+    a[0] = 1
+    a[1] = a[0] + a[2]
+
+
+@case_2d
+def diagonal_stride(a: Any, m: Any) -> None:
+    a[0, 0] = 5
+    m.assign(a, a - a.reshape(16)[::5].reshape(4, 1))
+
+
+@case_2d
+def matmul_of_self(a: Any, m: Any) -> None:
+    a[1, 2] = 2
+    m.assign(a, a @ a)
+
+
+@case_2d
+def matmul_into_right_operand(a: Any, m: Any) -> None:
+    m.assign(a, a[::-1] @ a)
+
 
 DTYPES = [np.float32, np.float64, np.int8]
 
