@@ -24,7 +24,12 @@ IDX = np.array([3, 0, 5, 1])
 
 class NP:
     """numpy's spelling of what the cases do (the oracle, run eagerly)."""
-    flip, roll, concat, take = np.flip, np.roll, np.concat, np.take
+    flip, roll, concat, take, sort, where = np.flip, np.roll, np.concat, np.take, np.sort, np.where
+    cumulative_sum = np.cumulative_sum
+
+    @staticmethod
+    def pad(x: np.ndarray, width: int) -> np.ndarray:
+        return np.pad(x, width)
 
     @staticmethod
     def scatter_add(x: np.ndarray, idx: np.ndarray, v: Any) -> np.ndarray:
@@ -38,7 +43,12 @@ class NP:
 
 
 class UG:
-    flip, roll, concat, take = ug.flip, ug.roll, ug.concat, ug.take
+    flip, roll, concat, take, sort, where = ug.flip, ug.roll, ug.concat, ug.take, ug.sort, ug.where
+    cumulative_sum = ug.cumulative_sum
+
+    @staticmethod
+    def pad(x: ug.Tensor, width: int) -> ug.Tensor:
+        return ug.pad(x, (width, width))
 
     @staticmethod
     def scatter_add(x: ug.Tensor, idx: np.ndarray, v: Any) -> ug.Tensor:
@@ -197,6 +207,30 @@ def scatter_of_gather(x: Any, m: Any) -> None:
 def scatter_add_of_self(x: Any, m: Any) -> None:
     x[5] = 2
     m.assign(x, m.scatter_add(x, IDX, x[::-1][:4]))
+
+
+@case_1d
+def cumulative_sum(x: Any, m: Any) -> None:   # a scan: a kernel of its own, read by the write
+    x[0] = 10
+    x[1:] = m.cumulative_sum(x)[:-1]
+
+
+@case_1d
+def sorted_reversed(x: Any, m: Any) -> None:
+    x[2] = 3
+    x[::-1] = m.sort(x)
+
+
+@case_1d
+def where_reversed(x: Any, m: Any) -> None:
+    x[1] = 7
+    x[:] = m.where(x > 3, x[::-1], x)
+
+
+@case_1d
+def padded_shift(x: Any, m: Any) -> None:
+    x[0] = -1
+    x[1:-1] = m.pad(x, 1)[:-4]
 
 
 @case_1d
