@@ -13,7 +13,9 @@ Rules (see the kernel_ir docstring for the kernel shape they target):
   elementwise producers and the reductions over its rows; its readers load its buffer, but a
   target that only reshapes it is stored by the scan's kernel itself;
 - matmul, custom and cross-device copy are schedule items of their own;
-- independent outputs with the same iteration space share one kernel (ug.realize(a, b));
+- independent outputs with the same iteration space share one kernel (ug.realize(a, b)) when
+  they are as deep in the graph of kernels (see _depths); a write and a scatter are kernels of
+  their own;
 - items come out in topological order; an assign that writes a buffer in place runs after
   every item of the schedule that reads the old value, and a cycle is a clear error.
 """
@@ -881,7 +883,8 @@ def _misaligned_in_place(items: list[Item], in_place: set[Node]) -> set[Node]:
     `p[:, 0] = p[:, 1]`, `p[::-1] = p`, or a reduction over it): writing while reading would
     let an element read what another already overwrote. Such a value gets a buffer of its
     own first (the size of the written region), then the write copies it in place; a value
-    that is a buffer already (the target itself) is written into a fresh buffer instead."""
+    that is a buffer already (the target itself, realized or the result of an earlier write
+    of this schedule into the same buffer) is written into a fresh buffer instead."""
     out: set[Node] = set()
     for item in items:
         if not isinstance(item, KernelItem) or not item.alias:
@@ -934,7 +937,10 @@ def create_schedule(targets: list[Node]) -> Schedule:
             _settle_buffers(nodes, realize)  # the other nodes builds will ask for, in one pass
             continue
         misaligned = _misaligned_in_place(items, in_place)
-        not_in_place = {a for a in misaligned if a.srcs[1].realized}
+        # a value with a buffer of its own already cannot be given one: misaligned, its kernel
+        # reads the target itself (`x[::-1] = x`, also where x is an earlier write of this
+        # schedule, in `realize` and sharing the target's buffer): that write gets a fresh buffer
+        not_in_place = {a for a in misaligned if _loads_buffer(a.srcs[1], realize)}
         in_place -= not_in_place
         shared = _reductions_in_several_kernels(items) | ({a.srcs[1] for a in misaligned - not_in_place} - realize)
         if shared or not_in_place:
@@ -957,33 +963,42 @@ def create_schedule(targets: list[Node]) -> Schedule:
         return Schedule(ordered, targets, clobbered)
 
 
+_ALONE = frozenset({Op.ASSIGN, Op.SCATTER})
+"""Roots whose kernel is never merged with others: a write (its store may alias its target) and
+a scatter. A scatter's kernel runs a part's positions in order, not the outer index's rows: with
+a reduction of the same (parts, 1) iteration space it made a kernel the gpu lowering rejects
+(vulkan: `m = x.max(-1); m[idx] = 1`), and scatters merged with each other gain no parallelism
+(one part is one thread or workgroup either way) while LLVM's time for a kernel grows with the
+square of its scatter stores (cpu: 8 stores 0.5 s, 32 stores 6 s); alone, the scatters of a
+chain (`acc.assign(scatter_add(acc, ...))` k times) are one compiled kernel run k times."""
+
+
 def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[Node]) -> list[Item]:
     # first each root alone (this is where _NeedsBuffer decisions are made) ...
     singles = {node: _build([_kernel_root(node)], realize) for node in kernel_nodes}
-    # ... then merge independent roots with the same iteration space into one kernel
-    deps = _dependencies(singles)
+    # ... then merge independent roots with the same iteration space into one kernel: roots of
+    # one depth (see _depths) are independent, and kernels that each hold roots of one depth
+    # never need each other in a circle, so this is one pass, linear in the roots
+    depth = _depths(singles)
     groups: list[list[Node]] = []
-    group_of: dict[Node, int] = {}
     group_inputs: list[set[int]] = []  # ids of the nodes each group's kernel reads
+    joining: dict[tuple[str, tuple[int, ...], tuple[int, ...], int], int] = {}  # the group a key's roots join
     for node in kernel_nodes:
         k = singles[node].kernel
         inputs = {id(n) for n in singles[node].buffers[1:]}
-        # a write is a kernel of its own (its store may alias its target): no group to look for
-        for gi, group in enumerate(groups if node.op is not Op.ASSIGN else ()):
-            head = singles[group[0]].kernel
-            if (group[0].op is not Op.ASSIGN and group[0].device == node.device
-                    and (head.outer, head.axes) == (k.outer, k.axes)
-                    and len(group) + 1 + len(group_inputs[gi] | inputs) <= _max_arguments(node.device)
-                    and all(m not in deps[node] and node not in deps[m] for m in group)
-                    and not _merge_makes_cycle(gi, node, groups, group_of, deps)):
-                group.append(node)
-                group_of[node] = gi
-                group_inputs[gi] |= inputs
-                break
-        else:
-            group_of[node] = len(groups)
-            groups.append([node])
-            group_inputs.append(inputs)
+        # a write is a kernel of its own (its store may alias its target), and so is a scatter
+        # (see _ALONE): no group to look for
+        key = (node.device, k.outer, k.axes, depth[node])
+        gi = joining.get(key) if node.op not in _ALONE else None
+        if gi is not None and (len(groups[gi]) + 1 + len(group_inputs[gi]) + len(inputs - group_inputs[gi])
+                               <= _max_arguments(node.device)):
+            groups[gi].append(node)
+            group_inputs[gi] |= inputs
+            continue
+        if node.op not in _ALONE:  # (a full group: the key's later roots join this new one)
+            joining[key] = len(groups)
+        groups.append([node])
+        group_inputs.append(inputs)
     items: list[Item] = []
     for group in groups:
         node = group[0]
@@ -998,29 +1013,6 @@ def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[N
     return items
 
 
-def _merge_makes_cycle(gi: int, node: Node, groups: list[list[Node]], group_of: dict[Node, int],
-                       deps: dict[Node, set[Node]]) -> bool:
-    """Whether adding `node` to group `gi` would make the kernels depend on each other in a
-    circle: a member of one kernel needing another kernel whose member needs the first (e.g.
-    x.abs() and y.abs() with y = x.sum() in a kernel that also reads x.abs() for a softmax).
-    Members are independent of each other (checked before), but merging groups adds paths
-    that the node-level dependencies do not show, so this walks the kernels' graph."""
-    def needs(members: list[Node]) -> set[int]:
-        return {group_of[d] for m in members for d in deps[m] if d in group_of}
-
-    todo = list(needs(groups[gi] + [node]) - {gi})
-    seen = set(todo)
-    while todo:
-        h = todo.pop()
-        after = needs(groups[h])
-        if gi in after or any(node in deps[m] for m in groups[h]):
-            return True  # kernel h, which the merged kernel needs, needs the merged kernel
-        for nxt in after - seen:
-            seen.add(nxt)
-            todo.append(nxt)
-    return False
-
-
 def _named(k: Kernel) -> Kernel:
     kind = ("s" if any(s.scan is not None for s in k.stores) else "x" if any(s.scatter is not None for s in k.stores)
             else "r" if k.reductions else "E")
@@ -1029,31 +1021,46 @@ def _named(k: Kernel) -> Kernel:
     return Kernel(name, k.args, k.outer, k.axes, k.reductions, k.stores)
 
 
-def _dependencies(singles: dict[Node, KernelItem]) -> dict[Node, set[Node]]:
-    """For each kernel root, every root it depends on, transitively (through any items)."""
-    deps: dict[Node, set[Node]] = {}
+def _depths(singles: dict[Node, KernelItem]) -> dict[Node, int]:
+    """For each kernel root, its depth: 0 for a root that needs no other root, else one more
+    than the deepest root it needs (through any items, e.g. a root reading a matmul of a root).
+    A root needs only shallower roots, so roots of one depth are independent of each other, and
+    kernels that merge roots of one depth each need kernels of smaller depths only: never each
+    other in a circle.
 
-    def visit(node: Node, stack: set[int]) -> set[Node]:
-        if node in deps:
-            return deps[node]
-        out: set[Node] = set()
+    One iterative walk (graphs can be deep), each node once: `reach` holds, per node, one more
+    than the deepest root it is or needs (0: none)."""
+    reach: dict[int, int] = {}
+    depth: dict[Node, int] = {}
+
+    def needs(node: Node) -> list[Node]:
         item = singles.get(node)
         srcs = item.buffers[len(item.outputs):] if item is not None else list(node.srcs)
         if node.op is Op.ASSIGN:
             srcs = [node.srcs[0], *srcs]  # the write needs its target's buffer (to copy, or to write into)
-        for src in srcs:
-            if src.realized or id(src) in stack:
-                continue
-            if src in singles:
-                out.add(src)
-            out |= visit(src, stack | {id(node)})
-        deps[node] = out
-        return out
+        return [s for s in srcs if not s.realized]
 
-    for node in singles:
-        visit(node, set())
-    del visit  # it refers to itself: a reference cycle that would keep the kernels' nodes and buffers alive
-    return deps
+    for root in singles:
+        if id(root) in reach:
+            continue
+        path = {id(root)}
+        stack = [(root, iter(needs(root)))]
+        while stack:
+            node, srcs = stack[-1]
+            for src in srcs:
+                if id(src) not in reach and id(src) not in path:
+                    path.add(id(src))
+                    stack.append((src, iter(needs(src))))
+                    break
+            else:
+                stack.pop()
+                path.discard(id(node))
+                d = max((reach.get(id(s), 0) for s in needs(node)), default=0)
+                if node in singles:
+                    depth[node] = d
+                    d += 1
+                reach[id(node)] = d
+    return depth
 
 
 def _reductions_in_several_kernels(items: list[Item]) -> set[Node]:

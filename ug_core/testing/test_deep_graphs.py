@@ -121,3 +121,40 @@ def test_chain_of_100k_ops(device, close):
     elapsed = time.perf_counter() - start
     close(got, want.astype(np.float32), rtol=1e-4, atol=1e-5)
     assert elapsed < 60, f"realizing a 100,000-op chain took {elapsed:.1f} s"
+
+
+def _write_chain(device, steps):
+    """`steps` rounds of writes, as numerical code writes them: a scatter_add into an
+    accumulator, an integer-array write, a row written from another row (read where it is not
+    written: its value gets a buffer of its own) and a whole-tensor update; with numpy's result."""
+    rng = np.random.default_rng(steps)
+    acc, x = ug.tensor(np.zeros(64, np.float32), device=device), ug.tensor(np.zeros((8, 64), np.float32), device=device)
+    e_acc, e_x = np.zeros(64, np.float32), np.zeros((8, 64), np.float32)
+    for k in range(steps):
+        idx, cols = rng.integers(0, 64, 16), rng.integers(0, 64, 4)
+        acc.assign(ug.scatter_add(acc, 0, idx, 1.0))
+        np.add.at(e_acc, idx, np.float32(1))
+        x[k % 8, cols] = float(k % 5)
+        e_x[k % 8, cols] = k % 5
+        x[(k + 1) % 8] = x[k % 8] * 0.5
+        e_x[(k + 1) % 8] = e_x[k % 8] * np.float32(0.5)
+        x.assign(x + 1)
+        e_x += 1
+    return acc, x, e_acc, e_x
+
+
+def test_chains_of_writes_compile_a_fixed_set_of_kernels(device, compile_cache):
+    # issue 23: 200 `acc.assign(scatter_add(acc, ...))` took ~45 s on cpu (> 250 s for 400), 200
+    # `x[idx] = v` 92 s: the scatters, independent of each other (their values and slots do not
+    # read acc), were merged into one kernel, new for every chain length, whose LLVM compile
+    # grows with the square of its scatter stores. A chain now compiles the kernels of its
+    # first steps only, whatever its length (tests/test_deep_graphs.py: the scheduler's work is
+    # linear in the chain)
+    for steps in (50, 200):
+        acc, x, e_acc, e_x = _write_chain(device, steps)
+        misses = compile_cache.misses
+        ug.realize(acc, x)
+        if steps == 200:
+            assert compile_cache.misses == misses, "a longer chain compiled kernels the shorter one did not"
+        np.testing.assert_array_equal(acc.numpy(), e_acc)
+        np.testing.assert_array_equal(x.numpy(), e_x)

@@ -19,25 +19,6 @@ runtime = sys.modules["ug_core.runtime"]
 KEYS = {"live_bytes", "peak_bytes", "allocations", "live_buffers", "pool_bytes"}
 
 
-def _dependencies_leaves_a_cycle() -> bool:
-    """Whether schedule._dependencies still leaves a reference cycle (its nested `visit` refers to
-    itself, and the cycle holds every kernel's nodes, so their buffers): fixed by `del visit`
-    after its loop, in a function owned by the in-place scheduling rework. The tests that need
-    it are expected to fail until then (and are ordinary tests once it is done)."""
-    gc.collect()
-    gc.disable()
-    try:
-        sys.modules["ug_core.schedule"]._dependencies({})
-        return gc.collect() > 0
-    finally:
-        gc.enable()
-
-
-needs_acyclic_dependencies = pytest.mark.xfail(
-    _dependencies_leaves_a_cycle(), strict=True,
-    reason="schedule._dependencies's nested visit() refers to itself: a reference cycle holding the kernels' nodes")
-
-
 @pytest.fixture
 def gc_disabled():
     """No cyclic GC during the test: counts change only by what the test does (and its buffers
@@ -169,7 +150,6 @@ def test_intermediates_someone_reads_are_kept(device, gc_disabled):
         np.testing.assert_allclose(held.numpy(), an / 2, rtol=1e-6)
 
 
-@needs_acyclic_dependencies
 def test_realizing_kernels_frees_intermediates_without_the_gc(device, gc_disabled):
     # k-means-like: every step realizes kernels and a matmul; nothing of a step may outlive it
     rng = np.random.default_rng(1)
@@ -189,7 +169,6 @@ def test_realizing_kernels_frees_intermediates_without_the_gc(device, gc_disable
     assert after["live_bytes"] <= base["live_bytes"]
 
 
-@needs_acyclic_dependencies
 def test_a_realize_leaves_no_reference_cycles(device, gc_disabled):
     x = ug.tensor(np.linspace(0, 1, 96, dtype=np.float32).reshape(8, 12), device=device)
 
@@ -204,7 +183,6 @@ def test_a_realize_leaves_no_reference_cycles(device, gc_disabled):
     assert gc.collect() == 0
 
 
-@needs_acyclic_dependencies
 def test_no_reference_cycle_holds_a_buffer_or_a_node(device, gc_disabled):
     x = ug.tensor(np.linspace(0, 1, 96, dtype=np.float32).reshape(8, 12), device=device)
     w = ug.tensor(np.ones((12, 12), np.float32), device=device)

@@ -283,3 +283,33 @@ def test_kernels_respect_the_devices_buffer_limit(device, monkeypatch, limit):
     for a, o in zip(xn, outs):
         np.testing.assert_array_equal(o.numpy(), a[1:] * np.float32(3.5))
     np.testing.assert_allclose(outs[-1].numpy(), sum(a[i % 3:i % 3 + 6] for i, a in enumerate(xn)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("rows,n", [(1, 1), (1, 5), (2, 16), (4, 64), (3, 2)])
+def test_a_scatter_into_a_reduction_is_a_kernel_of_its_own(device, rows, n):
+    # `m = x.max(axis=-1); m[idx] = 1`: where the scatter runs as many parts as m has rows, its
+    # kernel had the reduction's iteration space and was merged with it, a kernel vulkan cannot
+    # lower ("a scatter kernel stores only scatters"); a scatter is a kernel of its own
+    a = (np.arange(rows * 4) % 5).reshape(rows, 4).astype(np.float32)
+    idx = np.arange(n) % rows
+    x = ug.tensor(a, device=device)
+    m = x.max(axis=-1)
+    m[idx] = 1
+    s = ug.scatter_add(x.sum(axis=-1), 0, idx, 2.0)
+    t = ug.scatter_add(x.min(axis=-1), 0, idx, 3.0)
+    sched = ug.schedule(m, s, t)
+    for item in sched.kernels:
+        scatters = [st.scatter is not None for st in item.kernel.stores]
+        assert all(scatters) or not any(scatters), item.describe()
+        assert not (any(scatters) and item.kernel.reductions), item.describe()
+    scatter_kernels = [item for item in sched.kernels if item.kernel.stores[0].scatter is not None]
+    assert [len(item.kernel.stores) for item in scatter_kernels] == [1, 1, 1], str(sched)
+    ug.realize(m, s, t)
+    want_m = a.max(axis=-1)
+    want_m[idx] = 1
+    want_s, want_t = a.sum(axis=-1), a.min(axis=-1)
+    np.add.at(want_s, idx, 2.0)
+    np.add.at(want_t, idx, 3.0)
+    np.testing.assert_array_equal(m.numpy(), want_m)
+    np.testing.assert_array_equal(s.numpy(), want_s)
+    np.testing.assert_array_equal(t.numpy(), want_t)
