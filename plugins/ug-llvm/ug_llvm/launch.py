@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import math
 import struct
+import weakref
 from typing import Any, Callable
 
 from ug_core.device import Buffer
@@ -154,16 +155,23 @@ class CPURuntime(Runtime):
     def launcher(self, k: CompiledKernel) -> Launch:
         """The per-program launch function (made once): read the pointers, pack them, call."""
         if k.launch is None:
-            # (both entries made now: a closure holding k, which holds the closure, would be a
-            # reference cycle, and the compiled code would then wait for the gc to go)
-            pack, run, run_aliased = packer(k), self.runner(k, aliased=False), self.runner(k, aliased=True)
+            pack, run = packer(k), self.runner(k, aliased=False)
+            run_aliased: Callable[[bytes], None] | None = None  # made on the first launch that needs it
+            # (weakly: k holds this function, and a closure holding k would be a reference cycle,
+            # leaving an evicted program's code to the gc; a launch's caller holds its program)
+            kernel = weakref.ref(k)
 
             def launch(buffers: list[Buffer]) -> None:
+                nonlocal run_aliased
                 handles = [b.handle for b in buffers]  # blocks are their addresses: the kernel's arguments
                 if len(set(handles)) == len(handles):
                     run(pack(*handles))
                     return
-                run_aliased(pack(*handles))  # a buffer passed twice: the entry without noalias
+                if run_aliased is None:  # a buffer passed twice: the entry without noalias (compiled now)
+                    held = kernel()
+                    assert held is not None, "a launch outlived its program"
+                    run_aliased = self.runner(held, aliased=True)
+                run_aliased(pack(*handles))
             k.launch = launch
         return k.launch
 
