@@ -197,6 +197,18 @@ class Device(abc.ABC):
         (not host memory, or not aligned as its kernels need)."""
         return None
 
+    def after_fork(self, parent: int) -> bool:
+        """In a child process that os.fork() made after this device object was created (in
+        process `parent`), before anything else runs there (ug_core.faults). Reset what does
+        not survive a fork (worker threads, locks another thread may have held) and return
+        True if this object works in the child (host memory: its buffers are the child's
+        copies). Otherwise make every later use of it raise ug.DeviceUnavailableError saying
+        why (faults.Refusing, faults.forked_message) and return False: the registry then
+        forgets it, so the device's name makes a new one in the child (the factory runs again;
+        it may raise, saying why the device cannot work there), and tensors made before the
+        fork raise that error when used. The default: True (nothing to reset)."""
+        return True
+
     def lower(self, kernel: "Kernel") -> "LoopProgram | None":
         """The loop program this device renders for a kernel, as its renderer gets it (legalized),
         for UG_DEBUG=2; None for a device that does not lower kernels (ref interprets them)."""

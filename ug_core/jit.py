@@ -66,9 +66,10 @@ from typing import Any, Callable
 import numpy as np
 
 from .device import Buffer
-from .graph import Node
+from .graph import graph_lock, Node
 from .ops import Op
 from .replay import PY, Capture, Guard, Stale, Trace, Write, general_replay, sig_text
+from .faults import defer_interrupts
 from .runtime import CompiledSchedule, realize_nodes
 from .schedule import create_schedule, walk
 from .tensor import Tensor
@@ -530,7 +531,8 @@ def _trace(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         _end_trace()
     out_leaves: list[Tensor] = []
     structure = _flatten_output(result, out_leaves)
-    return _compile_trace(ctx, leaves, out_leaves, structure, arg_index), result
+    with graph_lock:   # (it schedules and runs the graph as a realize does)
+        return _compile_trace(ctx, leaves, out_leaves, structure, arg_index), result
 
 
 def _holders(node: Node, skip: set[int]) -> list[Tensor]:
@@ -665,10 +667,11 @@ def _run_first(compiled: CompiledSchedule, computed: set[int], fn: Callable[...,
             raise RuntimeError(f"ug.jit: internal error: the schedule of {_fn_label(fn)} writes in place into a "
                                f"buffer it did not make (step {i}: {step.describe}), which a replay cannot")
     bufs: list[Buffer | None] = [n.buffer for n in slots]
-    compiled.runner(bufs)
-    for i, (n, buf) in enumerate(zip(slots, bufs)):
-        if n.buffer is None and buf is not None and i not in compiled.clobbered:
-            n.set_buffer(buf)
+    with defer_interrupts:   # (Ctrl-C at its end: the nodes get their buffers all or none)
+        compiled.runner(bufs)
+        for i, (n, buf) in enumerate(zip(slots, bufs)):
+            if n.buffer is None and buf is not None and i not in compiled.clobbered:
+                n.set_buffer(buf)
 
 
 def _describe_outputs(out_leaves: list[Tensor], leaf_of: dict[int, int], arg_nodes: list[Node], writes: list[Write],

@@ -19,6 +19,13 @@ from .view import View, prod
 
 Scalar = bool | int | float
 
+_write_lock = graph.graph_lock
+"""The hook that makes writes to a tensor thread-safe: every write holds it from reading the
+tensor's current node (the value it builds on) to `_replace_node` (assign, __setitem__, and
+replay.general_replay's writes). Without it, two threads writing rows of one tensor both build
+on the same old node and the second replaces the first's write (it is lost). Build what does
+not read the tensor (the written value) before taking it."""
+
 
 # --- devices and dtypes -----------------------------------------------------------------
 
@@ -300,11 +307,16 @@ class Tensor:
         return self._node
 
     def _replace_node(self, node: Node) -> None:
+        """Make `node` (a write built on this tensor's current node) its value. The caller holds
+        `_write_lock` from reading `self._node` to this call (see there). The order of the
+        lines keeps the bookkeeping on the safe side wherever a KeyboardInterrupt cuts it: a
+        node is never left without the reader that holds it, nor left counting as unobserved
+        while this tensor still holds it (which would let a later write go in place into it)."""
         old = self._node
+        node.add_reader(self)
+        self._node = node  # the old node's weak ref to this tensor is skipped: its node moved on
         if old._creator == id(self):  # made with `old` (see Node._creator): now it no longer reads it
             old._creator = 0
-        self._node = node  # the old node's weak ref to this tensor is skipped: its node moved on
-        node.add_reader(self)
         if _tracer is not None:
             _tracer.wrote(self, old)
 
@@ -768,17 +780,22 @@ class Tensor:
     def assign(self, value: Any) -> "Tensor":
         """Give this tensor a new value (same shape and dtype). Later reads of this tensor see it;
         reads built before do not."""
-        self._replace_node(graph.assign(self._node, self._value_for(value, self.shape), None))
+        new = self._value_for(value, self.shape)
+        with _write_lock:
+            self._replace_node(graph.assign(self._node, new, None))
         return self
 
     def __setitem__(self, index: Any, value: Any) -> None:
         if isinstance(index, (Tensor, np.ndarray, list)) or (
                 isinstance(index, tuple) and any(isinstance(i, (Tensor, np.ndarray, list)) for i in index)):
             from .scatter import setitem   # integer arrays: a scatter (the last write wins)
-            self._replace_node(graph.assign(self._node, setitem(self, index if isinstance(index, tuple) else (index,), value), None))
+            with _write_lock:   # (the scatter's value is built on the tensor's current node)
+                self._replace_node(graph.assign(self._node, setitem(self, index if isinstance(index, tuple) else (index,), value), None))
             return
         region = _index_view(self.shape, index)
-        self._replace_node(graph.assign(self._node, self._value_for(value, region.shape), region))
+        new = self._value_for(value, region.shape)
+        with _write_lock:
+            self._replace_node(graph.assign(self._node, new, region))
 
     def _value_for(self, value: Any, shape: tuple[int, ...]) -> Node:
         if isinstance(value, Tensor):
