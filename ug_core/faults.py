@@ -37,6 +37,8 @@ except ImportError:  # other implementations
 
 from _thread import get_ident
 
+from .plugins import DeviceUnavailableError
+
 _SIGINT = int(signal.SIGINT)
 
 # per process: the main thread (the only one signal handlers run on; the forking thread in a
@@ -113,10 +115,17 @@ def interrupt_pending() -> bool:
 
 # --- fork ----------------------------------------------------------------------------------
 
+class ForkedDeviceError(DeviceUnavailableError):
+    """A device object made before os.fork() used in the child, where it does not work. It
+    refuses before doing anything, so what raised it may run again on the device the registry
+    makes anew for the name: ug.jit traces again (a trace holds the objects it was compiled for)."""
+
+
 class Refusing:
-    """A stand-in for a lock (or any object used in `with`) that raises DeviceUnavailableError
-    with `message` instead: a device object that cannot work in a forked child puts one where
-    its entry points take their lock, so every later use says why, at no cost before."""
+    """A stand-in for a lock (or any object used in `with`) that raises ForkedDeviceError with
+    `message` instead: a device object that cannot work in a forked child puts one where its
+    entry points take their lock (or its driver module is), so every later use says why, at
+    no cost before."""
 
     __slots__ = ("message",)
 
@@ -124,8 +133,7 @@ class Refusing:
         self.message = message
 
     def __enter__(self) -> None:
-        from .plugins import DeviceUnavailableError
-        raise DeviceUnavailableError(self.message)
+        raise ForkedDeviceError(self.message)
 
     def __exit__(self, *exc: object) -> None:
         pass
@@ -133,8 +141,7 @@ class Refusing:
     def __getattr__(self, name: str) -> Any:   # (a driver module's stand-in: ctx.drv.cuLaunchKernel)
         if name.startswith("__"):
             raise AttributeError(name)
-        from .plugins import DeviceUnavailableError
-        raise DeviceUnavailableError(self.message)
+        raise ForkedDeviceError(self.message)
 
 
 def forked_message(device: str, parent: int, what: str) -> str:

@@ -69,7 +69,7 @@ from .device import Buffer
 from .graph import graph_lock, Node
 from .ops import Op
 from .replay import PY, Capture, Guard, Stale, Trace, Write, general_replay, sig_text
-from .faults import defer_interrupts
+from .faults import ForkedDeviceError, defer_interrupts
 from .runtime import CompiledSchedule, realize_nodes
 from .schedule import create_schedule, walk
 from .tensor import Tensor
@@ -437,6 +437,8 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
             return trace.fast(seq) if trace.fast is not None else general_replay(trace, leaves)
         except Stale as stale:
             return retrace(trace, stale, key, args, kwargs, leaves, arg_index)
+        except ForkedDeviceError as e:   # (in a forked child: the trace's device is the parent's)
+            return retrace(trace, Stale(str(e)), key, args, kwargs, leaves, arg_index)
 
     def dispatch(key: Any, seq: Any, leaves: list[Tensor], args: tuple[Any, ...], kwargs: dict[str, Any],
                  arg_index: list[int], plain: bool) -> Any:
@@ -496,6 +498,8 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
             except Stale as stale:
                 # (`last` is only set for calls with tensors only)
                 return retrace(traces.get(key), stale, key, args, kwargs, list(args), list(range(len(args))))
+            except ForkedDeviceError as e:
+                return retrace(traces.get(key), Stale(str(e)), key, args, kwargs, list(args), list(range(len(args))))
         return positional_call(key, args)
 
     def positional_call(key: tuple[Any, ...], args: tuple[Any, ...]) -> Any:

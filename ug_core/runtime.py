@@ -182,6 +182,7 @@ class _Step:
     outputs: tuple[int, ...]  # the slots it gives their values (a realize cut short records those of the steps that ran)
     kernel: KernelLaunch | None = None
     matmul: MatmulLaunch | None = None
+    overwrites: tuple[int, ...] = ()  # the slots whose buffers it writes in place (an assign's target)
 
 
 class CompiledSchedule:
@@ -254,7 +255,7 @@ class CompiledSchedule:
                 bind(bufs)
                 launch(gather(bufs))
             return _Step(run_kernel, item.describe(), tuple(idx), tuple(dst for _, dst in aliases) + tuple(f[0] for f in fresh),
-                         data)
+                         data, overwrites=tuple(src for src, _ in aliases))
         if isinstance(item, MatmulItem):
             device = registry.get(item.out.device)
             alloc = self._allocator(item.out)
@@ -323,7 +324,8 @@ class CompiledSchedule:
                 matmul_step.run(bufs)
                 kernel_step.run(bufs)
         return _Step(run_fused, f"{matmul_step.describe} + epilogue {kernel_step.describe}",
-                     matmul_step.uses + kernel_step.uses, matmul_step.outputs + kernel_step.outputs)
+                     matmul_step.uses + kernel_step.uses, matmul_step.outputs + kernel_step.outputs,
+                     overwrites=kernel_step.overwrites)
 
     def run(self, bufs: list[Buffer | None], drop: frozenset[int] = frozenset(), done: list[int] | None = None
             ) -> list[Buffer | None]:
@@ -335,8 +337,9 @@ class CompiledSchedule:
         return bufs
 
     @property
-    def outputs(self) -> list[tuple[int, ...]]:
-        return [step.outputs for step in self.steps]
+    def effects(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """Per step, the slots it gives values and the slots whose buffers it overwrites (_run_on)."""
+        return [(step.outputs, step.overwrites) for step in self.steps]
 
 
 def _runner(steps: list[_Step], slots: list[Node], debug: int) -> Callable[[list[Buffer | None]], object]:
@@ -444,7 +447,7 @@ def run_schedule(schedule: Schedule) -> CompiledSchedule | None:
     if debug_level() >= 1:
         _log(str(schedule))
     compiled = CompiledSchedule(schedule)
-    _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.outputs)
+    _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects)
     return compiled
 
 
@@ -478,7 +481,7 @@ class _Replay:
     programs: int         # compiled programs the steps use (each reuse counts that many hits)
     last_use: list[tuple[int, ...]]   # CompiledSchedule.last_use
     clobbered: frozenset[int]         # CompiledSchedule.clobbered
-    outputs: list[tuple[int, ...]]    # CompiledSchedule.outputs
+    effects: list[tuple[tuple[int, ...], tuple[int, ...]]]   # CompiledSchedule.effects
 
     def run(self, bufs: list[Buffer | None], drop: frozenset[int] = frozenset(), done: list[int] | None = None) -> None:
         _run_dropping(self.steps, self.last_use, bufs, drop, done)
@@ -516,7 +519,7 @@ def _realize_nodes(targets: list[Node]) -> None:
     if replay is not None:
         cache.hits += replay.programs
         _run_on(replay.run, [nodes[i] if isinstance(i, int) else i for i in replay.slots], replay.clobbered, targets,
-                replay.outputs)
+                replay.effects)
         return
     looked_up = cache.hits + cache.misses
     compiled = run_schedule(create_schedule(targets))
@@ -527,11 +530,12 @@ def _realize_nodes(targets: list[Node]) -> None:
     if key is not None and None not in slots:
         steps = [step.run for step in compiled.steps]
         cache.keep_schedule(key, _Replay(steps, slots, cache.hits + cache.misses - looked_up,  # type: ignore[arg-type]
-                                         compiled.last_use, compiled.clobbered, compiled.outputs))
+                                         compiled.last_use, compiled.clobbered, compiled.effects))
 
 
 def _run_on(run: Callable[[list[Buffer | None], frozenset[int], list[int]], object], slots: list[Node],
-            clobbered: frozenset[int], targets: list[Node], outputs: list[tuple[int, ...]]) -> None:
+            clobbered: frozenset[int], targets: list[Node],
+            effects: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
     """Run compiled steps on the buffers of these slot nodes, then give each node that had
     none the buffer the steps produced for it (but the clobbered ones, see Schedule.clobbered).
 
@@ -539,12 +543,18 @@ def _run_on(run: Callable[[list[Buffer | None], frozenset[int], list[int]], obje
     matmuls holds two or three products at a time, not k (see _intermediates for which).
 
     A run cut short (Ctrl-C between two steps, or an error such as a custom op's) still gives
-    the nodes of the steps that ran their buffers (`outputs`: each step's slots): a step that
-    wrote a buffer in place has overwritten the value its node's sources read, so left lazy,
-    that node would compute the write again on the written value. The nodes of the other
-    steps stay lazy and compute later from sources nothing has overwritten (_order runs every
-    reader of an old value before the write that overwrites it). The run and this record are
-    one critical section (faults.defer_interrupts), interrupted only between two steps."""
+    the nodes of the steps that ran their buffers (`effects`: per step, the slots it gives
+    values and those whose buffers it writes in place; a slot that several steps write, such
+    as a partial write's copy of the old value and then the write, once the last one ran),
+    but those whose buffers a step that
+    ran overwrote (in a whole run, `clobbered`): a step that wrote a buffer in place has
+    overwritten the value its node's sources read, so left lazy, that node would compute the
+    write again on the written value; and a lazy target whose buffer a later write would
+    have taken (clobbered) holds its own value as long as that write did not run. The nodes
+    of the steps that did not run stay lazy and compute later from sources nothing has
+    overwritten (_order runs every reader of an old value before the write that overwrites it,
+    and a node overwritten is one nothing observes after). The run and this record are one
+    critical section (faults.defer_interrupts), interrupted only between two steps."""
     bufs: list[Buffer | None] = [n.buffer for n in slots]
     drop = _intermediates(slots, bufs, clobbered, targets)
     done = [0]
@@ -552,10 +562,15 @@ def _run_on(run: Callable[[list[Buffer | None], frozenset[int], list[int]], obje
         try:
             run(bufs, drop, done)
         except BaseException:
-            ran = {slot for step in outputs[:done[0]] for slot in step}
-            for i in ran:
+            ran = done[0]
+            last: dict[int, int] = {}   # slot -> the last step giving it its value (a partial write
+            for k, (made, _) in enumerate(effects):   # into a fresh buffer is a copy, then the write)
+                for slot in made:
+                    last[slot] = k
+            overwritten = {slot for _, written in effects[:ran] for slot in written}
+            for i, k in last.items():
                 node, buf = slots[i], bufs[i]
-                if not node.realized and buf is not None and i not in clobbered:
+                if k < ran and i not in overwritten and not node.realized and buf is not None:
                     node.set_buffer(buf)
             raise
         for i, (node, buf) in enumerate(zip(slots, bufs)):
