@@ -18,9 +18,10 @@ held, worker threads are gone, and a GPU driver's state (Vulkan's queue thread, 
 does not work there. The handlers registered here (`os.register_at_fork`) make a child start
 from a whole state: before the fork the graph lock is taken (no realize or write is half done in
 the child), and in the child each created device's `Device.after_fork` runs (a device keeps
-working, or refuses with a clear error and the registry makes a new one on its next use) and the
-core's other locks are new. The safe way is still multiprocessing's 'spawn' start method, which
-starts a fresh interpreter (README.md, docs/array-api.md).
+working, or refuses with ForkedDeviceError, and the registry makes a new one on its next use;
+ug.jit traces made for the old one trace again) and the core's other locks are new. The safe way
+is still multiprocessing's 'spawn' start method, which starts a fresh interpreter (README.md,
+docs/array-api.md).
 """
 
 from __future__ import annotations

@@ -66,10 +66,10 @@ from typing import Any, Callable
 import numpy as np
 
 from .device import Buffer
-from .graph import graph_lock, Node
+from .faults import ForkedDeviceError, defer_interrupts
+from .graph import Node, graph_lock
 from .ops import Op
 from .replay import PY, Capture, Guard, Stale, Trace, Write, general_replay, sig_text
-from .faults import ForkedDeviceError, defer_interrupts
 from .runtime import CompiledSchedule, realize_nodes
 from .schedule import create_schedule, walk
 from .tensor import Tensor

@@ -543,18 +543,18 @@ def _run_on(run: Callable[[list[Buffer | None], frozenset[int], list[int]], obje
     matmuls holds two or three products at a time, not k (see _intermediates for which).
 
     A run cut short (Ctrl-C between two steps, or an error such as a custom op's) still gives
-    the nodes of the steps that ran their buffers (`effects`: per step, the slots it gives
-    values and those whose buffers it writes in place; a slot that several steps write, such
-    as a partial write's copy of the old value and then the write, once the last one ran),
-    but those whose buffers a step that
-    ran overwrote (in a whole run, `clobbered`): a step that wrote a buffer in place has
-    overwritten the value its node's sources read, so left lazy, that node would compute the
-    write again on the written value; and a lazy target whose buffer a later write would
-    have taken (clobbered) holds its own value as long as that write did not run. The nodes
-    of the steps that did not run stay lazy and compute later from sources nothing has
-    overwritten (_order runs every reader of an old value before the write that overwrites it,
-    and a node overwritten is one nothing observes after). The run and this record are one
-    critical section (faults.defer_interrupts), interrupted only between two steps."""
+    the nodes of the steps that ran their buffers: `effects` says per step which slots it
+    gives values (a slot that several steps write, a partial write's copy of the old value
+    and then the write, is done when the last one ran) and which slots' buffers it writes in
+    place. A node whose step ran but whose buffer a step that ran overwrote is left out (in a
+    whole run these are `clobbered`). Why: a step that wrote a buffer in place has overwritten
+    the value its node's sources read, so left lazy, that node would compute the write again
+    on the written value; and a lazy target whose buffer a later write would take keeps its
+    own value while that write has not run. The nodes of the steps that did not run stay lazy
+    and compute later from sources nothing has overwritten (_order runs every reader of an old
+    value before the write that overwrites it, and an overwritten node is one nothing observes
+    after). The run and this record are one critical section (faults.defer_interrupts),
+    interrupted only between two steps."""
     bufs: list[Buffer | None] = [n.buffer for n in slots]
     drop = _intermediates(slots, bufs, clobbered, targets)
     done = [0]
