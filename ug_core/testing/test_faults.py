@@ -409,6 +409,12 @@ def test_threads_writing_their_own_rows_of_one_tensor_lose_no_write(device):
                 x[i] = float(i + 1)
                 if i % 3 == 0:
                     x[i, 1:3] = ug.full((2,), float(-i), device=device)
+                if i % 5 == 0:   # a read (a realize) of the tensor the other threads write
+                    row = x[i].numpy()
+                    assert row[0] == i + 1 and row[-1] == i + 1, (i, row)
+                if i % 7 == 0:   # read-modify-writes of its own row
+                    x[i] += 2.0
+                    x[i] -= 2.0
         _run_threads(write_rows)
         want = np.repeat(np.arange(1, rows + 1, dtype=np.float32)[:, None], cols, 1)
         want[::3, 1:3] = -np.arange(0, rows, 3, dtype=np.float32)[:, None]
