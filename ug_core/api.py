@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .graph import graph_lock
 from .plugins import registry
 from .runtime import realize_nodes
 from .schedule import Schedule, create_schedule
@@ -34,7 +35,8 @@ def _nodes(tensors: tuple[Any, ...]) -> list[Any]:
 
 def schedule(*tensors: Tensor) -> Schedule:
     """The schedule that would realize these tensors, without running it."""
-    return create_schedule(_nodes(tensors))
+    with graph_lock:   # (as a realize: another thread's would change the graph under it)
+        return create_schedule(_nodes(tensors))
 
 
 def realize(*tensors: Tensor) -> Any:

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import abc
 import functools
+import signal
+import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -199,6 +201,18 @@ class Device(abc.ABC):
         that memory (not host memory, or not aligned as its kernels need)."""
         return None
 
+    def after_fork(self, parent: int) -> bool:
+        """In a child process that os.fork() made after this device object was created (in
+        process `parent`), before anything else runs there (ug_core.faults). Reset what does
+        not survive a fork (worker threads, locks another thread may have held) and return
+        True if this object works in the child (host memory: its buffers are the child's
+        copies). Otherwise make every later use of it raise ug.DeviceUnavailableError saying
+        why (faults.Refusing, faults.forked_message) and return False: the registry then
+        forgets it, so the device's name makes a new one in the child (the factory runs again;
+        it may raise, saying why the device cannot work there), and tensors made before the
+        fork raise that error when used. The default: True (nothing to reset)."""
+        return True
+
     def lower(self, kernel: "Kernel") -> "LoopProgram | None":
         """The loop program this device renders for a kernel, as its renderer gets it (legalized),
         for UG_DEBUG=2; None for a device that does not lower kernels (ref interprets them)."""
@@ -369,15 +383,18 @@ class Buffer:
 
     def __del__(self) -> None:
         try:
-            self.device.free(self.handle)
-        except Exception:  # no handle (allocate raised), or interpreter shutdown: the device may be gone
-            pass
-        try:
-            memory = self.memory
-        except AttributeError:  # never counted (allocate raised, or a foreign allocation)
-            return
-        memory.live_bytes -= self.size * self.dtype.itemsize
-        memory.live_buffers -= 1
+            try:
+                self.device.free(self.handle)
+            except Exception:  # no handle (allocate raised), or interpreter shutdown: the device may be gone
+                pass
+            try:
+                memory = self.memory
+            except AttributeError:  # never counted (allocate raised, or a foreign allocation)
+                return
+            memory.live_bytes -= self.size * self.dtype.itemsize
+            memory.live_buffers -= 1
+        except KeyboardInterrupt:
+            _interrupt_again()
 
     def __repr__(self) -> str:
         return f"<Buffer {self.device.name} {self.size}x{self.dtype.name}>"
@@ -418,5 +435,23 @@ class _SizedBuffer(Buffer):
         try:
             self.release(self.handle)
             self.memory.freed += 1
+        except KeyboardInterrupt:
+            _interrupt_again()
         except Exception:  # as in Buffer.__del__ (and then it was never counted)
             pass
+
+
+def _interrupt_again() -> None:
+    """Ctrl-C came while a buffer was being freed (a __del__, which runs wherever the last
+    reference went): raised from __del__, KeyboardInterrupt is only printed ("Exception ignored")
+    and the interrupt is lost. So send SIGINT to the main thread again, 20 ms later from another
+    thread (sent now, its handler would run at the next bytecode, still in this __del__, which
+    takes microseconds); a signal, not _thread.interrupt_main, so that it also ends a wait the
+    main thread is in by then (time.sleep, a lock). Best effort: a main thread kept off the
+    CPU for those 20 ms still loses it, as every __del__ does."""
+    try:
+        timer = threading.Timer(0.02, signal.pthread_kill, (threading.main_thread().ident, signal.SIGINT))
+        timer.daemon = True
+        timer.start()
+    except (RuntimeError, KeyboardInterrupt):  # interpreter shutdown (no new threads); a second Ctrl-C
+        pass

@@ -66,7 +66,8 @@ from typing import Any, Callable
 import numpy as np
 
 from .device import Buffer
-from .graph import Node
+from .faults import ForkedDeviceError, defer_interrupts
+from .graph import Node, graph_lock
 from .ops import Op
 from .replay import PY, Capture, Guard, Stale, Trace, Write, general_replay, sig_text
 from .runtime import CompiledSchedule, realize_nodes
@@ -493,6 +494,8 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
             return trace.fast(seq) if trace.fast is not None else general_replay(trace, leaves)
         except Stale as stale:
             return retrace(trace, stale, key, args, kwargs, leaves, arg_index)
+        except ForkedDeviceError as e:   # (in a forked child: the trace's device is the parent's)
+            return retrace(trace, Stale(str(e)), key, args, kwargs, leaves, arg_index)
 
     def dispatch(key: Any, seq: Any, leaves: list[Tensor], args: tuple[Any, ...], kwargs: dict[str, Any],
                  arg_index: list[int], plain: bool) -> Any:
@@ -555,6 +558,8 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
             except Stale as stale:
                 # (`last` is only set for calls with tensors only)
                 return retrace(traces.get(key), stale, key, args, kwargs, list(args), list(range(len(args))))
+            except ForkedDeviceError as e:
+                return retrace(traces.get(key), Stale(str(e)), key, args, kwargs, list(args), list(range(len(args))))
         return positional_call(key, args)
 
     def positional_call(key: tuple[Any, ...], args: tuple[Any, ...]) -> Any:
@@ -591,7 +596,8 @@ def _trace(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
         _end_trace()
     out_leaves: list[Tensor] = []
     structure = _flatten_output(result, out_leaves)
-    return _compile_trace(ctx, leaves, out_leaves, structure, arg_index), result
+    with graph_lock:   # (it schedules and runs the graph as a realize does)
+        return _compile_trace(ctx, leaves, out_leaves, structure, arg_index), result
 
 
 def _holders(node: Node, skip: set[int]) -> list[Tensor]:
@@ -726,10 +732,11 @@ def _run_first(compiled: CompiledSchedule, computed: set[int], fn: Callable[...,
             raise RuntimeError(f"ug.jit: internal error: the schedule of {_fn_label(fn)} writes in place into a "
                                f"buffer it did not make (step {i}: {step.describe}), which a replay cannot")
     bufs: list[Buffer | None] = [n.buffer for n in slots]
-    compiled.runner(bufs)
-    for i, (n, buf) in enumerate(zip(slots, bufs)):
-        if n.buffer is None and buf is not None and i not in compiled.clobbered:
-            n.set_buffer(buf)
+    with defer_interrupts:   # (Ctrl-C at its end: the nodes get their buffers all or none)
+        compiled.runner(bufs)
+        for i, (n, buf) in enumerate(zip(slots, bufs)):
+            if n.buffer is None and buf is not None and i not in compiled.clobbered:
+                n.set_buffer(buf)
 
 
 def _describe_outputs(out_leaves: list[Tensor], leaf_of: dict[int, int], arg_nodes: list[Node], writes: list[Write],

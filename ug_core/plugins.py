@@ -244,6 +244,13 @@ class Registry:
                 self.shadowed.remove(best)
                 self._install(*best)
 
+    def forget_created(self, name: str) -> None:
+        """Forget the device object made for `name` (its spec stays): the next use makes a new
+        one. For a forked child, where the parent's object does not work (faults)."""
+        with self._lock:
+            if self.devices.pop(name, None) is not None:
+                self.generation += 1
+
     # --- devices -------------------------------------------------------------------------
 
     def get(self, name: str) -> Device:

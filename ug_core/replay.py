@@ -30,7 +30,8 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 
 from .device import Buffer, Device, _SizedBuffer, memory_counter
-from .graph import Node, new_node
+from .faults import defer_interrupts
+from .graph import Node, graph_lock, new_node
 from .ops import Op
 from .tensor import Tensor
 from .view import prod
@@ -188,7 +189,18 @@ def _value_before(write: Write) -> Node:
 
 
 def general_replay(trace: Trace, leaves: list[Tensor]) -> Any:
-    """A replay on the general path: bind every buffer, run the steps, write, build the result."""
+    """A replay on the general path: bind every buffer, run the steps, write, build the result.
+
+    One that writes tensors holds the graph lock (tensor._write_lock) from reading their values
+    to replacing them, and runs its steps and writes as one critical section: Ctrl-C never
+    leaves some of the writes done and others not."""
+    if not trace.writes:
+        return _general_replay(trace, leaves)
+    with graph_lock, defer_interrupts:
+        return _general_replay(trace, leaves)
+
+
+def _general_replay(trace: Trace, leaves: list[Tensor]) -> Any:
     # everything that may be stale first: nothing has run when Stale is raised
     for guard in trace.guards:
         guard.check()

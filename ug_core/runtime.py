@@ -21,7 +21,8 @@ import numpy as np
 
 from .device import Buffer, CompileError, Device, MatmulSpec, Program
 from .env import env_int
-from .graph import Node
+from .faults import checkpoint, defer_interrupts, interrupt_pending
+from .graph import Node, graph_lock
 from .kernel_ir import Kernel, toposort
 from .ops import Op
 from .plugins import registry
@@ -105,6 +106,20 @@ class CompileCache:
         self.schedules.clear()
         self.hits = self.misses = 0
 
+    def after_fork(self) -> None:
+        """In a forked child: new locks (another thread of the parent may have held them)."""
+        self._programs_lock = threading.Lock()
+        self._schedules_lock = threading.Lock()
+
+    def forget_device(self, name: str) -> None:
+        """Drop the programs compiled for device `name` and every kept schedule (they hold the
+        device object): the registry made way for a new device of that name (faults)."""
+        with self._programs_lock:
+            for key in [k for k in self.programs if k[0] == name]:
+                del self.programs[key]
+        with self._schedules_lock:
+            self.schedules.clear()
+
     def keep_schedule(self, key: Hashable, replay: "_Replay") -> None:
         with self._schedules_lock:
             if len(self.schedules) >= MAX_CACHED_SCHEDULES:  # the oldest goes
@@ -164,8 +179,10 @@ class _Step:
     run: Callable[[list[Buffer | None]], None]
     describe: str
     uses: tuple[int, ...]  # the slots it reads or writes
+    outputs: tuple[int, ...]  # the slots it gives their values (a realize cut short records those of the steps that ran)
     kernel: KernelLaunch | None = None
     matmul: MatmulLaunch | None = None
+    overwrites: tuple[int, ...] = ()  # the slots whose buffers it writes in place (an assign's target)
 
 
 class CompiledSchedule:
@@ -237,7 +254,8 @@ class CompiledSchedule:
             def run_kernel(bufs: list[Buffer | None]) -> None:
                 bind(bufs)
                 launch(gather(bufs))
-            return _Step(run_kernel, item.describe(), tuple(idx), data)
+            return _Step(run_kernel, item.describe(), tuple(idx), tuple(dst for _, dst in aliases) + tuple(f[0] for f in fresh),
+                         data, overwrites=tuple(src for src, _ in aliases))
         if isinstance(item, MatmulItem):
             device = registry.get(item.out.device)
             alloc = self._allocator(item.out)
@@ -246,7 +264,7 @@ class CompiledSchedule:
             def run_matmul(bufs: list[Buffer | None]) -> None:
                 alloc(bufs)
                 device.matmul(bufs[idx[0]], bufs[idx[1]], bufs[idx[2]], spec)  # type: ignore[arg-type]
-            return _Step(run_matmul, item.describe(), tuple(idx), matmul=MatmulLaunch(device, spec, *idx))
+            return _Step(run_matmul, item.describe(), tuple(idx), (idx[0],), matmul=MatmulLaunch(device, spec, *idx))
         if isinstance(item, CustomItem):
             alloc = self._allocator(item.out)
             shapes = [n.shape for n in item.inputs]
@@ -269,7 +287,7 @@ class CompiledSchedule:
                                      f"shape {out.shape} {out.dtype}; it must fill `out` in place (out[...] = ...), "
                                      f"not resize, reshape or replace it")
                 bufs[idx[0]].copy_in(out)  # type: ignore[union-attr]
-            return _Step(run_custom, item.describe(), tuple(idx))
+            return _Step(run_custom, item.describe(), tuple(idx), (idx[0],))
         if isinstance(item, SortItem):
             alloc = self._allocator(item.out)
             sort, sort_spec = registry.get(item.out.device).sort, item.spec
@@ -277,7 +295,7 @@ class CompiledSchedule:
             def run_sort(bufs: list[Buffer | None]) -> None:
                 alloc(bufs)
                 sort(bufs[idx[0]], bufs[idx[1]], sort_spec)  # type: ignore[arg-type]
-            return _Step(run_sort, item.describe(), tuple(idx))
+            return _Step(run_sort, item.describe(), tuple(idx), (idx[0],))
         if isinstance(item, CopyItem):
             alloc = self._allocator(item.out)
 
@@ -285,7 +303,7 @@ class CompiledSchedule:
                 alloc(bufs)
                 bufs[idx[1]].device.synchronize()  # type: ignore[union-attr]
                 bufs[idx[0]].copy_in(bufs[idx[1]].numpy())  # type: ignore[union-attr]
-            return _Step(run_copy, item.describe(), tuple(idx))
+            return _Step(run_copy, item.describe(), tuple(idx), (idx[0],))
         raise AssertionError(item)
 
     def _compile_with_epilogue(self, mm: MatmulItem, item: KernelItem) -> _Step:
@@ -306,18 +324,22 @@ class CompiledSchedule:
                 matmul_step.run(bufs)
                 kernel_step.run(bufs)
         return _Step(run_fused, f"{matmul_step.describe} + epilogue {kernel_step.describe}",
-                     matmul_step.uses + kernel_step.uses)
+                     matmul_step.uses + kernel_step.uses, matmul_step.outputs + kernel_step.outputs,
+                     overwrites=kernel_step.overwrites)
 
-    def run(self, bufs: list[Buffer | None], drop: frozenset[int] = frozenset()) -> list[Buffer | None]:
+    def run(self, bufs: list[Buffer | None], drop: frozenset[int] = frozenset(), done: list[int] | None = None
+            ) -> list[Buffer | None]:
         """Run the steps on `bufs` (one per slot), letting go of the slots in `drop` after
-        their last use (see _run_on)."""
+        their last use, counting the steps that ran in done[0] (see _run_on)."""
         if self.debug >= 1:
-            return self._run_timed(bufs)
-        _run_dropping([step.run for step in self.steps], self.last_use, bufs, drop)
+            return _run_timed(self.steps, self.slots, bufs, done)
+        _run_dropping([step.run for step in self.steps], self.last_use, bufs, drop, done)
         return bufs
 
-    def _run_timed(self, bufs: list[Buffer | None]) -> list[Buffer | None]:
-        return _run_timed(self.steps, self.slots, bufs)
+    @property
+    def effects(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+        """Per step, the slots it gives values and the slots whose buffers it overwrites (_run_on)."""
+        return [(step.outputs, step.overwrites) for step in self.steps]
 
 
 def _runner(steps: list[_Step], slots: list[Node], debug: int) -> Callable[[list[Buffer | None]], object]:
@@ -349,28 +371,37 @@ def _last_uses(steps: list[_Step], n_slots: int) -> list[tuple[int, ...]]:
 
 
 def _run_dropping(runs: list[Callable[[list[Buffer | None]], None]], last_use: list[tuple[int, ...]],
-                  bufs: list[Buffer | None], drop: frozenset[int]) -> None:
-    if not drop:
-        for run in runs:
-            run(bufs)
-        return
-    for run, done in zip(runs, last_use):
+                  bufs: list[Buffer | None], drop: frozenset[int], done: list[int] | None = None) -> None:
+    """Run the steps; done[0] counts those that ran, and between two steps a held Ctrl-C is
+    raised (faults.checkpoint: _run_on runs this as a critical section)."""
+    if done is None:
+        done = [0]
+    for k, run in enumerate(runs):
         run(bufs)
-        for slot in done:
-            if slot in drop:
-                bufs[slot] = None  # its buffer goes back to the device's pool for the next steps
+        done[0] = k + 1
+        if drop:
+            for slot in last_use[k]:
+                if slot in drop:
+                    bufs[slot] = None  # its buffer goes back to the device's pool for the next steps
+        if interrupt_pending():
+            checkpoint()
 
 
-def _run_timed(steps: list[_Step], slots: list[Node], bufs: list[Buffer | None]) -> list[Buffer | None]:
+def _run_timed(steps: list[_Step], slots: list[Node], bufs: list[Buffer | None], done: list[int] | None = None
+               ) -> list[Buffer | None]:
     """Run the steps one by one, waiting for the devices after each, and log their times (UG_DEBUG >= 1)."""
     devices = {registry.get(n.device) for n in slots}
     total = time.perf_counter()
     for i, step in enumerate(steps):
         start = time.perf_counter()
         step.run(bufs)
+        if done is not None:
+            done[0] = i + 1
         for d in devices:
             d.synchronize()
         _log(f"  [{i}] {(time.perf_counter() - start) * 1e3:8.3f} ms  {step.describe}")
+        if interrupt_pending():
+            checkpoint()
     _log(f"  total {(time.perf_counter() - total) * 1e3:.3f} ms")
     return bufs
 
@@ -416,7 +447,7 @@ def run_schedule(schedule: Schedule) -> CompiledSchedule | None:
     if debug_level() >= 1:
         _log(str(schedule))
     compiled = CompiledSchedule(schedule)
-    _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets)
+    _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects)
     return compiled
 
 
@@ -450,9 +481,10 @@ class _Replay:
     programs: int         # compiled programs the steps use (each reuse counts that many hits)
     last_use: list[tuple[int, ...]]   # CompiledSchedule.last_use
     clobbered: frozenset[int]         # CompiledSchedule.clobbered
+    effects: list[tuple[tuple[int, ...], tuple[int, ...]]]   # CompiledSchedule.effects
 
-    def run(self, bufs: list[Buffer | None], drop: frozenset[int] = frozenset()) -> None:
-        _run_dropping(self.steps, self.last_use, bufs, drop)
+    def run(self, bufs: list[Buffer | None], drop: frozenset[int] = frozenset(), done: list[int] | None = None) -> None:
+        _run_dropping(self.steps, self.last_use, bufs, drop, done)
 
 
 def realize_nodes(targets: list[Node]) -> None:
@@ -462,7 +494,16 @@ def realize_nodes(targets: list[Node]) -> None:
     A graph with the structure of one realized before (structure.graph_key: the same ops,
     shapes, dtypes and constants, reading other buffers) runs that one's compiled steps on its
     own buffers, without scheduling again: for a small graph, scheduling and looking up its
-    programs cost far more than running them. UG_DEBUG >= 1 always schedules, to show it."""
+    programs cost far more than running them. UG_DEBUG >= 1 always schedules, to show it.
+
+    It holds graph_lock throughout: a realize in another thread would otherwise walk this
+    graph while this one records its buffers (and drops the nodes' sources), or run the same
+    in-place write a second time on the buffer this one already wrote."""
+    with graph_lock:
+        _realize_nodes(targets)
+
+
+def _realize_nodes(targets: list[Node]) -> None:
     targets = unrealized(targets)
     if not targets:
         return
@@ -477,7 +518,8 @@ def realize_nodes(targets: list[Node]) -> None:
         key = replay = None
     if replay is not None:
         cache.hits += replay.programs
-        _run_on(replay.run, [nodes[i] if isinstance(i, int) else i for i in replay.slots], replay.clobbered, targets)
+        _run_on(replay.run, [nodes[i] if isinstance(i, int) else i for i in replay.slots], replay.clobbered, targets,
+                replay.effects)
         return
     looked_up = cache.hits + cache.misses
     compiled = run_schedule(create_schedule(targets))
@@ -488,19 +530,49 @@ def realize_nodes(targets: list[Node]) -> None:
     if key is not None and None not in slots:
         steps = [step.run for step in compiled.steps]
         cache.keep_schedule(key, _Replay(steps, slots, cache.hits + cache.misses - looked_up,  # type: ignore[arg-type]
-                                         compiled.last_use, compiled.clobbered))
+                                         compiled.last_use, compiled.clobbered, compiled.effects))
 
 
-def _run_on(run: Callable[[list[Buffer | None], frozenset[int]], object], slots: list[Node],
-            clobbered: frozenset[int], targets: list[Node]) -> None:
+def _run_on(run: Callable[[list[Buffer | None], frozenset[int], list[int]], object], slots: list[Node],
+            clobbered: frozenset[int], targets: list[Node],
+            effects: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
     """Run compiled steps on the buffers of these slot nodes, then give each node that had
     none the buffer the steps produced for it (but the clobbered ones, see Schedule.clobbered).
 
     An intermediate's buffer is let go after the last step that uses it, so a chain of k
-    matmuls holds two or three products at a time, not k (see _intermediates for which)."""
+    matmuls holds two or three products at a time, not k (see _intermediates for which).
+
+    A run cut short (Ctrl-C between two steps, or an error such as a custom op's) still gives
+    the nodes of the steps that ran their buffers: `effects` says per step which slots it
+    gives values (a slot that several steps write, a partial write's copy of the old value
+    and then the write, is done when the last one ran) and which slots' buffers it writes in
+    place. A node whose step ran but whose buffer a step that ran overwrote is left out (in a
+    whole run these are `clobbered`). Why: a step that wrote a buffer in place has overwritten
+    the value its node's sources read, so left lazy, that node would compute the write again
+    on the written value; and a lazy target whose buffer a later write would take keeps its
+    own value while that write has not run. The nodes of the steps that did not run stay lazy
+    and compute later from sources nothing has overwritten (_order runs every reader of an old
+    value before the write that overwrites it, and an overwritten node is one nothing observes
+    after). The run and this record are one critical section (faults.defer_interrupts),
+    interrupted only between two steps."""
     bufs: list[Buffer | None] = [n.buffer for n in slots]
     drop = _intermediates(slots, bufs, clobbered, targets)
-    run(bufs, drop)
-    for i, (node, buf) in enumerate(zip(slots, bufs)):
-        if not node.realized and buf is not None and i not in clobbered:
-            node.set_buffer(buf)
+    done = [0]
+    with defer_interrupts:
+        try:
+            run(bufs, drop, done)
+        except BaseException:
+            ran = done[0]
+            last: dict[int, int] = {}   # slot -> the last step giving it its value (a partial write
+            for k, (made, _) in enumerate(effects):   # into a fresh buffer is a copy, then the write)
+                for slot in made:
+                    last[slot] = k
+            overwritten = {slot for _, written in effects[:ran] for slot in written}
+            for i, k in last.items():
+                node, buf = slots[i], bufs[i]
+                if k < ran and i not in overwritten and not node.realized and buf is not None:
+                    node.set_buffer(buf)
+            raise
+        for i, (node, buf) in enumerate(zip(slots, bufs)):
+            if not node.realized and buf is not None and i not in clobbered:
+                node.set_buffer(buf)

@@ -84,6 +84,11 @@ class _ScalarCache:
 scalar_cache = _ScalarCache()
 
 
+def after_fork() -> None:
+    """In a forked child: a new lock (another thread of the parent may have held it)."""
+    scalar_cache.lock = threading.Lock()
+
+
 def private_buffer(value: np.generic | np.ndarray, device: str) -> Buffer:
     """A new buffer on `device` holding `value` (of its dtype; one element for a scalar)."""
     flat = np.asarray(value).reshape(-1)

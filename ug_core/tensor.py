@@ -20,6 +20,13 @@ from .view import View, compose, prod
 
 Scalar = bool | int | float
 
+_write_lock = graph.graph_lock
+"""The hook that makes writes to a tensor thread-safe: every write holds it from reading the
+tensor's current node (the value it builds on) to `_replace_node` (assign, __setitem__, and
+replay.general_replay's writes). Without it, two threads writing rows of one tensor both build
+on the same old node and the second replaces the first's write (it is lost). Build what does
+not read the tensor (the written value) before taking it."""
+
 
 # --- devices and dtypes -----------------------------------------------------------------
 
@@ -330,11 +337,16 @@ class Tensor:
         return self._node
 
     def _replace_node(self, node: Node) -> None:
+        """Make `node` (a write built on this tensor's current node) its value. The caller holds
+        `_write_lock` from reading `self._node` to this call (see there). The order of the
+        lines keeps the bookkeeping on the safe side wherever a KeyboardInterrupt cuts it: a
+        node is never left without the reader that holds it, nor left counting as unobserved
+        while this tensor still holds it (which would let a later write go in place into it)."""
         old = self._node
+        node.add_reader(self)
+        self._node = node  # the old node's weak ref to this tensor is skipped: its node moved on
         if old._creator == id(self):  # made with `old` (see Node._creator): now it no longer reads it
             old._creator = 0
-        self._node = node  # the old node's weak ref to this tensor is skipped: its node moved on
-        node.add_reader(self)
         if _tracer is not None:
             _tracer.wrote(self, old)
 
@@ -919,22 +931,26 @@ class Tensor:
     def __setitem__(self, index: Any, value: Any) -> None:
         if _is_advanced(index):
             from .scatter import setitem   # integer arrays: a scatter (the last write wins)
-            self._write(setitem(self, _advanced_items(index), value), None)
+            with _write_lock:   # (the scatter's value is built on the tensor's current node)
+                self._write(setitem(self, _advanced_items(index), value), None)
             return
         region = _index_view(self.shape, index)
         self._write(self._value_for(value, region.shape), region)
 
     def _write(self, value: Node, region: View | None) -> None:
-        """Write `value` into this tensor: all of it, or `region` (a View over its layout)."""
-        node = self._node
-        if region is not None and value.op is Op.VIEW and value.srcs[0] is node and value.arg == region:
-            return  # x[idx] = x[idx]: the write-back of `x[idx] += v` after its view wrote x already
-        if region is None and node.buffer is None and node.op is not Op.ASSIGN:
-            # all of a value that has no memory yet: the new value is all there is to keep (an
-            # ASSIGN would first compute the old value into a buffer to write over)
-            self._replace_node(value)
-            return
-        self._replace_node(graph.assign(node, value, region))
+        """Write `value` into this tensor: all of it, or `region` (a View over its layout). Under
+        the write lock from reading the current node to replacing it: writes from several
+        threads are not lost (see faults)."""
+        with _write_lock:
+            node = self._node
+            if region is not None and value.op is Op.VIEW and value.srcs[0] is node and value.arg == region:
+                return  # x[idx] = x[idx]: the write-back of `x[idx] += v` after its view wrote x already
+            if region is None and node.buffer is None and node.op is not Op.ASSIGN:
+                # all of a value that has no memory yet: the new value is all there is to keep (an
+                # ASSIGN would first compute the old value into a buffer to write over)
+                self._replace_node(value)
+                return
+            self._replace_node(graph.assign(node, value, region))
 
     def _value_for(self, value: Any, shape: tuple[int, ...]) -> Node:
         if isinstance(value, Tensor):
@@ -1049,9 +1065,10 @@ class TensorView(Tensor):
                              f"broadcast_to view of one of shape {self._base.shape} (several of its elements "
                              f"are one element of the base); write to a copy (ug.tensor(v)) instead")
         window = self._window if region is None else compose(region, self._window)
-        if window is None:  # (basic indexing of a strided window composes; kept for any other region)
-            value, window = graph.assign(self._node, value, region), self._window
-        self._base._write(value, window)
+        with _write_lock:   # (reentrant: the base's _write takes it too)
+            if window is None:  # (basic indexing of a strided window composes; kept for any other region)
+                value, window = graph.assign(self._node, value, region), self._window
+            self._base._write(value, window)
 
     def _replace_node(self, node: Node) -> None:
         """A new value for the whole view (ug.jit's replays, numpy's out=): written into the base."""

@@ -167,6 +167,10 @@ class CachingAllocator:
         blocks = self._pool(capacity)
         return blocks.pop, functools.partial(self._new, capacity), blocks.append
 
+    def after_fork(self) -> None:
+        """In a forked child: a new lock (another thread of the parent may have held it)."""
+        self._lock = threading.Lock()
+
     def pool_bytes(self) -> int:
         return sum(capacity * len(blocks) for capacity, blocks in list(self._free.items()))
 

@@ -178,6 +178,14 @@ class KitDevice(Device):
     def wrap_host(self, array: np.ndarray) -> Any | None:
         return self.raw.wrap_host(array)
 
+    def after_fork(self, parent: int) -> bool:
+        """The pool's lock is new (another thread may have held it at the fork); a backend whose
+        memory or runtime does not survive a fork overrides this (see Device.after_fork)."""
+        self.memory.after_fork()
+        if self._host_sort is not None:
+            self._host_sort.after_fork()
+        return True
+
     def pool_bytes(self) -> int:
         return self.memory.pool_bytes()
 

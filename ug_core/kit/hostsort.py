@@ -10,7 +10,6 @@ either way."""
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 import numpy as np
@@ -114,11 +113,12 @@ class HostSort:
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.threads, thread_name_prefix="ug-sort")
-            if hasattr(os, "register_at_fork"):   # a forked child gets no threads: a new pool there
-                os.register_at_fork(after_in_child=self._forget_pool)
         return self._pool
 
-    def _forget_pool(self) -> None:
+    def after_fork(self) -> None:
+        """In a forked child (KitDevice.after_fork): the pool's threads are gone, a new pool
+        is made on the next sort. (Registered per device, not with os.register_at_fork, which
+        would keep every HostSort ever made alive.)"""
         self._pool = None
 
 

@@ -134,3 +134,26 @@ def test_the_plugins_factory_fills_in_the_gpu(monkeypatch):
     device = spec.factory()
     assert isinstance(device, CudaDevice) and spec.version == device.version
     assert "Fake GPU, compute capability 8.6, driver CUDA 12.4" in spec.description
+
+
+def test_after_a_fork_the_device_refuses_with_a_clear_error_and_cannot_be_made_again(monkeypatch):
+    """CUDA does not survive os.fork(): in the child (the core's fork handler calls after_fork
+    for each device made in the parent) every driver call of the parent's device object says
+    so, and making a new device there does too, rather than failing in cuInit."""
+    from ug_cuda import driver, plugin
+
+    device, fake = make()
+    buffer = ug.Buffer(device, 4, F32).copy_in(np.arange(4, dtype=np.float32))
+    monkeypatch.setattr(driver, "FORKED_FROM", None)   # (restored after the test)
+    assert device.after_fork(4242) is False
+    message = r"created in process 4242 before os\.fork\(\).*'spawn'"
+    with pytest.raises(ug.DeviceUnavailableError, match=message):
+        buffer.numpy()
+    with pytest.raises(ug.DeviceUnavailableError, match=message):
+        device.copy_in(buffer.handle, np.zeros(4, np.float32))
+    with pytest.raises(ug.DeviceUnavailableError, match=message):
+        device.synchronize()
+    del buffer   # (freed into the pool: no driver call, no error)
+    monkeypatch.setattr(driver, "import_driver", lambda: FakeDriver((8, 6)))
+    with pytest.raises(RuntimeError, match=r"forked .* from process 4242, where ug had initialized it.*'spawn'"):
+        plugin._spec().factory()

@@ -15,6 +15,7 @@ import numpy as np
 from ug_core.device import Buffer, MatmulSpec
 from ug_core.dtypes import SUPPORTED
 from ug_core.env import env_flag, env_int
+from ug_core.faults import Refusing, forked_message
 from ug_core.kit import DeviceInfo, KitDevice
 from ug_core.loop_ir import LoopProgram
 
@@ -52,6 +53,18 @@ class CudaDevice(KitDevice):
 
     def __repr__(self) -> str:
         return f"<CudaDevice {self.description}>"
+
+    def after_fork(self, parent: int) -> bool:
+        """CUDA does not survive a fork: the child's driver calls fail, and it cannot initialize
+        CUDA again. Every driver call of this object raises a clear error from now on (its
+        context's driver module is a faults.Refusing; cuBLAS, which the driver does not reach,
+        is dropped), and so does making a new device in the child (driver.FORKED_FROM)."""
+        from . import driver
+        driver.FORKED_FROM = parent
+        self.context.drv = Refusing(forked_message(
+            "cuda", parent, "CUDA cannot be used in a forked child, so neither this device nor its tensors work here"))
+        self._blas = False
+        return False
 
     def _load_unaliased(self, program: LoopProgram, name: str) -> LoadedKernel:
         """`program` compiled without __restrict__ (for launches that pass one buffer twice)."""

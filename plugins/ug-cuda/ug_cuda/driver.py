@@ -21,6 +21,12 @@ class CudaError(RuntimeError):
     pass
 
 
+FORKED_FROM: int | None = None
+"""The pid of the parent, in a process forked after ug had initialized CUDA there (set by
+CudaDevice.after_fork): CUDA cannot be initialized again in such a child (the driver's state
+is the parent's), so a new Context says so rather than failing in cuInit."""
+
+
 def check_settings() -> None:
     """Raise ConfigError naming the variable for a bad UG_CUDA_* value."""
     env_int("UG_CUDA_DEVICE", 0, minimum=0)
@@ -62,6 +68,10 @@ class Context:
     cuda.bindings.driver module (a test passes a stand-in)."""
 
     def __init__(self, ordinal: int, driver: Any = None):
+        if FORKED_FROM is not None and driver is None:
+            raise RuntimeError(f"CUDA cannot be used in a process forked (os.fork, multiprocessing's 'fork' start "
+                               f"method) from process {FORKED_FROM}, where ug had initialized it: start worker "
+                               f"processes with multiprocessing's 'spawn' start method")
         self.drv = drv = driver if driver is not None else import_driver()
         try:
             self.check(drv.cuInit(0), "cuInit")

@@ -117,3 +117,39 @@ def test_a_containers_cpu_quota_limits_the_threads(tmp_path, monkeypatch):
     for quota, count in [(None, 8), (1.5, 2), (0.3, 1), (16.0, 8)]:
         monkeypatch.setattr(cores, "cpu_quota", lambda quota=quota: quota)
         assert cores.usable_cores() == count
+
+
+def test_a_forked_child_gets_new_workers():
+    """A forked child has only the forking thread: after_fork (which the core's fork handler
+    calls through CPUDevice.after_fork) forgets the parent's workers, and the child's first
+    post starts new ones, which run its jobs (before, a job was run by its poster alone)."""
+    import os
+    import pickle
+
+    pool = SpinPool(get_jit(), 2, spins=64)
+    assert _run_once(pool, 2) == {1, 2}
+    time.sleep(0.05)   # the workers asleep on the condition: the child's copy of it is stale
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.close(read)
+            pool.after_fork()
+            seen = _run_once(pool, 2)
+            names = sorted(t.name for t in threading.enumerate() if t.name.startswith("ug-cpu-"))
+            os.write(write, pickle.dumps((seen, names)))
+            code = 0
+        finally:
+            os._exit(code)
+    os.close(write)
+    deadline = time.monotonic() + 60
+    while os.waitpid(pid, os.WNOHANG)[0] == 0:
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            raise AssertionError("the forked child's job never ran")
+        time.sleep(0.01)
+    with os.fdopen(read, "rb") as pipe:
+        seen, names = pickle.loads(pipe.read())
+    assert seen == {1, 2} and names == ["ug-cpu-1", "ug-cpu-2"], (seen, names)

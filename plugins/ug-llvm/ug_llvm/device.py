@@ -135,3 +135,11 @@ class CPUDevice(KitDevice):
 
     def copy_out(self, handle: Any, dst: np.ndarray) -> None:
         self.raw.copy_out(handle, dst)  # (no synchronize: a launch returns when its work is done)
+
+    def after_fork(self, parent: int) -> bool:
+        """Host memory and the process's LLVM engine work in a forked child; the worker threads
+        are gone (new ones start on the next parallel launch) and the locks are new."""
+        if self.runtime.pool is not None:
+            self.runtime.pool.after_fork()
+        self.matmuls.after_fork()
+        return super().after_fork(parent)

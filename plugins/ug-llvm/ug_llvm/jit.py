@@ -24,6 +24,7 @@ import llvmlite.binding as llvm
 
 from ug_core import diskcache
 from ug_core.device import CompileError
+from ug_core.faults import after_fork_in_child, defer_interrupts
 from ug_core.kit import CachedCompiler, Compiler
 
 OPT_LEVEL = 3
@@ -120,7 +121,7 @@ class Jit:
     def add(self, obj: bytes, symbol: str) -> int:
         """Address of `symbol` once the object code defining it is in the engine (an object
         whose symbol is already there is not added twice: the same module compiled again)."""
-        with self.lock:
+        with defer_interrupts, self.lock:   # (Ctrl-C between adding and recording would add it twice)
             addr = self.loaded.get(symbol)
             if not addr:
                 try:
@@ -153,3 +154,13 @@ def get_jit() -> Jit:
         if _JIT is None:
             _JIT = Jit()
         return _JIT
+
+
+@after_fork_in_child
+def _new_locks() -> None:
+    """In a forked child: new locks (another thread of the parent may have held them)."""
+    global _JIT_LOCK
+    _JIT_LOCK = threading.Lock()
+    if _JIT is not None:
+        _JIT.lock = threading.RLock()
+        _JIT.target.lock = threading.Lock()

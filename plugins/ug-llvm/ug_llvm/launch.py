@@ -20,6 +20,7 @@ import weakref
 from typing import Any, Callable
 
 from ug_core.device import Buffer
+from ug_core.faults import defer_interrupts
 from ug_core.kit import Runtime
 from ug_core.loop_ir import LoopProgram, Opc, index_bound
 
@@ -217,5 +218,6 @@ class CPURuntime(Runtime):
         def job(worker: int) -> None:
             if worker < threads:
                 fn(worker)
-        self.pool.post(job)
-        fn(0)
+        with defer_interrupts:   # (see pool: the workers must not outlive the call)
+            self.pool.post(job)
+            fn(0)

@@ -50,6 +50,10 @@ class HostMatmul:
         self._gemm_plans: dict[int, tuple[MatmulSpec, PackedGemm, Problem, bool]] = {}
         self._small: dict[int, tuple[MatmulSpec, tuple[int, int, int], Callable[[list[Buffer]], None]]] = {}
 
+    def after_fork(self) -> None:
+        """In a forked child: a new lock (another thread of the parent may have held it)."""
+        self._lock = threading.Lock()
+
     def path(self, spec: MatmulSpec, out: Buffer, a: Buffer, b: Buffer) -> str:
         """How `run` computes this product: "none" (nothing to write), "zeros" (an empty
         sum), "small" (a reduction kernel, see small_matmul), "gemm" (the packed gemm) or "numpy"."""

@@ -13,6 +13,10 @@ shared iterator of ranges, the gemm's atomic counters), so whoever posts it also
 own thread and never waits for a worker that has not started: a late worker finds the work
 taken. A worker may see a later job than the counter value it woke on, or the same job twice:
 both are harmless for such jobs.
+
+Posting and waiting are one critical section for Ctrl-C (ug_core.faults.defer_interrupts): a
+KeyboardInterrupt between them left the workers writing a buffer that had gone back to the
+pool. A forked child has no workers (`after_fork`): new ones start on its first post.
 """
 
 from __future__ import annotations
@@ -21,6 +25,8 @@ import array
 import ctypes
 import threading
 from typing import Any, Callable
+
+from ug_core.faults import defer_interrupts
 
 from .settings import SPINS
 
@@ -140,11 +146,26 @@ class SpinPool:
         self._wake = threading.Condition()
         self._wait = _WAIT(jit.load(_module_ir(jit.triple, jit.data_layout), "ug_pool_wait"))
         self._ranges = _RANGES(jit.address("ug_pool_ranges"))
-        for index in range(1, workers + 1):
+        self._start()
+
+    def _start(self) -> None:
+        self._started = True
+        for index in range(1, self.workers + 1):
             threading.Thread(target=self._work, args=(index,), name=f"ug-cpu-{index}", daemon=True).start()
+
+    def after_fork(self) -> None:
+        """In a forked child, which has only the forking thread: the workers are gone (a job
+        would be run by its poster alone) and one may have held the condition's lock. A new
+        condition, and new workers on the next post (a child that never computes starts none)."""
+        self._wake = threading.Condition()
+        self._asleep = 0
+        self._job = None
+        self._started = False
 
     def post(self, job: Callable[[int], None]) -> None:
         """Have the workers run job(index), as soon as they can; does not wait for them."""
+        if not self._started:
+            self._start()
         self._job = job
         self._posted[0] += 1   # (two threads posting at once may bump it once: still a change)
         if self._asleep:       # (read after the bump; a worker counts itself asleep before its last look)
@@ -162,8 +183,9 @@ class SpinPool:
 
         def job(worker: int, counters: array.array = counters) -> None:
             ranges(fn, args, n, step, at, 0)
-        self.post(job)
-        ranges(fn, args, n, step, at, 1)
+        with defer_interrupts:
+            self.post(job)
+            ranges(fn, args, n, step, at, 1)
 
     def _work(self, index: int) -> None:
         seen = self._posted[0]

@@ -27,6 +27,7 @@ class VkBuffer:
     memory: Any
     size: int
     mapped: np.ndarray | None  # uint8 view of the mapped memory (host-visible plans)
+    ctx: VulkanContext         # whose VkDevice it is (a launch refuses another's: runtime.foreign_buffer)
 
 
 class VulkanAllocator(Allocator):
@@ -64,7 +65,7 @@ class VulkanAllocator(Allocator):
         if self.ctx.memory_types[type_index] & HOST_VISIBLE and (host or self.plan.mapped):
             ptr = vk.vkMapMemory(device, memory, 0, size, 0)
             mapped = np.frombuffer(ptr, dtype=np.uint8, count=size)
-        return VkBuffer(buf, memory, size, mapped)
+        return VkBuffer(buf, memory, size, mapped, self.ctx)
 
     def _destroy(self, b: VkBuffer) -> None:
         vk, device = self.ctx.vk, self.ctx.device

@@ -4,6 +4,7 @@ failure is a RuntimeError naming what is missing (`ug devices` shows it)."""
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ug_core.env import ConfigError
@@ -32,6 +33,7 @@ class VulkanContext:
     def __init__(self, disable: set[str]) -> None:
         vk = self.vk = _load_vulkan()
         self.disable = disable
+        self.pid = os.getpid()   # (a forked child makes its own context: faults, VulkanDevice.after_fork)
         try:
             api = vk.vkEnumerateInstanceVersion()
         except Exception:

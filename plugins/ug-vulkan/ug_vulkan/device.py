@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ug_core.device import Buffer, CompileError, MatmulSpec, Program
+from ug_core.faults import forked_message
 from ug_core.kernel_ir import Kernel
 from ug_core.kit import DeviceInfo, KitDevice
 from ug_core.legalize import NATIVE_F16
@@ -60,6 +61,20 @@ class VulkanDevice(KitDevice):
         self.matmuls: dict[Any, Program] = {}
         if "llvmpipe" in self.device_name:   # its loop limiter ends a loop after 65535 trips, silently
             self.max_loop_iterations = 65535
+
+    def after_fork(self, parent: int) -> bool:
+        """A Vulkan device does not survive a fork: the child has none of the driver's threads
+        (lavapipe's queue thread: a wait for a fence blocked forever), and Vulkan makes no
+        promise about objects used across one. This object refuses from now on (its runtime's
+        and allocator's lock is a faults.Refusing) and the registry makes a new one on the next
+        use of `vulkan`; tensors made before the fork raise when used."""
+        message = forked_message("vulkan", parent, "Vulkan objects do not work across a fork, so its tensors "
+                                 "cannot be used in the child; new tensors on 'vulkan' get a new device there")
+        runtime = self.runtime
+        assert isinstance(runtime, VulkanRuntime) and isinstance(self.raw, VulkanAllocator)
+        runtime.refuse(message)
+        self.raw.lock = runtime.lock
+        return False
 
     # --- memory
     def allocate(self, nbytes: int) -> Any:

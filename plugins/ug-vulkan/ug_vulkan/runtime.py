@@ -6,6 +6,10 @@ batch is full. Descriptor sets come from a pool that is reset after each submiss
 The command buffer, queue, pools and caches are shared, so every entry point holds `lock`
 (Vulkan requires external synchronization of them; two threads recording at once crash the
 driver). It is reentrant: a buffer's __del__ may free memory inside another entry point.
+Every entry point is also a critical section for Ctrl-C (ug_core.faults.defer_interrupts):
+a KeyboardInterrupt between vkQueueSubmit and the fence's reset, or between a recorded
+dispatch and the count of pending ones, left a state where a later wait returned before the
+work had run (wrong results, then a crash).
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
 from ug_core.device import CompileError
+from ug_core.faults import Refusing, defer_interrupts
+from ug_core.plugins import DeviceUnavailableError
 from ug_core.kit import Runtime
 from ug_core.loop_ir import LoopProgram
 
@@ -38,10 +44,12 @@ class Pipeline:
 
 
 def serialized(method: _F) -> _F:
-    """Run `method` holding the runtime's lock."""
+    """Run `method` holding the runtime's lock, as a critical section for Ctrl-C (the interrupt
+    first: one that comes while waiting for the lock is held too, never raised between taking
+    the lock and entering the section). After a fork, `lock` is a faults.Refusing."""
     @functools.wraps(method)
     def locked(self: Any, *args: Any, **kwargs: Any) -> Any:
-        with self.lock:
+        with defer_interrupts, self.lock:
             return method(self, *args, **kwargs)
     return locked  # type: ignore[return-value]
 
@@ -115,6 +123,11 @@ class VulkanRuntime(Runtime):
                                f"{source}\n\n{disassemble(binary)}") from e
         return Pipeline(pipeline, layout, set_layout, (1, 1, 1))
 
+    def refuse(self, message: str) -> None:
+        """Make every later entry point raise DeviceUnavailableError(message) (after a fork:
+        the VkDevice, its queue thread and its fences are the parent's)."""
+        self.lock = Refusing(message)  # type: ignore[assignment]
+
     # --- execution
     def _begin(self) -> None:
         if not self.recording:
@@ -137,11 +150,14 @@ class VulkanRuntime(Runtime):
     def launch(self, loaded: Pipeline, program: LoopProgram | None, handles: list[Any]) -> None:
         """Record a dispatch of `loaded` on buffers (VkBuffer handles) in argument order (the
         pipeline holds its grid: `program` is not needed)."""
-        vk = self.ctx.vk
+        vk, ctx = self.ctx.vk, self.ctx
+        # (a buffer of another VkDevice: a tensor made before a fork, whose device was the parent's)
+        infos = [vk.VkDescriptorBufferInfo(buffer=h.buffer, offset=0, range=h.size) for h in handles if h.ctx is ctx]
+        if len(infos) != len(handles):
+            raise foreign_buffer(ctx, next(h for h in handles if h.ctx is not ctx))
         if self.pending >= MAX_BATCH:
             self.synchronize()
         dset = self._descriptor_set(loaded)
-        infos = [vk.VkDescriptorBufferInfo(buffer=h.buffer, offset=0, range=h.size) for h in handles]
         writes = [vk.VkWriteDescriptorSet(dstSet=dset, dstBinding=i, descriptorCount=1,
                                           descriptorType=vk.VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
                                           pBufferInfo=[info]) for i, info in enumerate(infos)]
@@ -186,3 +202,12 @@ class VulkanRuntime(Runtime):
         vk.vkResetDescriptorPool(device, self.desc_pool, 0)
         self.recording = False
         self.pending = 0
+
+
+def foreign_buffer(ctx: VulkanContext, handle: Any) -> DeviceUnavailableError:
+    """The error for a buffer of another vulkan device object than the one it is used on."""
+    return DeviceUnavailableError(
+        f"a vulkan buffer ({handle.size} bytes) of another vulkan device object (process "
+        f"{getattr(handle.ctx, 'pid', '?')}) was passed to the vulkan device of process {ctx.pid}: a tensor made "
+        f"before os.fork() cannot be used in the child (make it again there, or use multiprocessing's 'spawn' "
+        f"start method)")
