@@ -18,6 +18,11 @@ What a replay computes: what calling the function would, or the call raises.
   made by every replay, on that call's tensor: afterwards it holds what running the function
   would have given it. A replay writes only buffers it makes, so a written tensor gets a new
   buffer each call (a tensor read from it before keeps the old value, as when run eagerly).
+- Views (numpy's, see tensor.TensorView) follow their base: a view the function makes of an
+  argument and writes writes the argument; a view passed as an argument is one input (its value
+  at the call), and a write to it reaches its base on every call (the function gets a plain
+  tensor of the view's value, written back into the view after the call); a view the function
+  returns is returned as a value of its own.
 - Tensors of the enclosing scope that the function reads (weights, say) are read by each
   replay as they are then: a lazy one is realized first, and one whose shape or dtype changed
   makes the call trace again. The trace finds them as the tensors made before the call that

@@ -147,12 +147,15 @@ def setitem(x: Tensor, index: tuple[Any, ...], value: Any) -> Node:
     if count == 0:
         return x._node
     flat_positions = position.reshape(count)
-    written = Tensor(_broadcast(graph.cast(v._node, x.dtype), position.shape)).reshape(count)
     order = dtypes.to_dtype("int32") if count < 2**31 else dtypes.to_dtype("int64")
     writer = Tensor(graph.iota((count,), order, x.device))
     rows = _scatter(writer, flat_positions, Op.RMAX, x.size)
     last = rows.max(axis=0) if rows.shape[0] > 1 else rows.reshape(x.size)   # -1: nobody wrote
-    picked = _gather(written, last, 0)   # (clamped: -1 reads element 0, not used)
+    if v.size == 1:   # one value for every written element: no gather (which would want it in a buffer)
+        picked = Tensor(_broadcast(graph.cast(v.reshape(())._node, x.dtype), (x.size,)))
+    else:
+        written = Tensor(_broadcast(graph.cast(v._node, x.dtype), position.shape)).reshape(count)
+        picked = _gather(written, last, 0)   # (clamped: -1 reads element 0, not used)
     return where(last >= 0, picked, x.reshape(x.size)).reshape(*x.shape)._node
 
 

@@ -973,6 +973,12 @@ square of its scatter stores (cpu: 8 stores 0.5 s, 32 stores 6 s); alone, the sc
 chain (`acc.assign(scatter_add(acc, ...))` k times) are one compiled kernel run k times."""
 
 
+MAX_MERGED_ROOTS = 8
+"""The most independent roots one kernel computes together. A merged kernel is new code for each
+number of roots, so without a bound every length of a chain of independent small writes (their
+scalar values, say) would compile a kernel of its own; past 8 the launches saved are few."""
+
+
 def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[Node]) -> list[Item]:
     # first each root alone (this is where _NeedsBuffer decisions are made) ...
     singles = {node: _build([_kernel_root(node)], realize) for node in kernel_nodes}
@@ -990,8 +996,8 @@ def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[N
         # (see _ALONE): no group to look for
         key = (node.device, k.outer, k.axes, depth[node])
         gi = joining.get(key) if node.op not in _ALONE else None
-        if gi is not None and (len(groups[gi]) + 1 + len(group_inputs[gi]) + len(inputs - group_inputs[gi])
-                               <= _max_arguments(node.device)):
+        if gi is not None and len(groups[gi]) < MAX_MERGED_ROOTS and (
+                len(groups[gi]) + 1 + len(group_inputs[gi]) + len(inputs - group_inputs[gi]) <= _max_arguments(node.device)):
             groups[gi].append(node)
             group_inputs[gi] |= inputs
             continue

@@ -392,14 +392,20 @@ class Tensor:
     # --- getting values out ---
     def realize(self) -> "Tensor":
         if not tracing():  # while ug.jit traces, tensors stay lazy: the trace computes them
-            realize_nodes([self._node])
+            self._realized()
         return self
+
+    def _realized(self) -> Node:
+        """The node of this tensor's value, realized: taken once, so that a write from another
+        thread replacing the tensor's node meanwhile cannot leave a reader with a lazy one."""
+        node = self._node
+        realize_nodes([node])
+        return node
 
     def numpy(self) -> np.ndarray:
         if _tracer is not None:  # raises for a value a jitted function's trace does not have
             _tracer.before_read(self)
-        self.realize()
-        buf = self._node.buffer
+        buf = self._realized().buffer
         assert buf is not None
         return buf.numpy().reshape(self.shape)
 
@@ -490,8 +496,7 @@ class Tensor:
         change this tensor only."""
         if _tracer is not None:  # raises for a value a jitted function's trace does not have
             _tracer.before_read(self)
-        self.realize()
-        node = self._node
+        node = self._realized()
         buf = node.buffer
         assert buf is not None
         if not buf.size or buf.device.host_view(buf.handle, buf.nbytes) is None:
@@ -1042,15 +1047,15 @@ class TensorView(Tensor):
     def device(self) -> str:
         return self._base.device
 
-    def realize(self) -> "Tensor":
-        if not tracing():
+    def _realized(self) -> Node:
+        with _write_lock:   # (the base's node and the view's, taken together)
             base_node = self._base._node
             node = self._node
-            realize_nodes([node])
-            if node is not base_node:  # keep the computed value while the base keeps its own
-                self._cache = (weakref.ref(base_node), node, True)
-                node.add_reader(self)  # (a tensor holding it: a write to a copy of it must not go in place)
-        return self
+        realize_nodes([node])
+        if node is not base_node:  # keep the computed value while the base keeps its own
+            self._cache = (weakref.ref(base_node), node, True)
+            node.add_reader(self)  # (a tensor holding it: a write to a copy of it must not go in place)
+        return node
 
     def _view(self, v: View, writeable: bool = True) -> "Tensor":
         window = compose(v, self._window) if v.mask is None else None

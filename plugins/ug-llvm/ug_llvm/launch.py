@@ -16,7 +16,6 @@ from __future__ import annotations
 import ctypes
 import math
 import struct
-import weakref
 from typing import Any, Callable
 
 from ug_core.device import Buffer
@@ -90,10 +89,7 @@ class CompiledKernel:
 
     def entry_address(self, aliased: bool) -> int:
         """The ranged entry's address, for native callers (the pool, the gemm's epilogue)."""
-        found = self._addresses.get(aliased)
-        if found is None:
-            found = self._addresses[aliased] = self._load_aliased()
-        return found
+        return _entry_address(self._addresses, self._load_aliased, aliased)
 
     def entry(self, aliased: bool) -> Any:
         """The ranged entry, callable from Python: entry(args, start, end)."""
@@ -118,6 +114,14 @@ def _launch_nothing(args: bytes) -> None:
     """The launch of a kernel with an empty range."""
 
 
+def _entry_address(addresses: dict[bool, int], load_aliased: Callable[[], int], aliased: bool) -> int:
+    """CompiledKernel.entry_address on the kernel's parts (a launch holds those, not the kernel)."""
+    found = addresses.get(aliased)
+    if found is None:
+        found = addresses[aliased] = load_aliased()
+    return found
+
+
 class CPURuntime(Runtime):
     """Loads kernels into the process's LLVM engine (jit.Jit) and runs them on this thread or
     on a pool of `threads - 1` workers (pool.SpinPool)."""
@@ -136,18 +140,26 @@ class CPURuntime(Runtime):
     def runner(self, k: CompiledKernel, aliased: bool) -> Callable[[bytes], None]:
         """What runs the kernel on its packed arguments, decided once per program: on this
         thread (tiny work: holding the GIL, see HOLD_GIL_WORK), or split over the pool."""
+        if aliased:
+            return self._ranged_runner(k.global_size, k.work, k.entry_address(True))
         n = k.global_size
+        if n and not (self.pool is None or n < 2 or k.work < self.parallel_min_work):
+            return self._ranged_runner(n, k.work, k.entry_address(False))
         if not n:
             return _launch_nothing
-        if self.pool is None or n < 2 or k.work < self.parallel_min_work:  # threads would cost more than they save
-            if aliased:
-                entry = k.entry(aliased)
-                return lambda args: entry(args, 0, n)
-            return (_WHOLE_FN_GIL if k.work < HOLD_GIL_WORK else _WHOLE_FN)(k.whole)
-        fn, run_parallel = k.entry_address(aliased), self.run_parallel
+        return (_WHOLE_FN_GIL if k.work < HOLD_GIL_WORK else _WHOLE_FN)(k.whole)
+
+    def _ranged_runner(self, n: int, work: int, address: int) -> Callable[[bytes], None]:
+        """A runner of the ranged entry at `address` over [0, n): on this thread, or over the pool."""
+        if not n:
+            return _launch_nothing
+        if self.pool is None or n < 2 or work < self.parallel_min_work:  # threads would cost more than they save
+            entry = _KERNEL_FN(address)
+            return lambda args: entry(args, 0, n)
+        run_parallel = self.run_parallel
 
         def call_parallel(args: bytes) -> None:
-            run_parallel(fn, args, n)
+            run_parallel(address, args, n)
         return call_parallel
 
     def launch(self, loaded: CompiledKernel, program: LoopProgram, handles: list[Any]) -> None:
@@ -158,9 +170,9 @@ class CPURuntime(Runtime):
         if k.launch is None:
             pack, run = packer(k), self.runner(k, aliased=False)
             run_aliased: Callable[[bytes], None] | None = None  # made on the first launch that needs it
-            # (weakly: k holds this function, and a closure holding k would be a reference cycle,
-            # leaving an evicted program's code to the gc; a launch's caller holds its program)
-            kernel = weakref.ref(k)
+            # (k's parts, not k: k holds this function, and a closure holding k would be a
+            # reference cycle, leaving an evicted program's objects to the gc)
+            n, work, addresses, load_aliased = k.global_size, k.work, k._addresses, k._load_aliased
 
             def launch(buffers: list[Buffer]) -> None:
                 nonlocal run_aliased
@@ -169,9 +181,7 @@ class CPURuntime(Runtime):
                     run(pack(*handles))
                     return
                 if run_aliased is None:  # a buffer passed twice: the entry without noalias (compiled now)
-                    held = kernel()
-                    assert held is not None, "a launch outlived its program"
-                    run_aliased = self.runner(held, aliased=True)
+                    run_aliased = self._ranged_runner(n, work, _entry_address(addresses, load_aliased, True))
                 run_aliased(pack(*handles))
             k.launch = launch
         return k.launch
