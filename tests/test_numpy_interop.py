@@ -124,3 +124,14 @@ def test_numpy_writes_and_like_on_the_values(dev):
     np.testing.assert_allclose(y.numpy(), want, rtol=1e-6)
     made = np.asarray([1, 2], like=x)
     assert isinstance(made, ug.Tensor) and made.device == dev
+
+
+def test_np_diff_prepend_append_are_numpy_values():
+    # numpy's diff makes prepend/append arrays: a Python 0 is an int64 one, which promotes float32
+    a = np.arange(5.0, dtype=np.float32) ** 2
+    t = ug.asarray(a, device="ref")
+    for kw in (dict(prepend=0), dict(append=2.5), dict(prepend=np.float32(1)), dict(prepend=np.array([1.0]))):
+        got, want = np.diff(t, **kw), np.diff(a, **kw)
+        assert isinstance(got, ug.Tensor) and got.dtype == want.dtype, (kw, got.dtype, want.dtype)
+        np.testing.assert_array_equal(got.numpy(), want)
+    assert ug.diff(t, prepend=0).dtype == np.float32   # ug's own: a weak Python scalar

@@ -522,6 +522,11 @@ def _created_like(func: Any, like: Tensor, args: tuple[Any, ...], kwargs: dict[s
     return _host_call(func, args, kwargs, like.device)
 
 
+def _typed(value: Any) -> Any:
+    """A Python scalar as numpy's function makes it (np.asarray: int64, float64...); else as it is."""
+    return np.asarray(value) if isinstance(value, (bool, int, float)) else value
+
+
 def _numpy_args(np_func: Callable[..., Any], name: str, renames: dict[str, str] | None = None,
                 convert: dict[str, Callable[[Any], Any]] | None = None) -> Callable[..., Any]:
     """numpy's function `np_func` as ug's `name`: the call's arguments bound by numpy's signature
@@ -596,8 +601,10 @@ _FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     np.nancumsum: _nan_cumulative("cumsum", 0), np.nancumprod: _nan_cumulative("cumprod", 1),
     np.lib.stride_tricks.sliding_window_view: sliding_window_view,
     **{getattr(np, name): _numpy_args(getattr(np, name), name) for name in (
-        "stack", "moveaxis", "expand_dims", "broadcast_to", "flip", "roll", "repeat", "count_nonzero", "diff",
+        "stack", "moveaxis", "expand_dims", "broadcast_to", "flip", "roll", "repeat", "count_nonzero",
         "tril", "triu", "matrix_transpose", "astype")},
+    # (numpy's diff makes its prepend/append arrays: a Python 0 is an int64 one, which promotes)
+    np.diff: _numpy_args(np.diff, "diff", convert={"prepend": _typed, "append": _typed}),
     np.tensordot: _numpy_args(np.tensordot, "tensordot", {"b": "x2"}),
     np.tile: _numpy_args(np.tile, "tile", {"reps": "repetitions"}, {"reps": _reps}),
     np.squeeze: _squeeze, np.meshgrid: _meshgrid, np.broadcast_arrays: _broadcast_arrays,

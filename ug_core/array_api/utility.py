@@ -5,10 +5,12 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
+import numpy as np
+
 from .. import dtypes
 from ..tensor import _normalize_axes, _normalize_axis, full as _full
 from ..ops import Op
-from ..tensor import Tensor, _into
+from ..tensor import Tensor, _into, tensor
 from ._common import check_tensor
 from .elementwise import _as_bool
 from .manipulation import concat
@@ -70,6 +72,10 @@ def _edge(value: Any, x: Tensor, axis: int, name: str) -> Tensor:
             raise ValueError(f"diff: {name} must have {x.ndim} dimensions like x (shape {x.shape}), "
                              f"got shape {value.shape}")
         return value
+    if isinstance(value, (np.ndarray, np.generic)):   # typed (numpy's diff of a numpy value, NEP 50)
+        array = np.asarray(value)
+        return _edge(tensor(np.broadcast_to(array, shape) if array.ndim == 0 else array, device=x.device),
+                     x, axis, name)
     if dtypes.is_scalar(value):
         return _full(shape, value, x.dtype, x.device)   # (a weak scalar: x's dtype)
     raise TypeError(f"diff: {name} must be a tensor or a Python scalar, got {type(value).__name__}")
