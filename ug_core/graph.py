@@ -57,7 +57,14 @@ class Node:
         readers.append(ref)
         n = len(readers)
         if n >= 64 and (n & (n - 1)) == 0:  # prune dead refs now and then
-            readers[:] = [r for r in readers if r() is not None]
+            # one remove at a time (each atomic under the GIL): a slice assignment of the live
+            # ones would drop a reader another thread appended meanwhile, and a lost reader
+            # lets a write go in place over a value that reader still needs
+            for dead in [r for r in list(readers) if r() is None]:
+                try:
+                    readers.remove(dead)
+                except ValueError:  # another thread pruned it first
+                    pass
 
     def readers(self) -> list[Any]:
         """The live nodes and tensors that read this node's value."""

@@ -609,11 +609,11 @@ def _holders(node: Node, skip: set[int]) -> list[Tensor]:
     """The tensors whose value is `node`, but those in `skip` (ids of the tensors the trace
     made or wrote): tensors of the enclosing scope that held it before the call, and whom the
     function read it from."""
-    found = [r for r in node.readers() if isinstance(r, Tensor) and r._node is node and id(r) not in skip]
+    found = [r for r in node.readers() if isinstance(r, Tensor) and r._holds(node) and id(r) not in skip]
     if node._creator and not any(id(t) == node._creator for t in found):
         # a ug.jit replay's output, which is not among the node's readers (Node._creator): find
         # it among the node's referrers (rare, and only while tracing)
-        found += [r for r in gc.get_referrers(node) if isinstance(r, Tensor) and id(r) == node._creator and r._node is node]
+        found += [r for r in gc.get_referrers(node) if isinstance(r, Tensor) and id(r) == node._creator and r._holds(node)]
     return found
 
 

@@ -875,7 +875,7 @@ def _held(node: Node) -> bool:
     value no longer does), or may: a ug.jit output is known by its id only (Node._creator)."""
     if node._creator:
         return True
-    return any(not isinstance(r, Node) and getattr(r, "_node", None) is node for r in node.readers())
+    return any(not isinstance(r, Node) and r._holds(node) for r in node.readers())
 
 
 def _misaligned_in_place(items: list[Item], in_place: set[Node]) -> set[Node]:

@@ -91,7 +91,7 @@ def needs_private_copy(holder: Any, node: Node) -> bool:
         if isinstance(reader, Node):
             if not reader.realized:
                 return True
-        elif getattr(reader, "_node", None) is node:
+        elif reader._holds(node):
             return True
     return False
 

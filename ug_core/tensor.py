@@ -395,11 +395,17 @@ class Tensor:
             self._realized()
         return self
 
+    def _holds(self, node: Node) -> bool:
+        """Whether this tensor's value is `node` now (the scheduler's question about a reader:
+        asked without building anything, see TensorView._holds)."""
+        return self._node is node
+
     def _realized(self) -> Node:
         """The node of this tensor's value, realized: taken once, so that a write from another
         thread replacing the tensor's node meanwhile cannot leave a reader with a lazy one."""
-        node = self._node
-        realize_nodes([node])
+        with _write_lock:   # (no write may come between taking the node and its realize's decisions)
+            node = self._node
+            realize_nodes([node])
         return node
 
     def numpy(self) -> np.ndarray:
@@ -1047,14 +1053,19 @@ class TensorView(Tensor):
     def device(self) -> str:
         return self._base.device
 
+    def _holds(self, node: Node) -> bool:
+        # (not self._node: building a view node while the scheduler decides would add readers)
+        cache = self._cache
+        return cache is not None and cache[2] and cache[1] is node and cache[0]() is self._base._node
+
     def _realized(self) -> Node:
-        with _write_lock:   # (the base's node and the view's, taken together)
+        with _write_lock:   # (the base's node and the view's, taken together, and realized)
             base_node = self._base._node
             node = self._node
-        realize_nodes([node])
-        if node is not base_node:  # keep the computed value while the base keeps its own
-            self._cache = (weakref.ref(base_node), node, True)
-            node.add_reader(self)  # (a tensor holding it: a write to a copy of it must not go in place)
+            realize_nodes([node])
+            if node is not base_node:  # keep the computed value while the base keeps its own
+                self._cache = (weakref.ref(base_node), node, True)
+                node.add_reader(self)  # (a tensor holding it: a write to a copy of it must not go in place)
         return node
 
     def _view(self, v: View, writeable: bool = True) -> "Tensor":
