@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from .graph import graph_lock
+from .graph import note_thread
 from .plugins import registry
 from .runtime import realize_nodes
 from .schedule import Schedule, create_schedule
@@ -46,6 +47,7 @@ def realize(*tensors: Tensor) -> Any:
     the trace computes them (see ug_core.jit)."""
     nodes = _nodes(tensors)
     if not tracing():
+        note_thread()
         realize_nodes(nodes)
         _keep_views(tensors)
     return tensors[0] if len(tensors) == 1 else tensors

@@ -29,6 +29,31 @@ in-place write. Reentrant: a write may realize (a boolean mask's values), and a 
 function may use ug. Uncontended, it costs about 0.1 us, against the several us of a write."""
 
 
+class _Threads:
+    """Which threads have written or realized tensors: once a second one has, writes stop going
+    in place (schedule._in_place_assigns). An in-place write is allowed when no reader of the
+    old value is registered, but a thread may hold a tensor's node it just read, about to build
+    on it, with no reader registered yet: another thread's realize would overwrite it under it
+    (seen as lost or doubled `x[i] += 2` on threads' own rows while others read x)."""
+
+    first: int | None = None
+    several = False
+
+
+threads = _Threads()
+
+
+def note_thread() -> None:
+    """Record that this thread writes or realizes tensors (cheap once several have: a test)."""
+    if threads.several:
+        return
+    ident = threading.get_ident()
+    if threads.first is None:
+        threads.first = ident
+    elif ident != threads.first:
+        threads.several = True
+
+
 class Node:
     __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "sig", "buffer", "_readers", "_creator", "__weakref__")
 

@@ -32,6 +32,7 @@ import numpy as np
 
 from .device import MatmulSpec, SortSpec, is_writable
 from .dtypes import BOOL, identity, name as dtype_name
+from . import graph
 from .graph import Node
 from .kernel_ir import BufferArg, Expr, ExprBuilder, Kernel, Reduction, Store, toposort
 from .kernel_params import parametrize_offsets
@@ -809,6 +810,8 @@ def _in_place_assigns(nodes: list[Node], targets: list[Node], realize: set[Node]
     the other copies). A target computed by this schedule (a lazy tensor written before it was
     ever realized) lends its new buffer to the assign and stays lazy itself, see
     `Schedule.clobbered`, so k writes into a lazy tensor make one buffer, not k+1."""
+    if graph.threads.several:   # (see graph.threads: a reader another thread is building is not seen)
+        return set()
     target_ids = {id(t) for t in targets}
     # targets of assigns in this schedule: their buffers may be overwritten, so a reader that
     # "gets a buffer" by being one of them may still be left reading an older buffer

@@ -403,6 +403,7 @@ class Tensor:
     def _realized(self) -> Node:
         """The node of this tensor's value, realized: taken once, so that a write from another
         thread replacing the tensor's node meanwhile cannot leave a reader with a lazy one."""
+        graph.note_thread()
         with _write_lock:   # (no write may come between taking the node and its realize's decisions)
             node = self._node
             realize_nodes([node])
@@ -952,6 +953,7 @@ class Tensor:
         """Write `value` into this tensor: all of it, or `region` (a View over its layout). Under
         the write lock from reading the current node to replacing it: writes from several
         threads are not lost (see faults)."""
+        graph.note_thread()
         with _write_lock:
             node = self._node
             if region is not None and value.op is Op.VIEW and value.srcs[0] is node and value.arg == region:
@@ -1059,6 +1061,7 @@ class TensorView(Tensor):
         return cache is not None and cache[2] and cache[1] is node and cache[0]() is self._base._node
 
     def _realized(self) -> Node:
+        graph.note_thread()
         with _write_lock:   # (the base's node and the view's, taken together, and realized)
             base_node = self._base._node
             node = self._node

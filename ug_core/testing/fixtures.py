@@ -18,6 +18,8 @@ require_dtype -- require_dtype(np.float64): skip the test if the device under te
 close         -- close(got, expected, rtol=None, atol=None, check_dtype=True): compare a ug
                  tensor (or ndarray) with a numpy oracle, checking shape and dtype, with
                  tolerances chosen from the dtype (`TOLERANCES`).
+threads_state -- autouse: ug_core.graph.threads restored after each test (a test using threads
+                 must not leave later ones without in-place writes).
 compile_cache -- the runtime's in-memory compile cache (ug_core.runtime.compile_cache), emptied
                  before and after the test, for tests that count its hits and misses.
 
@@ -38,7 +40,7 @@ from ug_core.plugins import registry
 from ug_core.testing import data
 
 __all__ = ["close", "compile_cache", "device", "require_dtype", "rng", "pytest_generate_tests", "TOLERANCES",
-           "assert_close", "devices_under_test", "seed_of"]
+           "assert_close", "devices_under_test", "seed_of", "threads_state"]
 
 try:
     from hypothesis import HealthCheck, settings
@@ -180,3 +182,14 @@ def assert_close(got, expected, rtol=None, atol=None, check_dtype=True):
 @pytest.fixture(scope="session")
 def close():
     return assert_close
+
+
+@pytest.fixture(autouse=True)
+def threads_state():
+    """ug_core.graph.threads as it was before each test: once a second thread has written or
+    realized tensors, writes stop going in place for the rest of the process (see there), which
+    a test that uses threads must not pass on to the tests after it (kernel and buffer counts)."""
+    from ug_core import graph
+    saved = (graph.threads.first, graph.threads.several)
+    yield
+    graph.threads.first, graph.threads.several = saved

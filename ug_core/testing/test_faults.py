@@ -397,10 +397,10 @@ def _run_threads(target: Callable[[int], None]) -> None:
         raise errors[0]
 
 
-@pytest.mark.parametrize("also", ["reads", "in-place operators"])
+@pytest.mark.parametrize("also", ["reads", "in-place operators", "both"])
 def test_threads_writing_their_own_rows_of_one_tensor_lose_no_write(device, also):
-    # (both at once, reads realizing x while other threads' `x[i] += 2` build on x, still race
-    # with the in-place writes of those realizes: a known limitation, see docs/array-api.md)
+    # ("both": reads realizing x while other threads' `x[i] += 2` build on the node of x they just
+    # read lost or doubled those writes when the realizes wrote in place: see graph.threads)
     rows, cols = 64, 8
     for trial in range(3):
         x = ug.zeros((rows, cols), dtype=np.float32, device=device)
@@ -412,11 +412,11 @@ def test_threads_writing_their_own_rows_of_one_tensor_lose_no_write(device, also
                 x[i] = float(i + 1)
                 if i % 3 == 0:
                     x[i, 1:3] = ug.full((2,), float(-i), device=device)
-                if i % 5 == 0 and also == "reads":   # a read (a realize) of the tensor the other threads write
+                if i % 5 == 0 and also != "in-place operators":   # a read (a realize) of the tensor the other threads write
                     row = x[i].numpy()
                     assert row[0] == i + 1 and row[-1] == i + 1, (i, row)
                     assert x.numpy()[i, 0] == i + 1
-                if i % 7 == 0 and also == "in-place operators":   # read-modify-writes of its own row
+                if i % 7 == 0 and also != "reads":   # read-modify-writes of its own row
                     x[i] += 2.0
                     x[i] -= 2.0
         _run_threads(write_rows)
