@@ -243,23 +243,32 @@ def _tree_key(value: Any, leaves: list[Tensor]) -> Any:
     return (PY, _static_key(value))
 
 
+def _map_tensors(value: Any, fn: Callable[[Tensor], Tensor]) -> Any:
+    """A pytree (tuples, lists, namedtuples, dicts) with each tensor t in it replaced by fn(t)."""
+    if isinstance(value, Tensor):
+        return fn(value)
+    kind = type(value)
+    if kind is tuple or kind is list:
+        return kind(_map_tensors(v, fn) for v in value)
+    if _is_namedtuple(value):
+        return kind(*(_map_tensors(v, fn) for v in value))
+    if kind is dict or kind is OrderedDict:
+        return kind((k, _map_tensors(v, fn)) for k, v in value.items())
+    return value
+
+
 def _stand_in(value: Any, stand_ins: list[tuple[TensorView, Tensor, Node]]) -> Any:
     """`value` (an argument tree) with each view (TensorView) replaced by a plain tensor of its
     value, noted in `stand_ins` with its node: the trace and its replays take that tensor as the
     argument (its own input buffer, and its writes are the argument's writes), and _write_back
     then writes what it holds into the view, that is into the view's base, as a call would."""
-    if isinstance(value, TensorView):
-        stand = Tensor(value.realize()._node)
-        stand_ins.append((value, stand, stand._node))
+    def stand_for(t: Tensor) -> Tensor:
+        if not isinstance(t, TensorView):
+            return t
+        stand = Tensor(t.realize()._node)
+        stand_ins.append((t, stand, stand._node))
         return stand
-    kind = type(value)
-    if kind is tuple or kind is list:
-        return kind(_stand_in(v, stand_ins) for v in value)
-    if _is_namedtuple(value):
-        return kind(*(_stand_in(v, stand_ins) for v in value))
-    if kind is dict or kind is OrderedDict:
-        return kind((k, _stand_in(v, stand_ins)) for k, v in value.items())
-    return value
+    return _map_tensors(value, stand_for)
 
 
 def _write_back(result: Any, stand_ins: list[tuple[TensorView, Tensor, Node]]) -> Any:
@@ -268,36 +277,13 @@ def _write_back(result: Any, stand_ins: list[tuple[TensorView, Tensor, Node]]) -
     for view, stand, before in stand_ins:
         if stand._node is not before:
             view._replace_node(stand._node)
-    return _swap({id(stand): view for view, stand, _ in stand_ins}, result)
+    of: dict[int, Tensor] = {id(stand): view for view, stand, _ in stand_ins}
+    return _map_tensors(result, lambda t: of.get(id(t), t))
 
 
 def _views_as_values(value: Any) -> Any:
     """A result tree with each view (TensorView) in it as a plain tensor of its value."""
-    if isinstance(value, TensorView):
-        return Tensor(value._node)
-    kind = type(value)
-    if kind is tuple or kind is list:
-        return kind(_views_as_values(v) for v in value)
-    if _is_namedtuple(value):
-        return kind(*(_views_as_values(v) for v in value))
-    if kind is dict or kind is OrderedDict:
-        return kind((k, _views_as_values(v)) for k, v in value.items())
-    return value
-
-
-def _swap(of: dict[int, TensorView], value: Any) -> Any:
-    """`value` (a result tree) with each tensor whose id is in `of` replaced by of[id]. (A
-    module function: a nested one calling itself would be a reference cycle.)"""
-    if isinstance(value, Tensor):
-        return of.get(id(value), value)
-    kind = type(value)
-    if kind is tuple or kind is list:
-        return kind(_swap(of, v) for v in value)
-    if _is_namedtuple(value):
-        return kind(*(_swap(of, v) for v in value))
-    if kind is dict or kind is OrderedDict:
-        return kind((k, _swap(of, v)) for k, v in value.items())
-    return value
+    return _map_tensors(value, lambda t: Tensor(t._node) if isinstance(t, TensorView) else t)
 
 
 def _flatten_output(value: Any, leaves: list[Tensor]) -> Any:
