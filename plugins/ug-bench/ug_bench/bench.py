@@ -1,4 +1,5 @@
-"""`ug bench`: ug on each usable device against numpy, torch eager and torch.compile, in one run.
+"""`ug bench`: ug on each usable device against numpy, torch eager and torch.compile, in one run;
+and training steps (rows T1..., ug_bench.training) against torch, torch.compile and JAX.
 
 Every output is checked against numpy; the implementations of a workload are timed
 round-robin (see `_interleaved_medians`); the table gives the median time, the achieved GB/s (memory
@@ -22,6 +23,8 @@ from typing import Any, Callable
 import numpy as np
 
 import ug_core as ug
+
+from .training import run_training
 
 # numpy's OpenBLAS keeps its threads spinning for 2^OPENBLAS_THREAD_TIMEOUT cycles (default 2^28,
 # about 0.1 s) after each call. On a 2-core machine that halves the speed of whatever threaded
@@ -500,7 +503,7 @@ def main_from_command_line(argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="ug bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", action="append", help="ug device to run (repeatable; default: every usable device except ref)")
-    parser.add_argument("--workloads", help="comma-separated names, e.g. W1,W3,W6a (default: all)")
+    parser.add_argument("--workloads", help="comma-separated names, e.g. W1,W3,W6a,T1 (default: all)")
     parser.add_argument("--scale", type=int, default=1, help="divide problem sizes by this (quick runs)")
     parser.add_argument("--repeat", type=int, default=7, help="timed samples per implementation (median is reported)")
     parser.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile (it compiles for a long time)")
@@ -516,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
     print("| W    | workload                     | impl           |        median |            rate | ug / best peer         | check")
     results = run_bench(devices, names, args.scale, args.repeat, not args.no_torch_compile)
     bad = [(w.name, r.impl) for w, rows, _ in results for r in rows if r.seconds is not None and not r.ok]
+    trained = run_training(devices, names, args.scale, args.repeat, not args.no_torch_compile, _interleaved_medians)
+    bad += [(name, impl) for name, impl, ok in trained if not ok]
     if bad:
         print(f"MISMATCH against numpy: {bad}")
         return 1
