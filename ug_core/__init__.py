@@ -21,6 +21,7 @@ from . import array_api, linalg
 from .array_api.creation import *  # noqa: F403
 from .array_api.data_types import *  # noqa: F403
 from .array_api.elementwise import *  # noqa: F403
+from .array_api.extras import *  # noqa: F403
 from .array_api.indexing import *  # noqa: F403
 from .scatter import bincount, index_add, scatter_add
 from .array_api.linalg import matmul, matrix_transpose, tensordot, vecdot
