@@ -17,11 +17,12 @@ from .memory import memory_stats, reset_peak_memory_stats
 from .plugins import DeviceUnavailableError, registry
 from .schedule import ScheduleError
 from .tensor import Tensor, custom, tensor, where
-from . import array_api, linalg
+from . import array_api, linalg, nn
 # the Array API namespace (arange, full, zeros, ... included), group by group (each lists its names)
 from .array_api.creation import *  # noqa: F403
 from .array_api.data_types import *  # noqa: F403
 from .array_api.elementwise import *  # noqa: F403
+from .array_api.extras import *  # noqa: F403
 from .array_api.indexing import *  # noqa: F403
 from .scatter import bincount, index_add, scatter_add
 from .array_api.linalg import matmul, matrix_transpose, tensordot, vecdot
@@ -45,7 +46,7 @@ __all__ = [
     "custom", "devices", "hookimpl", "jit", "memory_stats", "realize", "registry", "reset_peak_memory_stats",
     "schedule", "tensor", "where", "__version__",
     "grad", "gradients", "jvp", "keep_graph", "stop_gradient", "value_and_grad", "vjp",
-    "bool", "linalg",
+    "bool", "linalg", "nn",
 ]
 __all__ += array_api.__all__   # the Array API namespace (arange, full, matmul, maximum, minimum, ones, zeros...)
 # numpy's aliasing rule: the namespace's view functions return views, every other function a

@@ -4,11 +4,12 @@ returns the `ug_core` module (see info.namespace)."""
 
 import math
 
-from . import (creation, data_types, elementwise, indexing, manipulation, numpy_names, searching, sets, sorting,
+from . import (creation, data_types, elementwise, extras, indexing, manipulation, numpy_names, searching, sets, sorting,
                statistical, transcendental, utility)
 from .creation import *  # noqa: F403
 from .data_types import *  # noqa: F403
 from .elementwise import *  # noqa: F403
+from .extras import *  # noqa: F403
 from .indexing import *  # noqa: F403
 from .info import API_VERSION, __array_namespace_info__
 from .linalg import matmul, matrix_transpose, tensordot, vecdot
@@ -37,6 +38,7 @@ __all__ = [
 __all__ += creation.__all__
 __all__ += data_types.__all__
 __all__ += elementwise.__all__
+__all__ += extras.__all__   # beyond the standard: erf, erfc, logsumexp, isclose, allclose, lerp, split
 __all__ += indexing.__all__
 __all__ += manipulation.__all__
 __all__ += numpy_names.__all__   # numpy's names that libraries call on a namespace (transpose, lib)

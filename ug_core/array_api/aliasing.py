@@ -22,6 +22,7 @@ VIEW_FUNCTIONS = frozenset({
     "permute_dims", "expand_dims", "squeeze", "broadcast_to", "broadcast_arrays", "flip", "moveaxis", "unstack",
     "reshape",          # a view where one strided window does it; its copy= argument says the rest
     "matrix_transpose", "diagonal", "transpose",
+    "split", "array_split",   # lists of views (numpy's; ug.nn.split, torch's, too)
     # may return the argument itself, as numpy's do: asarray(x), astype(x, x.dtype, copy=False)
     "asarray", "from_dlpack", "astype",
 })
