@@ -151,11 +151,27 @@ def matmul_vjp(g: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     return (_make(graph.matmul(g.node, t(b.node), a.dtype)), _make(graph.matmul(t(a.node), g.node, b.dtype)))
 
 
+GATHER_COMPARE_MAX = 16
+"""A gather that reads at most this many elements per line along its axis (a cross-entropy's
+class pick: 1) is transposed by comparing each position with the indices, an elementwise
+select and a short sum that fuse with their neighbours; a larger one by a scatter-add."""
+
+
 def gather_vjp(g: Tensor, x: Tensor, index: Tensor, axis: int) -> Tensor:
     """A gather's transpose: g added at the index it read (repeated indices add up)."""
-    n = x.shape[axis]
+    n, k = x.shape[axis], index.shape[axis]
     wrapped = where(index < 0, index + n, index)  # the gather's own wrap (ops.Op.GATHER)
-    return _scatter_add(zeros(x.shape, x.dtype, x.device), axis, wrapped, g)
+    if k > GATHER_COMPARE_MAX:
+        return _scatter_add(zeros(x.shape, x.dtype, x.device), axis, wrapped, g)
+    # out[.., j, ..] = sum over i < k of g[.., i, ..] where index[.., i, ..] == j: a new axis
+    # of length k after `axis` holds the i
+    lines = x.shape[:axis] + (n, k) + x.shape[axis + 1:]
+    def spread(t: Tensor) -> Tensor:
+        return _expand(Tensor(_reshape(t.node, t.shape[:axis] + (1, k) + t.shape[axis + 1:])), lines)
+    position = _expand(Tensor(_reshape(_positions(x.shape, axis, x.device).node, x.shape[:axis] + (n, 1) + x.shape[axis + 1:])), lines)
+    picked = where(spread(wrapped) == position, spread(g), 0.0)
+    summed = graph.reduce(picked.node, Op.SUM, (axis + 1,), g.dtype) if k > 1 else picked.node
+    return Tensor(_reshape(summed, x.shape))
 
 
 def scatter_vjp(g: Tensor, out: Tensor, values: Tensor, slots: Tensor, arg: tuple[Op, int, int]) -> Tensor:

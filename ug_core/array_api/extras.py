@@ -134,15 +134,15 @@ def logsumexp(x: Tensor, /, axis: int | Sequence[int] | None = None, keepdims: b
     """log(sum(exp(x))) over `axis` (None: all), scipy.special.logsumexp's and torch.logsumexp's,
     computed max-shifted so that nothing overflows: m + log(sum(exp(x - m))) with m the max
     (taken as 0 where it is infinite or NaN, so that an all -inf slice gives -inf and a +inf
-    gives +inf). An empty slice gives -inf. The shift is a constant of the result: its
-    gradient contributions (1 - sum softmax) cancel, the gradient is softmax(x)."""
+    gives +inf). An empty slice gives -inf. The shift is a constant of the result (detached):
+    the gradient is softmax(x)."""
     x = check_tensor(x, "logsumexp")._float()
     axes = _normalize_axes(axis, x.ndim)
     if any(x.shape[a] == 0 for a in axes):
         total = x.exp().sum(axes, keepdims=True)   # 0: log gives -inf
         out = total.log()
     else:
-        m = x.max(axes, keepdims=True)
+        m = x.max(axes, keepdims=True).detach()   # a constant of the result: no gradient through it
         m = where(isfinite(m), m, _k(m, 0))
         out = (x - m).exp().sum(axes, keepdims=True).log() + m
     if not keepdims:
