@@ -34,7 +34,7 @@ import numpy as np
 
 from ..array_api.indexing import take
 from ..array_api.manipulation import pad
-from ..tensor import Tensor, full, matmul, tensor
+from ..tensor import Tensor, matmul, maximum, minimum, tensor, where
 from ..view import View, contiguous_strides
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
@@ -181,13 +181,15 @@ def _conv(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: 
     outs = tuple(_out_size(p, k, s, d) for p, k, s, d in zip(padded, kernel, stride_, dilation_))
     o_g = o // groups
     if _use_taps(cin_g, groups, kernel):
-        # out[n, g, j, *pos] = sum over taps t of x[n, g, *(pos * stride + t * dilation)] * w[g * o_g + j, 0, *t]
+        # out[n, g, j, *pos] = sum over taps t and the group's channels c of
+        #     x[n, g * cin_g + c, *(pos * stride + t * dilation)] * w[g * o_g + j, c, *t]
         total: Tensor | None = None
         for tap in np.ndindex(*kernel):
             shifted = xp[(slice(None), slice(None)) + tuple(
                 slice(t * d, t * d + (m - 1) * s + 1, s) for t, d, m, s in zip(tap, dilation_, outs, stride_))]
-            w_tap = weight[(slice(None), 0) + tuple(tap)].reshape(1, groups, o_g, *(1,) * nd)
-            term = shifted.reshape(n, groups, 1, *outs) * w_tap
+            w_tap = weight[(slice(None), slice(None)) + tuple(tap)].reshape(1, groups, o_g, cin_g, *(1,) * nd)
+            term = shifted.reshape(n, groups, 1, cin_g, *outs) * w_tap
+            term = term.reshape(n, groups, o_g, *outs) if cin_g == 1 else term.sum(axis=3)
             total = term if total is None else total + term
         assert total is not None
         out = total.reshape(n, o, *outs)
@@ -426,15 +428,16 @@ def _avg_pool(x: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode:
         if divisor_override == 0:
             raise ValueError(f"{fn}: divisor_override must be nonzero")
         return _unbatched(sums / divisor_override, was_unbatched)
-    # the count of each window: per dim, the window's taps inside the input (or inside the input
-    # and its padding, count_include_pad: torch's divisor), a window sum of ones; their product
+    # the count of each window (torch's divisor): per dim, its taps inside the input, or inside
+    # the input and its padding (count_include_pad), computed from the window's position (an
+    # index vector: elementwise, fused into the pooling's kernel); their product
     count: Tensor | None = None
-    for a, ((before, after), n, k, s, p) in enumerate(zip(pairs, x.shape[2:], kernel, stride_, padding_)):
-        if count_include_pad:   # ones over the padded input, zeros past it (ceil_mode's last window)
-            ones = _pad_or_crop(full((n + 2 * p,), 1, x.dtype, x.device), [(0, after - p)])
-        else:
-            ones = _pad_or_crop(full((n,), 1, x.dtype, x.device), [(before, after)])
-        per = _windows(ones, (k,), (s,), (1,)).sum(axis=-1).reshape(*(1,) * (2 + a), -1, *(1,) * (nd - a - 1))
+    for a, (n, k, s, p, m) in enumerate(zip(x.shape[2:], kernel, stride_, padding_, outs)):
+        start = _arange(m, x.device) * s - p
+        end = minimum(start + k, n + p)
+        if not count_include_pad:
+            start, end = maximum(start, 0), minimum(end, n)
+        per = (end - start).astype(x.dtype).reshape(*(1,) * (2 + a), m, *(1,) * (nd - a - 1))
         count = per if count is None else count * per
     assert count is not None
     return _unbatched(sums / count, was_unbatched)
@@ -495,7 +498,6 @@ def _adaptive(x: Tensor, output_size: Any, nd: int, is_max: bool, fn: str) -> Te
         rows = take(out, tensor(index, device=x.device), axis=axis)       # (..., m, kmax, ...)
         mask = tensor(valid, device=x.device).reshape(m, kmax, *(1,) * (out.ndim - axis - 1))
         if is_max:
-            from ..tensor import where
             red = where(mask, rows, _lowest(x.dtype)).max(axis=axis + 1)
         else:
             counts = np.array([e - s for s, e in zip(starts, ends)], dtype=x.dtype)
@@ -631,20 +633,35 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
         scales = [None] * nd if recompute_scale_factor else list(factors)
     if want is not None and input.dtype.kind != "f":
         raise TypeError(f"{fn}: mode {mode!r} needs a floating-point input, got {input.dtype}")
-    out = input
-    for a, (n, m, scale) in enumerate(zip(spatial, outs, scales)):
-        axis = 2 + a
-        if want is None:
-            index = _nearest_index(n, m, scale, mode == "nearest-exact")
-            if m == n and np.array_equal(index, np.arange(n)):
-                continue
-            out = take(out, tensor(index, device=input.device), axis=axis)
-            continue
-        i0, i1, lam = _linear_taps(n, m, scale, bool(align_corners), input.dtype)
-        trail = (1,) * (out.ndim - axis - 1)
-        w0 = tensor((1 - lam).astype(input.dtype), device=input.device).reshape(m, *trail)
-        w1 = tensor(lam.astype(input.dtype), device=input.device).reshape(m, *trail)
-        lo = take(out, tensor(i0, device=input.device), axis=axis)
-        hi = take(out, tensor(i1, device=input.device), axis=axis)
-        out = lo * w0 + hi * w1    # torch's lambda0 * x0 + lambda1 * x1
-    return Tensor(out.node) if out is input else out
+    # one gather per corner of the source cell (2 ** nd for the linear modes, 1 for nearest) from
+    # the flattened spatial dims, at flat indices (and with weights) that are broadcast sums (and
+    # products) of per-dim host vectors: the whole resize is one kernel reading the input
+    flat = input.reshape(*input.shape[:2], math.prod(spatial))
+    inner = [math.prod(spatial[a + 1:]) for a in range(nd)]
+
+    def along(values: np.ndarray, a: int) -> Tensor:
+        """A per-dim host vector as a tensor broadcasting along output dim a."""
+        return tensor(values, device=input.device).reshape(*(1,) * a, -1, *(1,) * (nd - a - 1))
+
+    if want is None:
+        index: Tensor | None = None
+        for a, (n, m, scale) in enumerate(zip(spatial, outs, scales)):
+            term = along(_nearest_index(n, m, scale, mode == "nearest-exact") * inner[a], a)
+            index = term if index is None else index + term
+        assert index is not None
+        return take(flat, index, axis=2)
+    taps = [_linear_taps(n, m, scale, bool(align_corners), input.dtype)
+            for n, m, scale in zip(spatial, outs, scales)]
+    out: Tensor | None = None
+    for corner in np.ndindex(*(2,) * nd):
+        index = weight = None
+        for a, (hi, (i0, i1, lam)) in enumerate(zip(corner, taps)):
+            i_term = along((i1 if hi else i0) * inner[a], a)
+            w_term = along((lam if hi else 1 - lam).astype(input.dtype), a)
+            index = i_term if index is None else index + i_term
+            weight = w_term if weight is None else weight * w_term
+        assert index is not None and weight is not None
+        term = take(flat, index, axis=2) * weight
+        out = term if out is None else out + term
+    assert out is not None
+    return out
