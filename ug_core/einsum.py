@@ -165,8 +165,9 @@ def einsum(subscripts: Any, *operands: Any) -> Tensor:
         for ls in labels:
             for lab in ls:
                 counts[lab] = counts.get(lab, 0) + 1
-        letters = sorted(str(lab) for lab, c in counts.items() if not isinstance(lab, tuple) and c == 1)
-        out = [("...", j) for j in reversed(range(ell))] + letters
+        once = sorted(str(lab) for lab, c in counts.items() if not isinstance(lab, tuple) and c == 1)
+        out = [("...", j) for j in reversed(range(ell))]
+        out.extend(once)
     # sizes: equal, or 1 where another operand's is larger (broadcast)
     sizes: dict[Label, int] = {}
     items: list[tuple[Tensor, list[Label]]] = []
