@@ -18,6 +18,7 @@ from .plugins import DeviceUnavailableError, registry
 from .schedule import ScheduleError
 from .tensor import Tensor, custom, tensor, where
 from . import array_api, linalg, nn
+from .einsum import einsum
 # the Array API namespace (arange, full, zeros, ... included), group by group (each lists its names)
 from .array_api.creation import *  # noqa: F403
 from .array_api.data_types import *  # noqa: F403
@@ -46,11 +47,11 @@ __all__ = [
     "custom", "devices", "hookimpl", "jit", "memory_stats", "realize", "registry", "reset_peak_memory_stats",
     "schedule", "tensor", "where", "__version__",
     "grad", "gradients", "jvp", "keep_graph", "stop_gradient", "value_and_grad", "vjp",
-    "bool", "linalg", "nn",
+    "bool", "einsum", "linalg", "nn",
 ]
 __all__ += array_api.__all__   # the Array API namespace (arange, full, matmul, maximum, minimum, ones, zeros...)
 # numpy's aliasing rule: the namespace's view functions return views, every other function a
 # value of its own (never its argument, nor a view of it; see array_api/aliasing.py)
 from .array_api import aliasing as _aliasing  # noqa: E402
-_aliasing.apply(globals(), array_api.__all__ + ["bincount", "custom", "index_add", "scatter_add", "where"])
+_aliasing.apply(globals(), array_api.__all__ + ["bincount", "custom", "einsum", "index_add", "scatter_add", "where"])
 _aliasing.apply_methods(Tensor)
