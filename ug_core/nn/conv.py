@@ -148,7 +148,7 @@ def _use_taps(cin_g: int, groups: int, kernel: tuple[int, ...]) -> bool:
 
 
 def _conv(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: Any, dilation: Any, groups: int,
-          nd: int, fn: str) -> Tensor:
+          nd: int, fn: str, fold_batch: bool = False) -> Tensor:
     _check_tensor(x, fn, "input")
     _check_tensor(weight, fn, "weight")
     x, was_unbatched = _batched(x, nd, fn)
@@ -198,13 +198,22 @@ def _conv(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: 
         order = (0, 1, *range(2 + nd, 2 + 2 * nd), *range(2, 2 + nd))
         positions = math.prod(outs)
         taps = cin_g * math.prod(kernel)
-        cols = win.permute(order).reshape(n, groups, taps, positions)
         wm = weight.reshape(groups, o_g, taps)
-        if groups == 1:
-            prod = matmul(wm.reshape(o_g, taps), cols.reshape(n, taps, positions))    # (N, O, positions)
+        if fold_batch:
+            # the batch joins the positions: (groups, O/g, taps) @ (groups, taps, N * positions), so
+            # a weight the matmul cannot read in place (conv_transpose's, permuted and flipped) is
+            # copied once, not once per batch item as a broadcast to (N, groups, O/g, taps) would be
+            order = (1, *range(2 + nd, 2 + 2 * nd), 0, *range(2, 2 + nd))
+            cols = win.permute(order).reshape(groups, taps, n * positions)
+            prod = matmul(wm, cols).reshape(groups, o_g, n, *outs)
+            out = prod.permute(2, 0, 1, *range(3, 3 + nd)).reshape(n, o, *outs)
         else:
-            prod = matmul(wm, cols)                                                    # (N, groups, O/g, positions)
-        out = prod.reshape(n, o, *outs)
+            cols = win.permute(order).reshape(n, groups, taps, positions)
+            if groups == 1:
+                prod = matmul(wm.reshape(o_g, taps), cols.reshape(n, taps, positions))   # (N, O, positions)
+            else:
+                prod = matmul(wm, cols)                                                   # (N, groups, O/g, positions)
+            out = prod.reshape(n, o, *outs)
     if bias is not None:
         out = out + bias.reshape(1, o, *(1,) * nd)
     return _unbatched(out, was_unbatched)
@@ -281,7 +290,7 @@ def _conv_transpose(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any,
     w = weight.reshape(groups, c_g, o_g, *kernel).permute(0, 2, 1, *range(3, 3 + nd))
     w = w.reshape(groups * o_g, c_g, *kernel)
     w = w[(slice(None), slice(None)) + (slice(None, None, -1),) * nd]
-    out = _conv(xp, w, bias, 1, 0, dilation_, groups, nd, fn)
+    out = _conv(xp, w, bias, 1, 0, dilation_, groups, nd, fn, fold_batch=True)
     assert out.shape[2:] == sizes, (out.shape, sizes)
     return _unbatched(out, was_unbatched)
 
