@@ -16,7 +16,7 @@ from .memory import memory_stats, reset_peak_memory_stats
 from .plugins import DeviceUnavailableError, registry
 from .schedule import ScheduleError
 from .tensor import Tensor, custom, tensor, where
-from . import array_api, linalg
+from . import array_api, linalg, random
 # the Array API namespace (arange, full, zeros, ... included), group by group (each lists its names)
 from .array_api.creation import *  # noqa: F403
 from .array_api.data_types import *  # noqa: F403
@@ -43,7 +43,7 @@ __all__ = [
     "RetraceWarning", "ScheduleError", "Tensor", "TracerValueError",
     "custom", "devices", "hookimpl", "jit", "memory_stats", "realize", "registry", "reset_peak_memory_stats",
     "schedule", "tensor", "where", "__version__",
-    "bool", "linalg",
+    "bool", "linalg", "random",
 ]
 __all__ += array_api.__all__   # the Array API namespace (arange, full, matmul, maximum, minimum, ones, zeros...)
 # numpy's aliasing rule: the namespace's view functions return views, every other function a

@@ -1,0 +1,3 @@
+"""ug.nn: neural-network functions (no layer classes)"""
+
+from .dropout import dropout
