@@ -4,11 +4,12 @@ from . import conv as _conv
 from . import functional
 from .attention import scaled_dot_product_attention
 from .conv import *  # noqa: F403  (convolutions, pooling, interpolate: conv.__all__)
+from .dropout import dropout
 from .functional import *  # noqa: F403
 from ..array_api.extras import allclose, isclose, lerp
 from ..einsum import einsum
 
-__all__ = ["functional", "allclose", "einsum", "isclose", "lerp", "scaled_dot_product_attention"]
+__all__ = ["functional", "allclose", "dropout", "einsum", "isclose", "lerp", "scaled_dot_product_attention"]
 __all__ += functional.__all__
 __all__ += _conv.__all__
 
