@@ -12,6 +12,7 @@ from .device import Buffer, CompileError, Device, DeviceSpec, MatmulSpec, Progra
 from .env import ConfigError
 from .hookspecs import hookimpl
 from .jit import RetraceWarning, TracerValueError, jit
+from .autodiff import grad, gradients, jvp, keep_graph, stop_gradient, value_and_grad, vjp
 from .memory import memory_stats, reset_peak_memory_stats
 from .plugins import DeviceUnavailableError, registry
 from .schedule import ScheduleError
@@ -43,6 +44,7 @@ __all__ = [
     "RetraceWarning", "ScheduleError", "Tensor", "TracerValueError",
     "custom", "devices", "hookimpl", "jit", "memory_stats", "realize", "registry", "reset_peak_memory_stats",
     "schedule", "tensor", "where", "__version__",
+    "grad", "gradients", "jvp", "keep_graph", "stop_gradient", "value_and_grad", "vjp",
     "bool", "linalg",
 ]
 __all__ += array_api.__all__   # the Array API namespace (arange, full, matmul, maximum, minimum, ones, zeros...)

@@ -54,6 +54,25 @@ def note_thread() -> None:
         threads.several = True
 
 
+class _KeptSources:
+    """The sources of nodes realized while ug.grad / ug.vjp run a function (depth > 0): a
+    realize drops a node's sources, and the gradient walks back through them (autodiff)."""
+
+    depth = 0
+    nodes: "dict[Node, tuple[Node, ...]]" = {}
+
+
+kept_sources = _KeptSources()
+
+detached: "weakref.WeakSet[Node]" = weakref.WeakSet()
+"""Nodes no gradient flows back through (stop_gradient's, see `detach`)."""
+
+named: "weakref.WeakSet[Node]" = weakref.WeakSet()
+"""Identity views that stand for a value under a name of their own (detach's, and ug.grad's
+handles on its arguments): a view of one is not merged into a view of what it reads, which
+would drop the name from the graph."""
+
+
 class Node:
     __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "sig", "buffer", "_readers", "_creator", "__weakref__")
 
@@ -101,6 +120,8 @@ class Node:
 
     def set_buffer(self, buffer: "Buffer") -> None:
         self.buffer = buffer
+        if kept_sources.depth and self.srcs:  # a function is being differentiated: see there
+            kept_sources.nodes[self] = self.srcs
         self.srcs = ()
 
     def __repr__(self) -> str:
@@ -155,6 +176,21 @@ def iota(shape: tuple[int, ...], dtype: np.dtype, device: str) -> Node:
     return new_node(Op.IOTA, (), None, (tuple(shape), dtype, device))
 
 
+def detach(src: Node) -> Node:
+    """src's value as a node the gradient stops at (ug.stop_gradient): an identity view."""
+    node = name(src)
+    detached.add(node)
+    return node
+
+
+def name(src: Node) -> Node:
+    """src's value under a name of its own (an identity view that views do not merge through):
+    uses of it are told apart from other uses of src."""
+    node = new_node(Op.VIEW, (src,), View.contiguous(src.shape), src.sig)
+    named.add(node)
+    return node
+
+
 def from_buffer(buffer: "Buffer", shape: tuple[int, ...]) -> Node:
     return new_node(Op.BUFFER, (), None, (tuple(shape), buffer.dtype, buffer.device_name), buffer)
 
@@ -168,7 +204,7 @@ def view(src: Node, v: View) -> Node:
             return const(0, src.dtype, src.device, v.shape)
         if v.shape == src.shape and v.is_contiguous:
             return src
-        if src.op is not Op.VIEW or src.realized:
+        if src.op is not Op.VIEW or src.realized or src in named:
             break
         merged = chain_push((v,), src.arg)
         if len(merged) != 1:

@@ -72,7 +72,7 @@ import numpy as np
 
 from .device import Buffer
 from .faults import ForkedDeviceError, defer_interrupts
-from .graph import Node, graph_lock
+from .graph import Node, graph_lock, kept_sources
 from .ops import Op
 from .replay import PY, Capture, Guard, Stale, Trace, Write, general_replay, sig_text
 from .runtime import CompiledSchedule, realize_nodes
@@ -526,6 +526,10 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         if _TRACING and get_ident() in _TRACING:
             return fn(*args, **kwargs)  # called while a function is traced: part of that trace
+        if kept_sources.depth:
+            # ug.grad / ug.vjp run it: its graph must stay visible to be differentiated (a
+            # replay's results are buffers), so it runs lazily, as part of the caller's graph
+            return fn(*args, **kwargs)
         if kwargs:
             return tree_call(args, kwargs)
         # the replay path: one pass over the arguments for the key (flat: a tensor adds its

@@ -114,12 +114,53 @@ class Op(enum.Enum):
 
 @dataclass(frozen=True)
 class Alu:
-    """An elementwise op: how many operands, what numpy computes, how it prints."""
+    """An elementwise op: how many operands, what numpy computes, how it prints, and its
+    derivative (`vjp`, see "Derivatives" below: required, so a new op without one fails here)."""
 
     arity: int
     numpy: Callable[..., Any]
     symbol: str
+    vjp: "Vjp"
     returns_bool: bool = False
+
+
+# --- derivatives ---------------------------------------------------------------------------
+#
+# Each op's vector-Jacobian product sits next to its meaning: `vjp(d, g, out, *srcs)` gets the
+# cotangent g of the op's output (a lazy Tensor of the output's shape and dtype), the output
+# `out` and the operands `srcs` as Tensors, and returns one cotangent per operand (None: no
+# gradient flows to it). `d` is ug_core.autodiff, the rules' helpers (where, sign, ...): this
+# module imports no tensor code. Gradients flow through float values only: an op with an
+# integer or bool output (comparisons, bitwise ops, argmax's indices) has none (NO_GRADIENT),
+# and the float ops that are piecewise constant (floor, ceil, trunc, rint, floor division,
+# nextafter) have a zero one (ZERO_GRADIENT: JAX's and torch's rule). Where an op is not
+# differentiable at a point, the rule picks torch's one-sided value (documented per rule);
+# ties of max / min split the gradient equally between the equal operands.
+Vjp = Callable[..., "tuple[Any, ...]"]
+
+
+def NO_GRADIENT(d: Any, g: Any, out: Any, *srcs: Any) -> tuple[Any, ...]:
+    """The rule of an op whose output is never a float (nothing to differentiate)."""
+    return (None,) * len(srcs)
+
+
+def ZERO_GRADIENT(d: Any, g: Any, out: Any, *srcs: Any) -> tuple[Any, ...]:
+    """The rule of a piecewise-constant float op: its derivative is 0 wherever it exists."""
+    return (None,) * len(srcs)
+
+
+def _max_vjp(d: Any, g: Any, out: Any, a: Any, b: Any) -> tuple[Any, ...]:
+    """maximum: the larger operand gets g; equal operands get g / 2 each (torch's and JAX's
+    rule); a NaN operand (out is NaN) gets g."""
+    return g * d.where(a == b, 0.5, d.where(out == a, 1.0, 0.0)), g * d.where(a == b, 0.5, d.where(out == b, 1.0, 0.0))
+
+
+def _pow_vjp(d: Any, g: Any, out: Any, a: Any, b: Any) -> tuple[Any, ...]:
+    """a ** b: b a^(b-1) (0 where b == 0, as torch: 0 ** 0's), and out log(a) (0 where a == 0
+    and b >= 0, as torch)."""
+    da = d.where(b == 0, 0.0, g * b * a ** (b - 1))
+    db = d.where((a == 0) & (b >= 0), 0.0, g * out * a.log())
+    return da, db
 
 
 # --- what each op means, per dtype kind ----------------------------------------------------
@@ -217,46 +258,46 @@ def power(a: Any, b: Any) -> Any:
 ALU: dict[Op, Alu] = {
     # float: -x (flips the sign of 0 and NaN). int: wraps (-INT_MIN == INT_MIN). uint: 2**bits - x
     # (wraps: -0 == 0, -1 == max). bool: never built.
-    Op.NEG: Alu(1, np.negative, "neg"),
+    Op.NEG: Alu(1, np.negative, "neg", lambda d, g, out, x: (-g,)),
     # float: 1/x. int: numpy's reciprocal: 1 / x truncated (1, -1, else 0) and INT_MIN for
     # x == 0 (the frontend never builds it: reciprocal() of ints is float64). uint, bool: never
     # built.
-    Op.RECIP: Alu(1, np.reciprocal, "recip"),
+    Op.RECIP: Alu(1, np.reciprocal, "recip", lambda d, g, out, x: (-(g * out * out),)),
     # EXP ... TANH: float only (ints and bools are cast to float first, numpy's rule). numpy's
     # results, to a few ulp (tests/test_ulp.py: <= 4 ulp in float32 on every device); exp
     # overflows to inf and underflows through the subnormals to 0; log(0) == -inf, log(x < 0)
     # and log(-inf) are NaN; sin/cos(+-inf) are NaN; sqrt is correctly rounded, sqrt(-0) == -0.
-    Op.EXP: Alu(1, np.exp, "exp"),
-    Op.LOG: Alu(1, np.log, "log"),
-    Op.SQRT: Alu(1, np.sqrt, "sqrt"),
-    Op.SIN: Alu(1, np.sin, "sin"),
-    Op.COS: Alu(1, np.cos, "cos"),
-    Op.TANH: Alu(1, np.tanh, "tanh"),
+    Op.EXP: Alu(1, np.exp, "exp", lambda d, g, out, x: (g * out,)),
+    Op.LOG: Alu(1, np.log, "log", lambda d, g, out, x: (g / x,)),
+    Op.SQRT: Alu(1, np.sqrt, "sqrt", lambda d, g, out, x: (g * 0.5 / out,)),
+    Op.SIN: Alu(1, np.sin, "sin", lambda d, g, out, x: (g * x.cos(),)),
+    Op.COS: Alu(1, np.cos, "cos", lambda d, g, out, x: (-(g * x.sin()),)),
+    Op.TANH: Alu(1, np.tanh, "tanh", lambda d, g, out, x: (g * (1 - out * out),)),
     # float: |x| (clears the sign of -0 and NaN). int: wraps (|INT_MIN| == INT_MIN). uint, bool: x.
-    Op.ABS: Alu(1, np.abs, "abs"),
+    Op.ABS: Alu(1, np.abs, "abs", lambda d, g, out, x: (g * d.sign(x),)),
     # x == 0 (NaN is not zero, so NOT NaN is False), for every kind.
-    Op.NOT: Alu(1, np.logical_not, "not", returns_bool=True),
+    Op.NOT: Alu(1, np.logical_not, "not", NO_GRADIENT, returns_bool=True),
     # FLOOR ... RINT: float only, exact: the integer below, above, toward zero, nearest (ties to
     # even: the Array API's `round`); -0.0, +-inf and NaN are kept (ceil(-0.5) == -0.0). Of ints
     # and bools the frontend returns the input itself (numpy's floor would give float64).
-    Op.FLOOR: Alu(1, np.floor, "floor"),
-    Op.CEIL: Alu(1, np.ceil, "ceil"),
-    Op.TRUNC: Alu(1, np.trunc, "trunc"),
-    Op.RINT: Alu(1, np.rint, "rint"),
+    Op.FLOOR: Alu(1, np.floor, "floor", ZERO_GRADIENT),
+    Op.CEIL: Alu(1, np.ceil, "ceil", ZERO_GRADIENT),
+    Op.TRUNC: Alu(1, np.trunc, "trunc", ZERO_GRADIENT),
+    Op.RINT: Alu(1, np.rint, "rint", ZERO_GRADIENT),
     # int: ~x (-x - 1). uint: max - x. bool: never built (`~` of bools is NOT).
-    Op.INVERT: Alu(1, np.invert, "~"),
+    Op.INVERT: Alu(1, np.invert, "~", NO_GRADIENT),
     # float: the sign bit is set: True for -0.0 and for a NaN with its sign bit set. int, bool:
     # never built (the frontend compares with 0).
-    Op.SIGNBIT: Alu(1, np.signbit, "signbit", returns_bool=True),
+    Op.SIGNBIT: Alu(1, np.signbit, "signbit", NO_GRADIENT, returns_bool=True),
     # float: IEEE, no contraction into fma. int: wraps. bool: ADD is or, MUL is and (numpy);
     # SUB is never built (numpy refuses bool subtraction).
-    Op.ADD: Alu(2, np.add, "+"),
-    Op.SUB: Alu(2, np.subtract, "-"),
-    Op.MUL: Alu(2, np.multiply, "*"),
-    Op.DIV: Alu(2, divide, "/"),
-    Op.POW: Alu(2, power, "**"),
-    Op.MAX: Alu(2, maximum, "max"),
-    Op.MIN: Alu(2, minimum, "min"),
+    Op.ADD: Alu(2, np.add, "+", lambda d, g, out, a, b: (g, g)),
+    Op.SUB: Alu(2, np.subtract, "-", lambda d, g, out, a, b: (g, -g)),
+    Op.MUL: Alu(2, np.multiply, "*", lambda d, g, out, a, b: (g * b, g * a)),
+    Op.DIV: Alu(2, divide, "/", lambda d, g, out, a, b: (g / b, -(g * out) / b)),
+    Op.POW: Alu(2, power, "**", _pow_vjp),
+    Op.MAX: Alu(2, maximum, "max", _max_vjp),
+    Op.MIN: Alu(2, minimum, "min", _max_vjp),
     # numpy's floor_divide and remainder (Python's // and %: the remainder has the divisor's
     # sign). int: x // 0 == x % 0 == 0, INT_MIN // -1 == INT_MIN, INT_MIN % -1 == 0. uint: the
     # unsigned quotient and remainder, x // 0 == x % 0 == 0. float:
@@ -264,39 +305,39 @@ ALU: dict[Op, Alu] = {
     # zero quotient or remainder has the sign of x / y or of y (-0.0 // 1 == -0.0, 0.0 % -3
     # == -0.0); -1 // inf == -1 and -1 % inf == inf; inf // y and inf % y are NaN. bool: never
     # built (numpy gives int8).
-    Op.FLOORDIV: Alu(2, np.floor_divide, "//"),
-    Op.MOD: Alu(2, np.remainder, "%"),
+    Op.FLOORDIV: Alu(2, np.floor_divide, "//", ZERO_GRADIENT),
+    Op.MOD: Alu(2, np.remainder, "%", lambda d, g, out, a, b: (g, -(g * (a // b)))),
     # float: C's fmod, exact: x - n y for n = trunc(x / y) computed exactly, with x's sign;
     # fmod(x, 0) and fmod(+-inf, y) are NaN, fmod(x, +-inf) == x. The frontend does not build
     # it (no Array API function): the core's expansion of FLOORDIV and MOD computes from it.
-    Op.FMOD: Alu(2, np.fmod, "fmod"),
+    Op.FMOD: Alu(2, np.fmod, "fmod", lambda d, g, out, a, b: (g, -(g * d.trunc(a / b)))),
     # AND, OR, XOR: int, uint: bitwise (two's complement). bool: logical.
-    Op.AND: Alu(2, np.bitwise_and, "&"),
-    Op.OR: Alu(2, np.bitwise_or, "|"),
-    Op.XOR: Alu(2, np.bitwise_xor, "^"),
+    Op.AND: Alu(2, np.bitwise_and, "&", NO_GRADIENT),
+    Op.OR: Alu(2, np.bitwise_or, "|", NO_GRADIENT),
+    Op.XOR: Alu(2, np.bitwise_xor, "^", NO_GRADIENT),
     # ints and uints only, numpy's rule for counts outside [0, bits): x << n wraps, and is 0 for
     # n < 0 or n >= bits; x >> n is arithmetic (rounds toward -inf), and for such n it is 0, or
     # -1 for a negative x. uint: x >> n is logical; both are 0 for n >= bits.
-    Op.SHL: Alu(2, np.left_shift, "<<"),
-    Op.SHR: Alu(2, np.right_shift, ">>"),
+    Op.SHL: Alu(2, np.left_shift, "<<", NO_GRADIENT),
+    Op.SHR: Alu(2, np.right_shift, ">>", NO_GRADIENT),
     # float: the next representable value after x toward y (numpy's, of the operands' dtype:
     # float16 steps are float16's); y if x == y, for every dtype (C's rule: nextafter(0.0, -0.0)
     # == -0.0; numpy before 2.5 returned x for float16), the smallest subnormal with y's sign
     # from a zero, +-inf past the largest finite value and back, NaN if either is NaN.
-    Op.NEXTAFTER: Alu(2, nextafter, "nextafter"),
+    Op.NEXTAFTER: Alu(2, nextafter, "nextafter", ZERO_GRADIENT),
     # float: the angle of the point (x2, x1) in [-pi, pi], numpy's (C99's) arctan2 to a few ulp
     # (the core computes it on every device: ug_core.mathlib.atan2), with every special case:
     # the sign of a zero x1 is kept, atan2(+-0, -0) == +-pi, atan2(+-0, +0) == +-0,
     # atan2(+-inf, -inf) == +-3pi/4, atan2(+-inf, +inf) == +-pi/4, NaN if either is NaN.
-    Op.ATAN2: Alu(2, arctan2, "atan2"),
+    Op.ATAN2: Alu(2, arctan2, "atan2", lambda d, g, out, y, x: (g * x / (x * x + y * y), -(g * y) / (x * x + y * y))),
     # float: ordered comparisons (False with a NaN), but CMPNE, which is True with a NaN;
     # -0.0 == 0.0. int: signed. uint: unsigned. bool: False < True.
-    Op.CMPLT: Alu(2, np.less, "<", returns_bool=True),
-    Op.CMPLE: Alu(2, np.less_equal, "<=", returns_bool=True),
-    Op.CMPEQ: Alu(2, np.equal, "==", returns_bool=True),
-    Op.CMPNE: Alu(2, np.not_equal, "!=", returns_bool=True),
+    Op.CMPLT: Alu(2, np.less, "<", NO_GRADIENT, returns_bool=True),
+    Op.CMPLE: Alu(2, np.less_equal, "<=", NO_GRADIENT, returns_bool=True),
+    Op.CMPEQ: Alu(2, np.equal, "==", NO_GRADIENT, returns_bool=True),
+    Op.CMPNE: Alu(2, np.not_equal, "!=", NO_GRADIENT, returns_bool=True),
     # cond ? a : b, for every kind of a and b (cond is bool).
-    Op.WHERE: Alu(3, np.where, "where"),
+    Op.WHERE: Alu(3, np.where, "where", lambda d, g, out, c, a, b: (None, d.where(c, g, 0.0), d.where(c, 0.0, g))),
 }
 
 FLOAT, INT, UINT, BOOL_KIND = "f", "i", "u", "b"
@@ -346,6 +387,9 @@ class Reduce:
     name: str
     numpy: Callable[..., Any]
     combine: Op
+    # vjp(d, g, out, x, axes): the cotangent of x (shape x's) from g and out (both broadcast to
+    # x's shape), as Alu.vjp
+    vjp: Callable[..., Any]
 
 
 def _reduce_wide(ufunc: np.ufunc, values: np.ndarray, axis: tuple[int, ...], keepdims: bool,
@@ -374,10 +418,17 @@ def _reduce_extreme(values: np.ndarray, axis: Any, keepdims: bool, dtype: np.dty
 
 
 REDUCE: dict[Op, Reduce] = {
-    Op.SUM: Reduce("sum", lambda v, axis, keepdims, dtype: _reduce_wide(np.add, v, axis, keepdims, dtype), Op.ADD),
-    Op.RMAX: Reduce("max", lambda v, axis, keepdims, dtype: _reduce_extreme(v, axis, keepdims, dtype, True), Op.MAX),
-    Op.RMIN: Reduce("min", lambda v, axis, keepdims, dtype: _reduce_extreme(v, axis, keepdims, dtype, False), Op.MIN),
-    Op.PROD: Reduce("prod", lambda v, axis, keepdims, dtype: _reduce_wide(np.multiply, v, axis, keepdims, dtype), Op.MUL),
+    Op.SUM: Reduce("sum", lambda v, axis, keepdims, dtype: _reduce_wide(np.add, v, axis, keepdims, dtype), Op.ADD,
+                   lambda d, g, out, x, axes: g),
+    # max / min: the gradient goes to the elements equal to the result, split equally between
+    # ties (JAX's and torch.amax's rule); where the result is NaN, to the NaN elements
+    Op.RMAX: Reduce("max", lambda v, axis, keepdims, dtype: _reduce_extreme(v, axis, keepdims, dtype, True), Op.MAX,
+                    lambda d, g, out, x, axes: d.extreme_vjp(g, out, x, axes)),
+    Op.RMIN: Reduce("min", lambda v, axis, keepdims, dtype: _reduce_extreme(v, axis, keepdims, dtype, False), Op.MIN,
+                    lambda d, g, out, x, axes: d.extreme_vjp(g, out, x, axes)),
+    # prod: the product of the other elements, exact with zeros in the row (no division by 0)
+    Op.PROD: Reduce("prod", lambda v, axis, keepdims, dtype: _reduce_wide(np.multiply, v, axis, keepdims, dtype), Op.MUL,
+                    lambda d, g, out, x, axes: d.prod_vjp(g, out, x, axes)),
 }
 
 
@@ -419,6 +470,16 @@ block seeded with it: about (blocks + block length) eps max |prefix| at most). T
 4 sqrt(n) eps max |prefix|. A blocked scan, or one with include_initial (the identity put in
 front as a first value), may give +0.0 where the whole prefix is -0.0."""
 
+SCAN_VJP: dict[Op, Callable[..., Any]] = {
+    # vjp(d, g, out, x, axis): the cotangent of x. cumsum's is the reverse cumsum of g;
+    # cumprod's the products of the others (exact with zeros); cummax / cummin's goes to the
+    # element each running extreme was taken from (the last of equal ones, as torch's cummax)
+    Op.SUM: lambda d, g, out, x, axis: d.reverse_cumsum(g, axis),
+    Op.PROD: lambda d, g, out, x, axis: d.cumprod_vjp(g, out, x, axis),
+    Op.RMAX: lambda d, g, out, x, axis: d.cumextreme_vjp(g, out, x, axis),
+    Op.RMIN: lambda d, g, out, x, axis: d.cumextreme_vjp(g, out, x, axis),
+}
+
 GRAPH_ONLY = frozenset({Op.BUFFER, Op.VIEW, Op.REDUCE, Op.SCAN, Op.MATMUL, Op.CUSTOM, Op.COPY, Op.SORT, Op.ASSIGN})
 LEAVES = frozenset({Op.CONST, Op.IOTA, Op.LOAD, Op.ACC})
 INDEXED = frozenset({Op.GATHER, Op.SCATTER})
@@ -436,3 +497,28 @@ def check_exhaustive(handled: Iterable[Op], required: Iterable[Op], who: str) ->
 CONVERSIONS = frozenset({Op.CAST, Op.BITCAST})
 check_exhaustive(set(ALU) | CONVERSIONS | set(REDUCE) | GRAPH_ONLY | LEAVES | INDEXED, Op, "ops tables")
 check_exhaustive(KINDS, ALU, "ops.KINDS")
+check_exhaustive(SCAN_VJP, SCANS, "ops.SCAN_VJP")
+
+STRUCTURAL_VJP: dict[Op, Vjp] = {
+    # vjp(d, g, out, srcs, arg) for the ops that are not ALU ops: srcs and out are Tensors, arg
+    # the node's arg (see the ops' comments at the top). The helpers are ug_core.autodiff's.
+    Op.CAST: lambda d, g, out, srcs, arg: (d.cast_vjp(g, srcs[0]),),   # float -> float only
+    Op.VIEW: lambda d, g, out, srcs, arg: (d.view_vjp(g, srcs[0].shape, arg),),
+    Op.REDUCE: lambda d, g, out, srcs, arg: (d.reduce_vjp(g, out, srcs[0], arg),),
+    Op.SCAN: lambda d, g, out, srcs, arg: (SCAN_VJP[arg[0]](d, g, out, srcs[0], arg[1]),),
+    Op.MATMUL: lambda d, g, out, srcs, arg: d.matmul_vjp(g, *srcs),
+    Op.GATHER: lambda d, g, out, srcs, arg: (d.gather_vjp(g, srcs[0], srcs[1], arg), None),
+    Op.SCATTER: lambda d, g, out, srcs, arg: (d.scatter_vjp(g, out, srcs[0], srcs[1], arg), None),
+    Op.SORT: lambda d, g, out, srcs, arg: (d.sort_vjp(g, srcs[0], arg),),
+    Op.ASSIGN: lambda d, g, out, srcs, arg: d.assign_vjp(g, srcs[0], srcs[1], arg),
+    Op.COPY: lambda d, g, out, srcs, arg: (d.copy_vjp(g, srcs[0]),),
+    Op.CUSTOM: lambda d, g, out, srcs, arg: d.custom_vjp(g, out, srcs, arg),
+}
+"""The derivatives of the graph's other ops (ALU ops carry theirs in ALU, reductions in
+REDUCE, scans in SCAN_VJP)."""
+
+NO_DERIVATIVE = frozenset({Op.CONST, Op.IOTA, Op.BUFFER, Op.BITCAST, Op.LOAD, Op.ACC})
+"""Ops no gradient flows through: the graph's leaves (constants, index vectors, buffers: a
+gradient stops there), BITCAST (bits seen as another dtype: not a function of the value), and
+the kernel-IR-only leaves."""
+check_exhaustive(set(ALU) | set(STRUCTURAL_VJP) | NO_DERIVATIVE | set(REDUCE), Op, "the derivative rules (ops.*VJP)")

@@ -698,7 +698,9 @@ class Tensor:
         return self if self.dtype.kind == "f" else self.astype(dtypes.ufunc_result(np.exp, self.dtype))
 
     def relu(self) -> "Tensor":
-        return maximum(self, 0)
+        """max(x, 0), NaN kept; its gradient at 0 is 0 (torch's and JAX's), where maximum's
+        would split it."""
+        return where(self <= 0, 0, self)
 
     def sigmoid(self) -> "Tensor":
         """1 / (1 + exp(-x)), as e / (1 + e) with e = exp(x) for x < 0: exp(-x) overflows
@@ -836,13 +838,17 @@ class Tensor:
 
     def softmax(self, axis: int = -1) -> "Tensor":
         x = self._float()
-        e = (x - x.max(axis, keepdims=True)).exp()
+        e = (x - x.max(axis, keepdims=True).detach()).exp()  # (the shift cancels: no gradient)
         return e / e.sum(axis, keepdims=True)
 
     def log_softmax(self, axis: int = -1) -> "Tensor":
         x = self._float()
-        shifted = x - x.max(axis, keepdims=True)
+        shifted = x - x.max(axis, keepdims=True).detach()
         return shifted - shifted.exp().sum(axis, keepdims=True).log()
+
+    def detach(self) -> "Tensor":
+        """This value with no gradient flowing back through it (ug.stop_gradient)."""
+        return Tensor(graph.detach(self._node))
 
     # --- movement (views: numpy's, see TensorView) ---
     def _view(self, v: View, writeable: bool = True) -> "Tensor":
@@ -1315,8 +1321,11 @@ def matmul(a: Any, b: Any) -> Tensor:
     return Tensor(graph.view(out._node, View.contiguous(shape))) if shape != out.shape else out
 
 
-def custom(fn: Callable[..., Any], inputs: Iterable[Tensor], shape: Any, dtype: Any) -> Tensor:
-    """A host function as a graph op: fn(out_ndarray, *input_ndarrays) fills `out` in place."""
+def custom(fn: Callable[..., Any], inputs: Iterable[Tensor], shape: Any, dtype: Any,
+           vjp: Callable[..., Any] | None = None) -> Tensor:
+    """A host function as a graph op: fn(out_ndarray, *input_ndarrays) fills `out` in place.
+    `vjp(g, out, *inputs)`, built from ug ops, returns one cotangent (or None) per input: how
+    ug.grad differentiates through it (without one, differentiating it is a TypeError)."""
     if not callable(fn):
         raise TypeError(f"custom: fn must be callable, got {fn!r}")
     inputs = list(inputs)
@@ -1328,4 +1337,10 @@ def custom(fn: Callable[..., Any], inputs: Iterable[Tensor], shape: Any, dtype: 
         raise ValueError(f"custom: inputs are on different devices: {sorted(devices)}")
     device = devices.pop() if devices else _resolve_device(None)
     dt = _check_supported(dtypes.to_dtype(dtype), device)
-    return Tensor(graph.custom(fn, tuple(t._node for t in inputs), _shape_arg(shape), dt, device))
+    if vjp is not None and not callable(vjp):
+        raise TypeError(f"custom: vjp must be callable, got {vjp!r}")
+    node = graph.custom(fn, tuple(t._node for t in inputs), _shape_arg(shape), dt, device)
+    if vjp is not None:
+        from .autodiff import custom_vjps
+        custom_vjps[node] = vjp
+    return Tensor(node)
