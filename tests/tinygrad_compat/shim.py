@@ -444,7 +444,8 @@ class Tensor:
         _PHASE["backward"] = True
         fn = _lookup("gradient", "gradients")
         cot = None if gradient is None else gradient._t
-        return [Tensor(g) for g in fn(self._t, [t._t for t in targets], cot)]
+        # tinygrad gives zeros for a target the output does not depend on
+        return [Tensor(g) for g in fn(self._t, [t._t for t in targets], cot, allow_unused=True)]
 
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """tinygrad's backward: fills ``.grad`` of every live tensor created with requires_grad."""
@@ -860,7 +861,9 @@ class Tensor:
         if isinstance(idx, Tensor):
             return idx._t
         if isinstance(idx, (list, tuple)):
-            return ug.tensor(np.array(idx, dtype=np.int32))
+            arr = np.array(idx)
+            # ints become tinygrad's int32; floats or bools stay so that ug rejects or masks them
+            return ug.tensor(arr.astype(np.int32) if arr.dtype == np.int64 else arr)
         return idx
 
     def __getitem__(self, idx: Any) -> Tensor:
