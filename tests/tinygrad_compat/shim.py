@@ -765,10 +765,11 @@ class Tensor:
         return self._scalar_as_1d(lambda t: ug.cumulative_prod(t, axis=axis if self.ndim else 0), axis)
 
     def cummax(self, axis: int = 0) -> Any:
-        return self._nn("cummax", axis=axis)
+        # tinygrad's cummax is the values (torch.cummax(...).values)
+        return self._nn("cummax", axis)[0]
 
     def cummin(self, axis: int = 0) -> Any:
-        return self._nn("cummin", axis=axis)
+        return self._nn("cummin", axis)[0]
 
     def isclose(self, other: Tensor, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
         return self._nn("isclose", other, rtol=rtol, atol=atol, equal_nan=equal_nan)
@@ -906,7 +907,8 @@ class Tensor:
         return Tensor(ug.stack([t._t for t in ts], axis=dim))
 
     def split(self, sizes: Any, dim: int = 0) -> list[Tensor]:
-        return list(self._nn("split", sizes, axis=dim))
+        # torch.split's meaning (sizes, not numpy's split points): ug.nn.split
+        return list(self._nn("split", sizes, dim, names=["nn.split"]))
 
     def chunk(self, chunks: int, dim: int = 0) -> list[Tensor]:
         return self.split(math.ceil(self.shape[dim] / chunks), dim)
@@ -982,7 +984,8 @@ class Tensor:
         return Tensor(v), Tensor(ug.astype(i, dtypes.int32))
 
     def one_hot(self, num_classes: int = -1) -> Tensor:
-        return self._nn("one_hot", num_classes)
+        # tinygrad's one-hot has the input's dtype (torch's is int64)
+        return self._nn("one_hot", num_classes).cast(self.dtype)
 
     # --- nn -----------------------------------------------------------------------------------
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
@@ -992,7 +995,8 @@ class Tensor:
     def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Any = 1,
                dilation: Any = 1, padding: Any = 0, **kw: Any) -> Tensor:
         nd = weight.ndim - 2
-        return _call(f"conv{nd}d", [f"nn.conv{nd}d", "nn.conv"], self, weight, bias, stride=stride,
+        x, padding = self._presided(padding, nd, 0.0)
+        return _call(f"conv{nd}d", [f"nn.conv{nd}d", "nn.conv"], x, weight, bias, stride=stride,
                      padding=padding, dilation=dilation, groups=groups)
 
     def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: Any = 1,
@@ -1001,11 +1005,24 @@ class Tensor:
         return _call(f"conv_transpose{nd}d", [f"nn.conv_transpose{nd}d", "nn.conv_transpose"], self, weight, bias,
                      stride=stride, padding=padding, output_padding=output_padding, groups=groups, dilation=dilation)
 
+    def _presided(self, padding: Any, nd: int, value: float) -> tuple[Tensor, Any]:
+        """tinygrad's conv/pool padding may be per side (torch's flat pad order, last dim first) or
+        negative (a crop); torch's functions pad symmetrically: pad here, then call them with 0."""
+        if isinstance(padding, (tuple, list)) and len(padding) == 2 * nd:
+            return self.pad(tuple(padding), value=value), 0
+        sym = [padding] * nd if isinstance(padding, int) else list(padding)
+        if any(p < 0 for p in sym):
+            return self.pad(tuple(p for p in reversed(sym) for _ in range(2)), value=value), 0
+        return self, padding
+
     def max_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
                    ceil_mode: bool = False, return_indices: bool = False) -> Any:
         nd = len(kernel_size) if isinstance(kernel_size, (tuple, list)) else 2
-        return _call(f"max_pool{nd}d", [f"nn.max_pool{nd}d", "nn.max_pool"], self, kernel_size, stride=stride,
-                     padding=padding, dilation=dilation, ceil_mode=ceil_mode, return_indices=return_indices)
+        x, padding = self._presided(padding, nd, -math.inf) if not return_indices else (self, padding)
+        out = _call(f"max_pool{nd}d", [f"nn.max_pool{nd}d", "nn.max_pool"], x, kernel_size, stride=stride,
+                    padding=padding, dilation=dilation, ceil_mode=ceil_mode, return_indices=return_indices)
+        # tinygrad's indices are its default int
+        return (out[0], out[1].cast(dtypes.int32)) if return_indices else out
 
     def avg_pool2d(self, kernel_size: Any = (2, 2), stride: Any = None, dilation: Any = 1, padding: Any = 0,
                    ceil_mode: bool = False, count_include_pad: bool = True) -> Tensor:
@@ -1021,12 +1038,17 @@ class Tensor:
                      output_size=output_size)
 
     def interpolate(self, size: tuple[int, ...], mode: str = "linear", align_corners: bool = False) -> Tensor:
-        return self._nn("interpolate", size=tuple(size), mode=mode, align_corners=align_corners)
+        # torch's interpolate takes align_corners only for the (bi/tri)linear and bicubic modes
+        kw = {"align_corners": align_corners} if "linear" in mode or mode == "bicubic" else {}
+        # tinygrad's "linear" is linear in every spatial dim: torch's bilinear/trilinear
+        if mode == "linear":
+            mode = {4: "bilinear", 5: "trilinear"}.get(self.ndim, mode)
+        return self._nn("interpolate", size=tuple(size), mode=mode, **kw)
 
     def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
                                      dropout_p: float = 0.0, is_causal: bool = False, **kw: Any) -> Tensor:
         return self._nn("scaled_dot_product_attention", key, value, attn_mask=attn_mask, dropout_p=dropout_p,
-                        is_causal=is_causal)
+                        is_causal=is_causal, **kw)
 
     def cross_entropy(self, Y: Tensor, reduction: str = "mean", label_smoothing: float = 0.0) -> Tensor:  # noqa: N803
         return self._nn("cross_entropy", Y, reduction=reduction, label_smoothing=label_smoothing)
@@ -1049,8 +1071,10 @@ class Tensor:
 
     def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0,  # noqa: N803
                                         reduction: str = "mean") -> Tensor:
-        # tinygrad's name for cross entropy over integer labels with logits
-        return self._nn("cross_entropy", Y, ignore_index=ignore_index, label_smoothing=label_smoothing,
+        # tinygrad's name for cross entropy over integer labels with logits; its class axis is the
+        # last one, torch's the second
+        x = self if self.ndim <= 2 else self.permute(0, self.ndim - 1, *range(1, self.ndim - 1))
+        return x._nn("cross_entropy", Y, ignore_index=ignore_index, label_smoothing=label_smoothing,
                         reduction=reduction, names=["nn.cross_entropy"])
 
     @staticmethod
