@@ -40,7 +40,7 @@ from .ops import ALU, NO_DERIVATIVE, REDUCE, STRUCTURAL_VJP, Op
 from .tensor import Tensor, _make, where, zeros
 from .view import View, prod
 
-__all__ = ["grad", "value_and_grad", "vjp", "jvp", "gradients", "stop_gradient", "keep_graph"]
+__all__ = ["grad", "value_and_grad", "vjp", "jvp", "gradients", "stop_gradient", "keep_graph", "define_vjp"]
 
 _INT64 = np.dtype(np.int64)
 
@@ -384,7 +384,11 @@ Sources = Callable[[Node], "tuple[Node, ...]"]
 
 
 def _sources(node: Node) -> tuple[Node, ...]:
-    """A node's sources, or those it had when a realize dropped them under keep_graph."""
+    """A node's sources, or those it had when a realize dropped them under keep_graph; for a
+    value with its own derivative (define_vjp), that rule's inputs."""
+    own = graph.derivatives.get(node)
+    if own is not None:
+        return own[0]
     return node.srcs or graph.kept_sources.nodes.get(node, ())
 
 
@@ -416,6 +420,9 @@ def _walk(roots: Sequence[Node], sources: Sources = _sources) -> list[Node]:
 def _rule(node: Node, g: Tensor, srcs: tuple[Node, ...]) -> tuple[Tensor | None, ...]:
     out = Tensor(node)
     args = tuple(Tensor(s) for s in srcs)
+    own = graph.derivatives.get(node)
+    if own is not None:
+        return tuple(own[1](g, out, *args))
     if node.op in ALU:
         return tuple(ALU[node.op].vjp(_this, g, out, *args))
     return tuple(STRUCTURAL_VJP[node.op](_this, g, out, args, node.arg))
@@ -465,6 +472,17 @@ def _accumulate(cotangents: dict[int, Tensor], node: Node, ct: Tensor) -> None:
 
 
 # --- the public functions -----------------------------------------------------------------------
+
+
+def define_vjp(value: Tensor, inputs: Sequence[Tensor], rule: Callable[..., Any]) -> Tensor:
+    """`value` (computed from `inputs`) with its own derivative: rule(g, out, *inputs) returns one
+    cotangent (or None) per input, built from ug ops (so it differentiates again). The gradient
+    takes it instead of going through the graph that computes `value`: for numerically careful
+    formulas (expm1, log1p, the elu family) whose unused `where` branches would give NaN
+    gradients, or whose derivative has a simpler exact form (JAX's custom_vjp)."""
+    node = graph.name(value.node)
+    graph.derivatives[node] = (tuple(t.node for t in inputs), rule)
+    return Tensor(node)
 
 
 def stop_gradient(x: Any) -> Tensor:

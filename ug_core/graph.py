@@ -67,6 +67,11 @@ kept_sources = _KeptSources()
 detached: "weakref.WeakSet[Node]" = weakref.WeakSet()
 """Nodes no gradient flows back through (stop_gradient's, see `detach`)."""
 
+derivatives: "weakref.WeakKeyDictionary[Node, tuple[tuple[Node, ...], Callable[..., Any]]]" = weakref.WeakKeyDictionary()
+"""A composite value's own derivative (autodiff.define_vjp): node -> (its inputs, rule); the
+gradient walk takes the rule instead of going through the graph that computes the value (a
+numerically careful formula whose unused branches would give NaN gradients)."""
+
 named: "weakref.WeakSet[Node]" = weakref.WeakSet()
 """Identity views that stand for a value under a name of their own (detach's, and ug.grad's
 handles on its arguments): a view of one is not merged into a view of what it reads, which

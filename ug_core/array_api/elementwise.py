@@ -239,7 +239,31 @@ def clip(x: Tensor, /, min: Any = None, max: Any = None) -> Tensor:
         out = _minimum(out, max)
     if out is x:
         return Tensor(x.node)
-    return out if out.dtype == x.dtype else out.astype(x.dtype)
+    out = out if out.dtype == x.dtype else out.astype(x.dtype)
+    if x.dtype.kind != "f":
+        return out
+    # torch's derivative: g to x where min <= x <= max (maximum / minimum split a tie in half),
+    # and to a tensor bound where it is taken
+    bounds = [(b, lower) for b, lower in ((min, True), (max, False)) if isinstance(b, Tensor)]
+
+    def rule(g: Tensor, out: Tensor, x: Tensor, *bs: Tensor) -> tuple[Tensor | None, ...]:
+        inside = (x == x) if min is None else (x >= min)
+        if max is not None:
+            inside = inside & (x <= max)
+        grads: list[Tensor | None] = [where(inside, g, 0.0)]
+        for (_, lower), b in zip(bounds, bs):
+            taken = (x < b) if lower else (x > b)
+            grads.append(_sum_to(where(taken, g, 0.0), b.shape).astype(b.dtype) if b.dtype.kind == "f" else None)
+        return tuple(grads)
+    from ..autodiff import define_vjp
+    return define_vjp(out, [x] + [b for b, _ in bounds], rule)
+
+
+def _sum_to(t: Tensor, shape: tuple[int, ...]) -> Tensor:
+    """t summed over the dims a broadcast to its shape added or stretched from size 1."""
+    lead = t.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + d for d, n in enumerate(shape) if n == 1 and t.shape[lead + d] != 1)
+    return t.sum(axis=axes, keepdims=True).reshape(shape) if axes else t
 
 
 def conj(x: Tensor, /) -> Tensor:

@@ -23,6 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..autodiff import define_vjp
 from ..ops import Op
 from ..tensor import Tensor, _as_tensor, maximum as _maximum, minimum as _minimum, where
 from ._common import check_tensor
@@ -99,7 +100,9 @@ def _expm1_from(x: Tensor, u: Tensor) -> Tensor:
 def log1p(x: Tensor) -> Tensor:
     """log(1 + x), accurate for tiny x; log1p(-1) == -inf, NaN below, log1p(inf) == inf."""
     u = 1 + x
-    return where(x == math.inf, x, _log1p_from(x, u, u.log()))
+    out = where(x == math.inf, x, _log1p_from(x, u, u.log()))
+    # its own derivative: the careful formula's unused branches (x / log(u) at u == 1) gave NaN
+    return define_vjp(out, [x], lambda g, out, x: (g / (1 + x),))
 
 
 @_unary_function
@@ -107,7 +110,8 @@ def expm1(x: Tensor) -> Tensor:
     """exp(x) - 1, accurate for tiny x; expm1(-inf) == -1, inf where exp overflows."""
     u = x.exp()
     r = where(u - 1 == -1, u - 1, _expm1_from(x, u))
-    return where(u == math.inf, u, r)
+    # its own derivative (exp(x)): the careful formula's unused branches gave NaN at 0
+    return define_vjp(where(u == math.inf, u, r), [x], lambda g, out, x: (g * x.exp(),))
 
 
 def _times(v: Tensor, constant: tuple[float, float]) -> Tensor:
@@ -136,7 +140,9 @@ def log10(x: Tensor) -> Tensor:
 def logaddexp(a: Tensor, b: Tensor) -> Tensor:
     """log(exp(x1) + exp(x2)), numpy's way: max + log1p(exp(-|x1 - x2|)), and x + log(2) for
     equal operands (infinities included, whose difference is NaN)."""
-    return where(a == b, a + _k(a, LN2), _maximum(a, b) + log1p((-(a - b).abs()).exp()))
+    out = where(a == b, a + _k(a, LN2), _maximum(a, b) + log1p((-(a - b).abs()).exp()))
+    # its own derivative, the softmax weights (1/2 each at a tie, where the formula gave all to a)
+    return define_vjp(out, [a, b], lambda g, out, a, b: (g * (a - out).exp(), g * (b - out).exp()))
 
 
 # --- trigonometric --------------------------------------------------------------------------
