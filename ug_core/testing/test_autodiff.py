@@ -179,6 +179,7 @@ BINARY = {
     "atan2": (lambda a, b: ug.atan2(a, b), lambda r: (away(r, S), away(r, S))),
     "hypot": (lambda a, b: ug.hypot(a, b), lambda r: (away(r, S), away(r, S))),
     "logaddexp": (lambda a, b: ug.logaddexp(a, b), lambda r: (r.standard_normal(S), r.standard_normal(S))),
+    "nextafter": (lambda a, b: ug.nextafter(a, b) * b, lambda r: (away(r, S), away(r, S))),
     "copysign": (lambda a, b: ug.copysign(a, b) * b, lambda r: (away(r, S), away(r, S))),
     "broadcast_row": (lambda a, b: a * b, lambda r: (r.standard_normal(S), r.standard_normal(S[1:]))),
     "broadcast_column": (lambda a, b: a / b, lambda r: (r.standard_normal(S), away(r, (S[0], 1), 0.5))),
@@ -235,6 +236,17 @@ def test_maximum_minimum_ties_split_equally(device, name):
     else:
         np.testing.assert_array_equal(ga.numpy(), [0.5, 0.0, 3.0, 2.0])
         np.testing.assert_array_equal(gb.numpy(), [0.5, 2.0, 0.0, 2.0])
+
+
+def test_at_the_branch_points(device):
+    # functions computed by branches (sigmoid, gelu and silu on the sign of x, logaddexp on a
+    # tie) have the derivative of the function there, not of one branch's abs
+    x = ug.tensor(np.array([0.0, -0.0]), device=device)
+    np.testing.assert_array_equal(ug.grad(lambda t: t.sigmoid().sum())(x).numpy(), [0.25, 0.25])
+    np.testing.assert_allclose(ug.grad(lambda t: t.gelu().sum())(x).numpy(), [0.5, 0.5], rtol=1e-15)
+    np.testing.assert_allclose(ug.grad(lambda t: t.silu().sum())(x).numpy(), [0.5, 0.5], rtol=1e-15)
+    ab = ug.tensor(np.array([1.5, 1.5]), device=device)
+    np.testing.assert_array_equal(ug.grad(lambda t: ug.logaddexp(t[0], t[1]))(ab).numpy(), [0.5, 0.5])
 
 
 def test_relu_and_abs_at_zero(device):
@@ -512,6 +524,38 @@ def _iadd(x, key, value):
 @pytest.mark.parametrize("name", list(SCATTERS))
 def test_scatter_and_assign(device, rng, name):
     check_grad(device, rng, SCATTERS[name](device), rng.standard_normal(V), rng.standard_normal((4, 3)))
+
+
+def test_bincount_weights(device, rng):
+    idx = _ix(device, np.array([0, 3, 3, 1, 0, 3]))
+    check_grad(device, rng, lambda w: ug.bincount(idx, weights=w) ** 2, rng.standard_normal(6))
+
+
+def test_write_to_the_argument_inside_the_function(device, rng):
+    # the gradient is the argument's value's, from before the write: an overwritten element
+    # gets none
+    def f(t):
+        t[0] = 5.0
+        t[2:] += t[:2] * 2
+        return t * t
+    x = rng.standard_normal(4)
+    check_grad(device, rng, f, x)
+    xt = ug.tensor(x, device=device)
+    g = ug.grad(lambda t: f(t).sum())(xt)
+    np.testing.assert_allclose(g.numpy(), [0.0, 2 * x[1] + 4 * (x[3] + 2 * x[1]), 2 * (x[2] + 10), 2 * (x[3] + 2 * x[1])],
+                               rtol=1e-14)
+    np.testing.assert_array_equal(xt.numpy(), x)   # and the caller's tensor is not written
+
+
+@pytest.mark.parametrize("name", ["inv", "det", "solve", "slogdet"])
+def test_host_linalg_is_not_silently_constant(device, rng, name):
+    # numpy.linalg on the host has no derivative rule: differentiating through it is a TypeError,
+    # not a gradient of 0
+    fn = {"inv": lambda t: ug.linalg.inv(t).sum(), "det": lambda t: ug.linalg.det(t),
+          "solve": lambda t: ug.linalg.solve(t, t[:, :1]).sum(), "slogdet": lambda t: ug.linalg.slogdet(t).logabsdet}[name]
+    x = ug.tensor(rng.standard_normal((3, 3)) + 3 * np.eye(3), device=device)
+    with pytest.raises(TypeError, match="numpy.linalg"):
+        ug.grad(fn)(x)
 
 
 def test_in_place_write_inside_the_function(device, rng):
