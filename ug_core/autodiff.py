@@ -588,6 +588,9 @@ def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[A
     for i, t in enumerate(leaves):
         _check_float(t, f"input {i} (shape {t.shape})")
     handles = [_handle(t) for t in leaves]
+    # the arguments' nodes now: a write to an argument inside fn (t[0] = 5) gives its handle a
+    # new node (the write's), and the gradient is the argument's, from before the write
+    wrt = [h.node for h in handles]
     with keep_graph():
         result = fn(*_tree_replace(primals, handles))
         out, aux = _split_aux(result, has_aux)
@@ -598,7 +601,6 @@ def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[A
         graph_now = {id(n): (n, _sources(n)) for n in _walk(out_nodes)}
     for i, t in enumerate(out_leaves):
         _check_float(t, f"output {i} (shape {t.shape})")
-    wrt = [h.node for h in handles]
 
     def sources(node: Node) -> tuple[Node, ...]:
         entry = graph_now.get(id(node))

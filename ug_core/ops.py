@@ -132,8 +132,8 @@ class Alu:
 # gradient flows to it). `d` is ug_core.autodiff, the rules' helpers (where, sign, ...): this
 # module imports no tensor code. Gradients flow through float values only: an op with an
 # integer or bool output (comparisons, bitwise ops, argmax's indices) has none (NO_GRADIENT),
-# and the float ops that are piecewise constant (floor, ceil, trunc, rint, floor division,
-# nextafter) have a zero one (ZERO_GRADIENT: JAX's and torch's rule). Where an op is not
+# and the float ops that are piecewise constant (floor, ceil, trunc, rint, floor division)
+# have a zero one (ZERO_GRADIENT: JAX's and torch's rule). Where an op is not
 # differentiable at a point, the rule picks torch's one-sided value (documented per rule);
 # ties of max / min split the gradient equally between the equal operands.
 Vjp = Callable[..., "tuple[Any, ...]"]
@@ -324,7 +324,8 @@ ALU: dict[Op, Alu] = {
     # float16 steps are float16's); y if x == y, for every dtype (C's rule: nextafter(0.0, -0.0)
     # == -0.0; numpy before 2.5 returned x for float16), the smallest subnormal with y's sign
     # from a zero, +-inf past the largest finite value and back, NaN if either is NaN.
-    Op.NEXTAFTER: Alu(2, nextafter, "nextafter", ZERO_GRADIENT),
+    # Its derivative: 1 in x (one ulp from x: the identity, as finite differences see it), 0 in y.
+    Op.NEXTAFTER: Alu(2, nextafter, "nextafter", lambda d, g, out, x, y: (g, None)),
     # float: the angle of the point (x2, x1) in [-pi, pi], numpy's (C99's) arctan2 to a few ulp
     # (the core computes it on every device: ug_core.mathlib.atan2), with every special case:
     # the sign of a zero x1 is kept, atan2(+-0, -0) == +-pi, atan2(+-0, +0) == +-0,

@@ -115,7 +115,9 @@ def bincount(x: Any, /, weights: Any = None, minlength: int = 0) -> Tensor:
     # row's buffer is the result itself, not copied into another (no zeros added either: a
     # count of one huge value filled two buffers of the whole length)
     rows = _scatter(values, x, Op.SUM, length)
-    if rows.shape[0] > 1 or tracing():
+    # (lazy also while a function is differentiated, graph.kept_sources: a buffer of the counts
+    # read back would be a constant, and the weights' gradient silently 0)
+    if rows.shape[0] > 1 or tracing() or graph.kept_sources.depth:
         return rows._reduce(Op.SUM, 0, False, rows.dtype) if rows.shape[0] > 1 else rows.reshape(length)
     rows.realize()
     buffer = rows.node.buffer

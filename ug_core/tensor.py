@@ -706,7 +706,9 @@ class Tensor:
         """1 / (1 + exp(-x)), as e / (1 + e) with e = exp(x) for x < 0: exp(-x) overflows
         there, which gave 0 where the result is a (subnormal or small normal) number."""
         x = self._float()
-        e = (-x.abs()).exp()
+        # -|x| spelled with the branch's sign, the same value: abs's derivative at 0 is 0, which
+        # gave sigmoid'(0) == 0 (not 1/4) to ug.grad
+        e = where(x >= 0, -x, x).exp()
         r = (1 + e).reciprocal()
         return where(x >= 0, r, e * r)
 
@@ -714,7 +716,7 @@ class Tensor:
         """self * sigmoid(2 half_z), accurate where it is tiny: with h = exp(-|half_z|) (no
         overflow), self * h * h for z < 0 rounds once into the subnormals, where self * exp(z)
         multiplied an already rounded subnormal (or 0) by self."""
-        h = (-half_z.abs()).exp()
+        h = where(half_z >= 0, -half_z, half_z).exp()   # -|half_z|, differentiable at 0 (sigmoid's)
         r = (1 + h * h).reciprocal()
         return where(half_z >= 0, self * r, self * h * h * r)
 

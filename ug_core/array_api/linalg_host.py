@@ -18,6 +18,7 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from .. import graph
 from ..api import realize
 from ..tensor import Tensor, _broadcast_shape, _normalize_axis, custom, matmul, tensor, tracing
 from ._common import check_tensor
@@ -69,7 +70,10 @@ def _host_results(fn: Callable[..., Any], inputs: list[Tensor], cores: tuple[int
     devices = {x.device for x in inputs}
     if len(devices) > 1:
         raise ValueError(f"{name or fn.__name__}: inputs are on different devices: {sorted(devices)}")
-    if tracing():
+    if tracing() or graph.kept_sources.depth:
+        # (and while ug.grad / ug.vjp run a function: a result computed now would be a
+        # constant, its gradient silently 0; as a ug.custom item, differentiating it is
+        # custom's TypeError, and a LinAlgError is raised when it is computed)
         return [_custom(fn, inputs, cores, None if count == 0 else i, name) for i in range(max(count, 1))]
     realize(*inputs)
     result = fn(*(x.numpy() for x in inputs))
