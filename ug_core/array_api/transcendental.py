@@ -140,9 +140,9 @@ def log10(x: Tensor) -> Tensor:
 def logaddexp(a: Tensor, b: Tensor) -> Tensor:
     """log(exp(x1) + exp(x2)), numpy's way: max + log1p(exp(-|x1 - x2|)), and x + log(2) for
     equal operands (infinities included, whose difference is NaN)."""
-    out = where(a == b, a + _k(a, LN2), _maximum(a, b) + log1p((-(a - b).abs()).exp()))
-    # its own derivative, the softmax weights (1/2 each at a tie, where the formula gave all to a)
-    return define_vjp(out, [a, b], lambda g, out, a, b: (g * (a - out).exp(), g * (b - out).exp()))
+    # (the equal operands' max is a itself: written so for ug.grad, which splits a tie of
+    # maximum equally, the derivative of logaddexp there: 1/2 each)
+    return where(a == b, _maximum(a, b) + _k(a, LN2), _maximum(a, b) + log1p((-(a - b).abs()).exp()))
 
 
 # --- trigonometric --------------------------------------------------------------------------
