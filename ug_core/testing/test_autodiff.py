@@ -36,7 +36,15 @@ def _loss(fn, arrays, c, device) -> float:
 
 
 def finite_difference(fn, arrays, c, device, h=H):
-    """d sum(c * fn(*arrays)) / d arrays[i], central differences, one element at a time."""
+    """d sum(c * fn(*arrays)) / d arrays[i], central differences, one element at a time: fn
+    compiled once by ug.jit where it can be (replays are cheap), else run eagerly (a
+    data-dependent shape, a host item)."""
+    jitted = ug.jit(fn)
+    try:
+        np.testing.assert_array_equal(jitted(*_to_device(arrays, device)).numpy(), fn(*_to_device(arrays, device)).numpy())
+        fn = jitted
+    except (AssertionError, ug.TracerValueError, TypeError, ValueError):
+        pass
     grads = []
     for i, a in enumerate(arrays):
         fd = np.zeros_like(a)
