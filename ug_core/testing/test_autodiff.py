@@ -36,7 +36,15 @@ def _loss(fn, arrays, c, device) -> float:
 
 
 def finite_difference(fn, arrays, c, device, h=H):
-    """d sum(c * fn(*arrays)) / d arrays[i], central differences, one element at a time."""
+    """d sum(c * fn(*arrays)) / d arrays[i], central differences, one element at a time: fn
+    compiled once by ug.jit where it can be (replays are cheap), else run eagerly (a
+    data-dependent shape, a host item)."""
+    jitted = ug.jit(fn)
+    try:
+        np.testing.assert_array_equal(jitted(*_to_device(arrays, device)).numpy(), fn(*_to_device(arrays, device)).numpy())
+        fn = jitted
+    except (AssertionError, ug.TracerValueError, TypeError, ValueError):
+        pass
     grads = []
     for i, a in enumerate(arrays):
         fd = np.zeros_like(a)
@@ -909,3 +917,28 @@ def test_backward_is_one_kernel(device, rng, name):
     # and it computes the gradient
     fd = finite_difference(fn, [x.numpy()], g.numpy(), device)[0]
     np.testing.assert_allclose(dx.numpy(), fd, rtol=1e-6, atol=1e-7)
+
+
+# --- graph-level rules with no public op of their own ------------------------------------------------
+
+
+def test_copy_between_devices(device, rng):
+    other = "ref" if device != "ref" else "cpu"
+    if other not in ug.devices():
+        pytest.skip(f"no {other} device to copy to")
+    check_grad(device, rng, lambda t: (t.to_device(other).exp().to_device(device) * t), rng.standard_normal(S))
+
+
+def test_scatter_max_splits_ties(device):
+    # the SCATTER rule of a max scatter (ug_core.graph.scatter with RMAX): the gradient goes to
+    # the values equal to their slot's result, split equally between ties
+    from ug_core import graph
+    from ug_core.ops import Op
+    slots = _ix(device, np.array([0, 0, 0, 1, 1, 2]))
+
+    def f(v):
+        return ug.Tensor(graph.scatter(v.node, slots.node, Op.RMAX, 3, 1))
+    out, pullback = ug.vjp(f, ug.tensor(np.array([1.0, 3.0, 3.0, 2.0, 5.0, 0.5]), device=device))
+    np.testing.assert_array_equal(out.numpy(), [[3.0, 5.0, 0.5]])
+    (g,) = pullback(ug.tensor(np.array([[1.0, 2.0, 3.0]]), device=device))
+    np.testing.assert_array_equal(g.numpy(), [0.0, 0.5, 0.5, 0.0, 2.0, 3.0])
