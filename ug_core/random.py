@@ -12,7 +12,9 @@ The generator is Threefry-2x32 with 20 rounds (Salmon et al., "Parallel random n
 0.5): element i of `bits(key, shape)` is the two output words of Threefry(key, counter = i as
 (high, low) 32-bit words) xored (uint64: high word, low word). `key`, `split`, `fold_in`, `bits`,
 `uniform`, `randint`, `bernoulli`, `permutation` and `choice` give JAX's numbers bit for bit
-(checked against jax 0.10 in tests/test_random_jax.py when jax is installed); `normal` and
+(jax 0.10's numbers are frozen in ug_core/testing/test_random.py); `uniform` with bounds other
+than [0, 1) differs from JAX on cpu in the last bit where XLA contracts u * (maxval - minval) +
+minval into an fma. `normal` and
 `truncated_normal` use JAX's method (sqrt(2) erfinv(u), u uniform in (-1, 1), Giles' erfinv) with
 ug's own logarithm, so they agree with JAX's to a few ulp, not bit for bit.
 
