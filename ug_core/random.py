@@ -37,7 +37,7 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes, graph
+from . import dtypes, graph, scalars
 from .array_api.indexing import take
 from .array_api.manipulation import stack
 from .array_api.searching import searchsorted
@@ -185,7 +185,8 @@ def fold_in(key: Tensor, data: int | Tensor) -> Tensor:
             raise TypeError(f"ug.random.fold_in: data must be an int, got {data!r}")
         if not -2**31 <= int(data) < 2**32:
             raise ValueError(f"ug.random.fold_in: data {int(data)} is outside [-2**31, 2**32)")
-        d = _c(int(data) % 2**32, U32, k.device)
+        # a kernel argument, not code: fold_in(key, step) for each step reuses one compiled kernel
+        d = Tensor(scalars.scalar(int(data) % 2**32, U32, k.device))
     k0, k1 = _words(k)
     b0, b1 = threefry2x32(k0, k1, _c(0, U32, k.device), d)
     return stack([b0, b1])
