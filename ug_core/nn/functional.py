@@ -454,7 +454,12 @@ def _nll(logp: Tensor, t: Tensor, weight: Tensor | None, ignore_index: int, redu
     where ignored), and the ignore mask's complement."""
     keep = t != ignore_index
     safe = where(keep, t, 0)     # (an ignored index may be out of range: gather a valid class)
-    picked = take_along_axis(logp, safe.reshape(safe.shape[0], 1, *safe.shape[1:]), axis=1).reshape(t.shape)
+    # the target class's value as a select-and-sum over the class axis, not a gather: a
+    # reduction along the axis log_softmax already reduces, so the whole loss per row is one
+    # kernel, and its derivative an elementwise select (a gather's is a scatter or a compare)
+    classes = iota(logp.shape[1], logp.device, safe.dtype).reshape(1, logp.shape[1], *([1] * (t.ndim - 1)))
+    hit = classes == safe.reshape(safe.shape[0], 1, *safe.shape[1:])
+    picked = where(hit, logp, _k(logp, 0)).sum(1)
     if weight is None:
         w = keep.astype(logp.dtype)
     else:
