@@ -1,7 +1,8 @@
 """ug's gradients against torch.autograd: random programs of elementwise, reduce, view, scan and
 matmul ops on float64 inputs (hypothesis), differentiated by ug.vjp with random cotangents and by
 torch's backward of the same program; and torch's tie and zero rules (max / min reductions,
-maximum / minimum, prod and cumprod with zeros, cummax) checked exactly. On the default device."""
+maximum / minimum, prod and cumprod with zeros, cummax) checked exactly. The random programs run
+on every device (the `device` fixture), the tie rules on the default device."""
 from __future__ import annotations
 
 import numpy as np
@@ -299,7 +300,7 @@ def run(steps, inputs):
 @pytest.mark.parametrize("first", KINDS)
 @settings(max_examples=12, deadline=None)
 @given(data=st.data())
-def test_random_programs_against_torch(first, data):
+def test_random_programs_against_torch(first, data, device):
     program = data.draw(programs(first))
     seed = data.draw(st.integers(0, 2**32 - 1))
     shapes, steps = program
@@ -320,10 +321,10 @@ def test_random_programs_against_torch(first, data):
     def program_fn(*xs):
         outs = run(steps, xs)
         return [outs[k] for k in picked]
-    outs_u, pullback = ug.vjp(program_fn, *(ug.tensor(a) for a in arrays))
+    outs_u, pullback = ug.vjp(program_fn, *(ug.tensor(a, device=device) for a in arrays))
     for o_u, k in zip(outs_u, picked):
         np.testing.assert_allclose(o_u.numpy(), outs_t[k].detach().numpy(), rtol=1e-10, atol=1e-10)
-    got = pullback([ug.tensor(c) for c in cts])
+    got = pullback([ug.tensor(c, device=device) for c in cts])
     for i, (g, e) in enumerate(zip(got, expected)):
         want = np.zeros(shapes[i]) if e is None else e.numpy()
         np.testing.assert_allclose(g.numpy(), want, rtol=1e-9, atol=1e-9, err_msg=f"input {i}")
