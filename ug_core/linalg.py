@@ -4,7 +4,7 @@ Built from ug ops (ug_core.array_api.linalg): matmul, matrix_transpose, tensordo
 vector_norm, matrix_norm ('fro', 1, -1, inf, -inf), outer, trace, diagonal, cross, and
 matrix_power for n >= 0. Host items running numpy.linalg (ug_core.array_api.linalg_host):
 cholesky, det, eigh, eigvalsh, inv, matrix_rank, pinv, qr, slogdet, solve, svd, svdvals, and
-matrix_norm's 2, -2, 'nuc'."""
+matrix_norm's 2, -2, 'nuc'; under ug.grad each carries its derivative rule (docs/autodiff.md)."""
 
 from .array_api.linalg import (diagonal, matmul, matrix_norm, matrix_transpose, outer, tensordot, trace, vecdot,
                                vector_norm)

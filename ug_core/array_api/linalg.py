@@ -2,7 +2,8 @@
 functions of the main namespace (matmul, matrix_transpose, tensordot, vecdot).
 
 Everything is built from ug's matmul, views and reductions, except matrix_norm's ord 2, -2 and
-'nuc', which need singular values: a host item (ug.custom) running numpy.linalg."""
+'nuc', which need singular values: a host item (ug.custom) running numpy.linalg, or, while a
+gradient is being taken, a reduction of linalg.svdvals (which has a derivative)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,12 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import graph
 from ..tensor import _broadcast_shape, _normalize_axis
 from ..tensor import Tensor, custom, matmul
 from ..view import View, contiguous_strides, prod
 from ._common import check_tensor
+from .linalg_host import svdvals
 from .statistical import sum as _sum
 
 __all__ = ["diagonal", "matmul", "matrix_norm", "matrix_transpose", "outer", "tensordot", "trace", "vecdot",
@@ -138,7 +141,13 @@ def matrix_norm(x: Tensor, /, *, keepdims: bool = False, ord: int | float | str 
         raise ValueError(f"matrix_norm: needs at least 2 dimensions, got shape {x.shape}")
     xf = _float(x)
     if ord in (2, -2, "nuc"):
-        return _host_matrix_norm(xf, ord, keepdims)
+        if not graph.kept_sources.depth:
+            return _host_matrix_norm(xf, ord, keepdims)
+        # while a gradient is being taken: from the singular values (svdvals differentiates;
+        # ord 2 and -2 split a tie's gradient equally, as max / min do)
+        s = svdvals(xf)
+        out = s.max(-1) if ord == 2 else s.min(-1) if ord == -2 else s.sum(-1)
+        return out.reshape(out.shape + (1, 1)) if keepdims else out
     a = xf.abs()
     if ord in ("fro", None):
         out = (a * a).sum((-2, -1), keepdims=True).sqrt()
