@@ -46,8 +46,14 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
     n_q, n_k = q.shape[-2], k.shape[-2]
     factor = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     mask = None if attn_mask is None else check_tensor(attn_mask, "scaled_dot_product_attention", "attn_mask")
-    if mask is not None and mask.ndim < 2:
-        mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
+    if mask is not None:
+        if mask.ndim < 2:
+            mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
+        try:
+            np.broadcast_shapes(mask.shape, np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (n_q, n_k))
+        except ValueError:
+            raise ValueError(f"scaled_dot_product_attention: attn_mask (shape {mask.shape}) does not broadcast to the "
+                             f"scores' shape (query {q.shape}, key {k.shape})") from None
     if registry.get(q.device).attends(q.dtype) and min(q.shape[-1], n_q, n_k) > 0:
         return _fused(q, k, v, mask, float(factor), is_causal)
     scores = matmul(q, k.mT) * _as_tensor(factor, q)
@@ -77,9 +83,6 @@ def _fused(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, c
     srcs = [q.broadcast_to(batch + q.shape[-2:]), k.broadcast_to(batch + k.shape[-2:]),
             v.broadcast_to(batch + v.shape[-2:])]
     if mask is not None:
-        if mask.shape[-2] not in (1, n_q) or mask.shape[-1] not in (1, n_k):
-            raise ValueError(f"scaled_dot_product_attention: attn_mask (shape {mask.shape}) does not broadcast to the "
-                             f"scores' shape {batch + (n_q, n_k)}")
         additive = where(mask, 0.0, -math.inf).astype(q.dtype) if mask.dtype.kind == "b" else mask.astype(q.dtype)
         srcs.append(additive.broadcast_to(batch + (n_q, n_k)))
     return Tensor(graph.attention(tuple(t._node for t in srcs), scale, causal))
