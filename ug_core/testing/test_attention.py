@@ -46,7 +46,8 @@ def fused(device, dtype=np.float32) -> bool:
 # (q, k, v) shapes: one key block and more than one (the cpu device's blocks: 64 queries, 256
 # keys), queries past one block, odd embeddings, Ev != E, 2-d operands
 SHAPES = [((1, 5, 3), (1, 7, 3), (1, 7, 2)), ((2, 70, 17), (2, 300, 17), (2, 300, 9)),
-          ((3, 130, 8), (3, 64, 8), (3, 64, 8)), ((6, 8), (6, 8), (6, 3))]
+          ((3, 130, 8), (3, 64, 8), (3, 64, 8)), ((6, 8), (6, 8), (6, 3)),
+          ((4, 200, 32), (4, 300, 32), (4, 300, 32))]   # (enough work for the cpu device's threads)
 
 
 @pytest.mark.parametrize("shapes", SHAPES, ids=lambda s: "x".join(map(str, s[0])) + "-" + str(s[1][-2]))

@@ -50,9 +50,10 @@ _ALIGN = {"float": 4, "double": 8}
 KB = 256   # keys per block: S^T (KB x MB) and the packed keys stay in L2
 FIELDS = ("q", "k", "v", "mask", "out", "ws", "offsets", "l", "s", "e", "ev", "qrs", "qcs", "krs", "kcs",
           "vrs", "vcs", "mrs", "mcs", "ors", "ocs", "blocks", "scale", "causal", "next", "done", "ws_stride",
-          "units", "o_kp", "o_vp", "o_st", "o_ot", "o_m", "o_l", "o_x", "o_a")
+          "units", "o_kp", "o_vp", "o_st", "o_ot", "o_m", "o_l", "o_x", "o_a",
+          "kpack", "vpack", "kblocks", "pk_stride", "pv_stride", "pnext", "pdone", "punits")
 FIELD = {name: i for i, name in enumerate(FIELDS)}
-POINTERS = frozenset({"q", "k", "v", "mask", "out", "ws", "offsets"})
+POINTERS = frozenset({"q", "k", "v", "mask", "out", "ws", "offsets", "kpack", "vpack"})
 DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 # at least this much work (multiply-adds) to share out over the threads
 PARALLEL_MIN_MACS = 1 << 21
@@ -130,7 +131,8 @@ def _attention(cfg: GemmConfig, name: str, micro: str) -> str:
     fs = FSUF[t]
     ninf = fconst(-math.inf, t)
     b = _B(md_base=200000)
-    c = b.ctx(list(FIELDS[:24]) + ["ws_stride", "o_kp", "o_vp", "o_st", "o_ot", "o_m", "o_l", "o_x", "o_a"])
+    c = b.ctx(list(FIELDS[:24]) + ["ws_stride", "o_st", "o_ot", "o_m", "o_l", "o_x", "o_a", "kpack", "vpack",
+                                   "kblocks", "pk_stride", "pv_stride"])
     scale_p = b.value(f"getelementptr inbounds i64, ptr %ctx, i64 {FIELD['scale']}")
     scale = b.value(f"load double, ptr {scale_p}, align 8")
     if t != "double":
@@ -139,7 +141,7 @@ def _attention(cfg: GemmConfig, name: str, micro: str) -> str:
     has_mask = b.value(f"icmp ne ptr {c['mask']}, null")
     ws = b.at(t, c["ws"], b.mul("%tid", c["ws_stride"]))
     qp = ws
-    kp, vp, st, ot = (b.at(t, ws, c[f"o_{n}"]) for n in ("kp", "vp", "st", "ot"))
+    st, ot = (b.at(t, ws, c[f"o_{n}"]) for n in ("st", "ot"))
     mx, lsum, mloc, alpha = (b.at(t, ws, c[f"o_{n}"]) for n in ("m", "l", "x", "a"))
     e_n, ev = c["e"], c["ev"]
     evpad = b.mul(b.value(f"sdiv i64 {b.add(ev, str(mr - 1))}, {mr}"), str(mr))
@@ -175,31 +177,11 @@ def _attention(cfg: GemmConfig, name: str, micro: str) -> str:
         with b.loop("0", kend, str(KB)) as c0:
             kb = b.smin(b.value(f"sub nsw i64 {kend}, {c0}"), KB)
             kpanels = b.value(f"sdiv i64 {b.add(kb, str(mr - 1))}, {mr}")
-            kbpad = b.mul(kpanels, str(mr))
-            # Kp: panel p holds keys c0 + p*MR + i at [e*MR + i] (0 past the block)
-            with b.loop("0", kbpad) as kk:
-                p = b.value(f"sdiv i64 {kk}, {mr}")
-                i = b.value(f"srem i64 {kk}, {mr}")
-                dst = b.at(t, kp, b.add(b.mul(p, b.mul(str(mr), e_n)), i))
-                valid = b.value(f"icmp slt i64 {kk}, {kb}")
-                key = b.value(f"select i1 {valid}, i64 {b.add(c0, kk)}, i64 0")
-                src = b.at(t, kbase, b.mul(key, c["krs"]))
-                with b.loop("0", e_n) as e:
-                    x = b.value(f"load {t}, ptr {b.at(t, src, b.mul(e, c['kcs']))}, align {es}")
-                    x = b.value(f"select i1 {valid}, {t} {x}, {t} 0.0")
-                    b.emit(f"store {t} {x}, ptr {b.at(t, dst, b.mul(e, str(mr)))}, align {es}")
-            # Vp: panel p holds V's columns p*MR + i at [c*MR + i] (0 past Ev)
-            with b.loop("0", kb) as kk:
-                src = b.at(t, vbase, b.mul(b.add(c0, kk), c["vrs"]))
-                with b.loop("0", evpad) as e:
-                    p = b.value(f"sdiv i64 {e}, {mr}")
-                    i = b.value(f"srem i64 {e}, {mr}")
-                    valid = b.value(f"icmp slt i64 {e}, {ev}")
-                    ee = b.value(f"select i1 {valid}, i64 {e}, i64 0")
-                    x = b.value(f"load {t}, ptr {b.at(t, src, b.mul(ee, c['vcs']))}, align {es}")
-                    x = b.value(f"select i1 {valid}, {t} {x}, {t} 0.0")
-                    at = b.add(b.mul(p, b.mul(str(mr), kb)), b.add(b.mul(kk, str(mr)), i))
-                    b.emit(f"store {t} {x}, ptr {b.at(t, vp, at)}, align {es}")
+            # this key block's panels (packed once per batch entry, _pack; causal: kb may be fewer)
+            kfull = b.smin(b.value(f"sub nsw i64 {c['s']}, {c0}"), KB)
+            pblock = b.add(b.mul(batch, c["kblocks"]), b.value(f"sdiv i64 {c0}, {KB}"))
+            kp = b.at(t, c["kpack"], b.mul(pblock, c["pk_stride"]))
+            vp = b.at(t, c["vpack"], b.mul(pblock, c["pv_stride"]))
             # S^T = K Q^T
             with b.loop("0", kpanels) as p:
                 a = b.at(t, kp, b.mul(p, b.mul(str(mr), e_n)))
@@ -260,7 +242,7 @@ def _attention(cfg: GemmConfig, name: str, micro: str) -> str:
                     b.emit(f"store {t} {b.value(f'fadd {t} {b.ld(t, lp)}, {pv}')}, ptr {lp}, align {es}")
             # O^T += V^T P^T
             with b.loop("0", b.value(f"sdiv i64 {evpad}, {mr}")) as p:
-                a = b.at(t, vp, b.mul(p, b.mul(str(mr), kb)))
+                a = b.at(t, vp, b.mul(p, b.mul(str(mr), kfull)))   # (the panels' width: the whole block's keys)
                 out = b.at(t, ot, b.mul(p, str(mr * mb)))
                 b.emit(f"call void @{micro}(ptr {a}, ptr {st}, i64 {kb}, ptr {out}, i64 {mb}, i64 {mr}, i64 {mb}, i1 1)")
         # out[r0 + j, e] = O^T[e, j] / l[j]
@@ -275,6 +257,55 @@ def _attention(cfg: GemmConfig, name: str, micro: str) -> str:
     return b.function(name)
 
 
+def _pack(cfg: GemmConfig, name: str) -> str:
+    """Unit u = (batch entry, key block): its keys as A panels (MR keys, column after column over
+    E) and V^T as A panels (MR of V's columns, column after column over the block's keys), into
+    the shared packed areas (`kpack`, `vpack`), read by every block of queries of that entry."""
+    t, mr, es = cfg.t, cfg.mr, cfg.itemsize
+    b = _B(md_base=300000)
+    c = b.ctx(["k", "v", "offsets", "s", "e", "ev", "krs", "kcs", "vrs", "vcs", "kpack", "vpack", "kblocks",
+               "pk_stride", "pv_stride"])
+    e_n, ev = c["e"], c["ev"]
+    evpad = b.mul(b.value(f"sdiv i64 {b.add(ev, str(mr - 1))}, {mr}"), str(mr))
+    with b.units("pnext", "pdone") as u:
+        batch = b.value(f"sdiv i64 {u}, {c['kblocks']}")
+        c0 = b.mul(b.value(f"srem i64 {u}, {c['kblocks']}"), str(KB))
+        kb = b.smin(b.value(f"sub nsw i64 {c['s']}, {c0}"), KB)
+        kbpad = b.mul(b.value(f"sdiv i64 {b.add(kb, str(mr - 1))}, {mr}"), str(mr))
+        offs = [b.value(f"load i64, ptr {b.at('i64', c['offsets'], b.add(b.mul(batch, '5'), str(i)))}, align 8")
+                for i in (1, 2)]
+        kbase = b.at(t, c["k"], offs[0])
+        vbase = b.at(t, c["v"], offs[1])
+        kp = b.at(t, c["kpack"], b.mul(u, c["pk_stride"]))
+        vp = b.at(t, c["vpack"], b.mul(u, c["pv_stride"]))
+        # Kp: panel p holds keys c0 + p*MR + i at [e*MR + i] (0 past the block)
+        with b.loop("0", kbpad) as kk:
+            p = b.value(f"sdiv i64 {kk}, {mr}")
+            i = b.value(f"srem i64 {kk}, {mr}")
+            dst = b.at(t, kp, b.add(b.mul(p, b.mul(str(mr), e_n)), i))
+            valid = b.value(f"icmp slt i64 {kk}, {kb}")
+            key = b.value(f"select i1 {valid}, i64 {b.add(c0, kk)}, i64 0")
+            src = b.at(t, kbase, b.mul(key, c["krs"]))
+            with b.loop("0", e_n) as e:
+                x = b.value(f"load {t}, ptr {b.at(t, src, b.mul(e, c['kcs']))}, align {es}")
+                x = b.value(f"select i1 {valid}, {t} {x}, {t} 0.0")
+                b.emit(f"store {t} {x}, ptr {b.at(t, dst, b.mul(e, str(mr)))}, align {es}")
+        # Vp: panel p holds V's columns p*MR + i at [c*MR + i] (0 past Ev)
+        with b.loop("0", kb) as kk:
+            src = b.at(t, vbase, b.mul(b.add(c0, kk), c["vrs"]))
+            with b.loop("0", evpad) as e:
+                p = b.value(f"sdiv i64 {e}, {mr}")
+                i = b.value(f"srem i64 {e}, {mr}")
+                valid = b.value(f"icmp slt i64 {e}, {ev}")
+                ee = b.value(f"select i1 {valid}, i64 {e}, i64 0")
+                x = b.value(f"load {t}, ptr {b.at(t, src, b.mul(ee, c['vcs']))}, align {es}")
+                x = b.value(f"select i1 {valid}, {t} {x}, {t} 0.0")
+                at = b.add(b.mul(p, b.mul(str(mr), kb)), b.add(b.mul(kk, str(mr)), i))
+                b.emit(f"store {t} {x}, ptr {b.at(t, vp, at)}, align {es}")
+    b.emit("ret void")
+    return b.function(name)
+
+
 def render_module(cfg: GemmConfig, prefix: str, triple: str, data_layout: str, cpu: str, features: str) -> str:
     """The module defining `{prefix}_rows(ctx, units, chunk, tid)` (the units a thread takes),
     `{prefix}_serial(ctx)` and `{prefix}_parallel(ctx, tid)` (as the gemm's: thread 0 returns once
@@ -282,16 +313,22 @@ def render_module(cfg: GemmConfig, prefix: str, triple: str, data_layout: str, c
     t, vw = cfg.t, cfg.vector
     vt = f"<{vw} x {t}>"
     micro = f"{prefix}_micro"
-    units = f"  %up = getelementptr inbounds i64, ptr %ctx, i64 {FIELD['units']}\n  %u = load i64, ptr %up, align 8"
+    units = (f"  %up = getelementptr inbounds i64, ptr %ctx, i64 {FIELD['units']}\n  %u = load i64, ptr %up, align 8\n"
+             f"  %pup = getelementptr inbounds i64, ptr %ctx, i64 {FIELD['punits']}\n  %pu = load i64, ptr %pup, align 8")
     return "\n\n".join([
         f"; ug fused attention {cfg}",
         f'target triple = "{triple}"',
         f'target datalayout = "{data_layout}"',
         micro_kernel(cfg, micro),
         _attention(cfg, f"{prefix}_rows", micro),
+        _pack(cfg, f"{prefix}_pack"),
         f"define void @{prefix}_serial(ptr %ctx) #0 {{\n{units}\n"
+        f"  call void @{prefix}_pack(ptr %ctx, i64 %pu, i64 %pu, i64 0)\n"
         f"  call void @{prefix}_rows(ptr %ctx, i64 %u, i64 %u, i64 0)\n  ret void\n}}",
         f"define void @{prefix}_parallel(ptr %ctx, i64 %tid) #0 {{\n{units}\n"
+        f"  call void @{prefix}_pack(ptr %ctx, i64 %pu, i64 1, i64 %tid)\n"
+        f"  %pdp = getelementptr inbounds i64, ptr %ctx, i64 {FIELD['pdone']}\n"
+        f"  call void @{prefix}_wait(ptr %pdp, i64 %pu)\n"
         f"  call void @{prefix}_rows(ptr %ctx, i64 %u, i64 1, i64 %tid)\n"
         "  %first = icmp eq i64 %tid, 0\n  br i1 %first, label %wait, label %out\nwait:\n"
         f"  %dp = getelementptr inbounds i64, ptr %ctx, i64 {FIELD['done']}\n"
@@ -333,7 +370,7 @@ class HostAttention:
     def __init__(self, device: "CPUDevice"):
         self.device = device
         self._compiled: dict[np.dtype, _Compiled] = {}
-        self._plans: dict[int, tuple[AttentionSpec, array.array, np.ndarray, int, int]] = {}
+        self._plans: dict[int, tuple[AttentionSpec, array.array, np.ndarray, int, int, int]] = {}
 
     def supports(self, spec: AttentionSpec) -> bool:
         return spec.dtype in DTYPES
@@ -345,9 +382,11 @@ class HostAttention:
         return mod
 
     def _plan(self, spec: AttentionSpec, cfg: GemmConfig, threads: int) -> tuple[array.array, np.ndarray, int, int]:
+        """(the context but its pointers, the batch entries' offsets, a thread's workspace and the
+        packed keys' and values' size, in elements), worked out once per spec and threads."""
         hit = self._plans.get(id(spec))
         if hit is not None and hit[0] is spec and hit[4] == threads:
-            return hit[1], hit[2], hit[3], hit[4]
+            return hit[1], hit[2], hit[3], hit[5]
         mr, mb = cfg.mr, cfg.nr
         *batch, n_q, e = spec.q_view.shape
         n_k, ev = spec.v_view.shape[-2:]
@@ -364,13 +403,15 @@ class HostAttention:
         offsets = np.ascontiguousarray(offsets)
         kbpad = -(-KB // mr) * mr
         evpad = -(-ev // mr) * mr
-        sizes = {"qp": e * mb, "kp": kbpad * e, "vp": evpad * KB, "st": kbpad * mb, "ot": evpad * mb,
-                 "m": mb, "l": mb, "x": mb, "a": mb}
+        sizes = {"qp": e * mb, "st": kbpad * mb, "ot": evpad * mb, "m": mb, "l": mb, "x": mb, "a": mb}
         at, segment = 0, {}
         for name, size in sizes.items():
             segment[name] = at
             at += _round(size)
         blocks = -(-n_q // mb)
+        kblocks = -(-n_k // KB)
+        # after the threads' workspaces: every batch entry's keys and V^T, packed per key block
+        pk_stride, pv_stride = _round(kbpad * e), _round(evpad * KB)
         mask = spec.mask_view
         ctx = array.array("q", [0] * len(FIELDS))
         values = {"offsets": offsets.ctypes.data, "l": n_q, "s": n_k, "e": e, "ev": ev,
@@ -380,14 +421,16 @@ class HostAttention:
                   "mrs": mask.strides[-2] if mask else 0, "mcs": mask.strides[-1] if mask else 0,
                   "ors": out_strides[-2], "ocs": out_strides[-1], "blocks": blocks,
                   "scale": struct.unpack("<q", struct.pack("<d", spec.scale))[0], "causal": int(spec.causal),
-                  "ws_stride": at, "units": nb * blocks,
-                  **{f"o_{n}": segment[n] for n in ("kp", "vp", "st", "ot", "m", "l", "x", "a")}}
+                  "ws_stride": at, "units": nb * blocks, "kblocks": kblocks, "pk_stride": pk_stride,
+                  "pv_stride": pv_stride, "punits": nb * kblocks,
+                  **{f"o_{n}": segment[n] for n in ("st", "ot", "m", "l", "x", "a")}}
         for name, value in values.items():
             ctx[FIELD[name]] = int(value)
         if len(self._plans) >= 4096:
             self._plans.clear()
-        self._plans[id(spec)] = (spec, ctx, offsets, at, threads)
-        return ctx, offsets, at, threads
+        packed = nb * kblocks * (pk_stride + pv_stride)
+        self._plans[id(spec)] = (spec, ctx, offsets, at, threads, packed)
+        return ctx, offsets, at, packed
 
     def run(self, out: Buffer, q: Buffer, k: Buffer, v: Buffer, mask: Buffer | None, spec: AttentionSpec) -> None:
         if not out.size:
@@ -397,13 +440,15 @@ class HostAttention:
         n_q, e = spec.q_view.shape[-2:]
         macs = out.size // max(1, spec.v_view.shape[-1]) * spec.k_view.shape[-2] * (e + spec.v_view.shape[-1])
         threads = runtime.threads if macs >= PARALLEL_MIN_MACS and runtime.pool is not None else 1
-        base, offsets, ws_stride, _ = self._plan(spec, mod.cfg, threads)
+        base, offsets, ws_stride, packed = self._plan(spec, mod.cfg, threads)
         ctx = base[:]   # a copy per call: the counters in it are the threads' shared state
-        block = self.device.allocate(ws_stride * threads * spec.dtype.itemsize)
+        block = self.device.allocate((ws_stride * threads + packed) * spec.dtype.itemsize)
         try:
             for name, buf in (("q", q), ("k", k), ("v", v), ("mask", mask), ("out", out)):
                 ctx[FIELD[name]] = buf.handle.ptr if buf is not None else 0
             ctx[FIELD["ws"]] = block.ptr
+            ctx[FIELD["kpack"]] = block.ptr + ws_stride * threads * spec.dtype.itemsize
+            ctx[FIELD["vpack"]] = ctx[FIELD["kpack"]] + base[FIELD["pk_stride"]] * base[FIELD["kblocks"]] * len(offsets) * spec.dtype.itemsize
             ctx_ptr = ctx.buffer_info()[0]
             if threads <= 1:
                 mod.serial(ctx_ptr)
