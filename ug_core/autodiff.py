@@ -151,6 +151,27 @@ def matmul_vjp(g: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     return (_make(graph.matmul(g.node, t(b.node), a.dtype)), _make(graph.matmul(t(a.node), g.node, b.dtype)))
 
 
+def attention_vjp(g: Tensor, srcs: Sequence[Tensor], arg: tuple[float, bool]) -> tuple[Tensor, ...]:
+    """The fused attention (ops.Op.ATTENTION) o = p v, p = softmax(s), s = q k^T * scale + mask
+    (causal: -inf past the diagonal): the standard backward, the scores recomputed (they were
+    never stored): dv = p^T g, dp = g v^T, ds = p (dp - rowsum(dp p)), dq = ds k * scale,
+    dk = ds^T q * scale, dmask = ds. Built from ug ops (the composite graph), so it differentiates again."""
+    from .array_api._common import iota
+    scale, causal = arg
+    q, k, v = srcs[:3]
+    s = (q @ k.mT) * scale
+    if len(srcs) > 3:
+        s = s + srcs[3]
+    if causal:
+        n_q, n_k = q.shape[-2], k.shape[-2]
+        s = where(iota(n_k, q.device).reshape(1, n_k) <= iota(n_q, q.device).reshape(n_q, 1), s, -np.inf)
+    p = s.softmax(-1)
+    dp = g @ v.mT
+    ds = p * (dp - (dp * p).sum(axis=-1, keepdims=True))
+    grads = ((ds @ k) * scale, (ds.mT @ q) * scale, p.mT @ g)
+    return grads + (ds,) if len(srcs) > 3 else grads
+
+
 GATHER_COMPARE_MAX = 16
 """A gather that reads at most this many elements per line along its axis (a cross-entropy's
 class pick: 1) is transposed by comparing each position with the indices, an elementwise

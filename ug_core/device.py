@@ -75,6 +75,25 @@ class SortSpec:
     indices: bool
 
 
+@dataclass(frozen=True)
+class AttentionSpec:
+    """out[b..., i, :] = softmax_j(q[b..., i, :] . k[b..., j, :] * scale + mask[b..., i, j]) @ v[b..., :, :]
+    (torch's scaled_dot_product_attention): q (..., L, E), k (..., S, E), v (..., S, Ev), the
+    additive float mask (..., L, S) (None: none); `causal` keeps key j for query i where j <= i
+    (on top of the mask). The views give each operand's layout inside its buffer (any strides,
+    stride 0 for broadcast dims); every operand's batch dims are out's (..., L, Ev). A query that
+    keeps no key (every score -inf) is NaN."""
+
+    q_view: "View"
+    k_view: "View"
+    v_view: "View"
+    mask_view: "View | None"
+    out_shape: tuple[int, ...]
+    dtype: np.dtype
+    scale: float
+    causal: bool
+
+
 class Device(abc.ABC):
     """One compute device. Subclass it in a plugin; the core never imports backend code."""
 
@@ -172,6 +191,17 @@ class Device(abc.ABC):
     def sorts(self) -> bool:
         """Whether `sort` works here (the default: whether a subclass defines it)."""
         return type(self).sort is not Device.sort
+
+    def attention(self, out: "Buffer", q: "Buffer", k: "Buffer", v: "Buffer", mask: "Buffer | None",
+                  spec: AttentionSpec) -> None:
+        """Optional: fused attention as `spec` says, one schedule item (as matmul is), the scores
+        never stored. A device without it (the default), or whose `attends(spec)` is False, gets
+        the composite graph (two matmuls and a softmax kernel, ug_core.nn.attention)."""
+        raise NotImplementedError(f"device {self.name!r} has no fused attention")
+
+    def attends(self, dtype: np.dtype) -> bool:
+        """Whether `attention` works here for operands of `dtype` (the default: False)."""
+        return False
 
     def synchronize(self) -> None:
         """Wait for queued work; devices that run synchronously need not override this."""

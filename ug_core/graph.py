@@ -284,6 +284,19 @@ def sort(src: Node, spec: Any, dtype: np.dtype) -> Node:
     return new_node(Op.SORT, (src,), spec, (src.shape[:-1] + (spec.k,), dtype, src.device))
 
 
+def attention(srcs: tuple[Node, ...], scale: float, causal: bool) -> Node:
+    """softmax(q k^T * scale + mask) v by the device's fused attention (ops.Op.ATTENTION,
+    device.AttentionSpec): srcs (q (..., L, E), k (..., S, E), v (..., S, Ev)[, mask (..., L, S)]),
+    one dtype and the same batch dims. Shape rule: (..., L, Ev)."""
+    q, k, v = srcs[:3]
+    batch = q.shape[:-2]
+    assert k.shape[:-2] == v.shape[:-2] == batch and q.shape[-1] == k.shape[-1] and k.shape[-2] == v.shape[-2], srcs
+    assert len(srcs) == 3 or srcs[3].shape == batch + (q.shape[-2], k.shape[-2]), srcs
+    assert all(s.dtype == q.dtype for s in srcs), srcs
+    return new_node(Op.ATTENTION, tuple(srcs), (float(scale), bool(causal)),
+                    (batch + (q.shape[-2], v.shape[-1]), q.dtype, q.device))
+
+
 def matmul(a: Node, b: Node, dtype: np.dtype) -> Node:
     """Shape rule: (..., M, K) @ (..., K, N) -> (..., M, N); batch dims already equal."""
     assert a.shape[:-2] == b.shape[:-2] and a.shape[-1] == b.shape[-2], (a.shape, b.shape)

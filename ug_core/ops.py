@@ -87,6 +87,7 @@ class Op(enum.Enum):
     CUSTOM = enum.auto()   # arg: host function fn(out, *inputs)
     COPY = enum.auto()     # srcs (x,) on another device
     SORT = enum.auto()     # srcs (x (rows, n),); arg: device.SortSpec; the rows sorted (a device's own sort)
+    ATTENTION = enum.auto()  # srcs (q, k, v[, mask]); arg: (scale, causal); a device's fused attention (device.AttentionSpec)
     ASSIGN = enum.auto()   # srcs (target, value); arg: region View into target or None
     # a read at a computed element, in the graph and in kernel IR (INDEXED):
     # graph: srcs (x, index), arg: axis; out[i] = x[i with i[axis] replaced by index[i]] (numpy's
@@ -481,7 +482,8 @@ SCAN_VJP: dict[Op, Callable[..., Any]] = {
     Op.RMIN: lambda d, g, out, x, axis: d.cumextreme_vjp(g, out, x, axis),
 }
 
-GRAPH_ONLY = frozenset({Op.BUFFER, Op.VIEW, Op.REDUCE, Op.SCAN, Op.MATMUL, Op.CUSTOM, Op.COPY, Op.SORT, Op.ASSIGN})
+GRAPH_ONLY = frozenset({Op.BUFFER, Op.VIEW, Op.REDUCE, Op.SCAN, Op.MATMUL, Op.CUSTOM, Op.COPY, Op.SORT, Op.ATTENTION,
+                        Op.ASSIGN})
 LEAVES = frozenset({Op.CONST, Op.IOTA, Op.LOAD, Op.ACC})
 INDEXED = frozenset({Op.GATHER, Op.SCATTER})
 
@@ -511,6 +513,7 @@ STRUCTURAL_VJP: dict[Op, Vjp] = {
     Op.GATHER: lambda d, g, out, srcs, arg: (d.gather_vjp(g, srcs[0], srcs[1], arg), None),
     Op.SCATTER: lambda d, g, out, srcs, arg: (d.scatter_vjp(g, out, srcs[0], srcs[1], arg), None),
     Op.SORT: lambda d, g, out, srcs, arg: (d.sort_vjp(g, srcs[0], arg),),
+    Op.ATTENTION: lambda d, g, out, srcs, arg: d.attention_vjp(g, srcs, arg),
     Op.ASSIGN: lambda d, g, out, srcs, arg: d.assign_vjp(g, srcs[0], srcs[1], arg),
     Op.COPY: lambda d, g, out, srcs, arg: (d.copy_vjp(g, srcs[0]),),
     Op.CUSTOM: lambda d, g, out, srcs, arg: d.custom_vjp(g, out, srcs, arg),

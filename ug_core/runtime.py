@@ -26,7 +26,8 @@ from .graph import Node, graph_lock
 from .kernel_ir import Kernel, toposort
 from .ops import Op
 from .plugins import registry
-from .schedule import CopyItem, CustomItem, KernelItem, MatmulItem, Schedule, SortItem, create_schedule, unrealized, walk
+from .schedule import (AttentionItem, CopyItem, CustomItem, KernelItem, MatmulItem, Schedule, SortItem, create_schedule,
+                       unrealized, walk)
 from .structure import graph_key
 from .view import View, contiguous_strides, prod
 
@@ -233,7 +234,7 @@ class CompiledSchedule:
                 bufs[i] = Buffer(device, size, dtype)
         return ensure
 
-    def _compile(self, item: KernelItem | MatmulItem | CustomItem | CopyItem | SortItem) -> _Step:
+    def _compile(self, item: KernelItem | MatmulItem | CustomItem | CopyItem | SortItem | AttentionItem) -> _Step:
         idx = [self.slot(n) for n in item.buffers]
         if isinstance(item, KernelItem):
             device = registry.get(item.outputs[0].device)
@@ -296,6 +297,16 @@ class CompiledSchedule:
                 alloc(bufs)
                 sort(bufs[idx[0]], bufs[idx[1]], sort_spec)  # type: ignore[arg-type]
             return _Step(run_sort, item.describe(), tuple(idx), (idx[0],))
+        if isinstance(item, AttentionItem):
+            alloc = self._allocator(item.out)
+            attention, attention_spec = registry.get(item.out.device).attention, item.spec
+            has_mask = attention_spec.mask_view is not None
+
+            def run_attention(bufs: list[Buffer | None]) -> None:
+                alloc(bufs)
+                attention(bufs[idx[0]], bufs[idx[1]], bufs[idx[2]], bufs[idx[3]],  # type: ignore[arg-type]
+                          bufs[idx[4]] if has_mask else None, attention_spec)
+            return _Step(run_attention, item.describe(), tuple(idx), (idx[0],))
         if isinstance(item, CopyItem):
             alloc = self._allocator(item.out)
 

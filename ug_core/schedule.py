@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .device import MatmulSpec, SortSpec, is_writable
+from .device import AttentionSpec, MatmulSpec, SortSpec, is_writable
 from .dtypes import BOOL, identity, name as dtype_name
 from . import graph
 from .graph import Node
@@ -140,7 +140,31 @@ class SortItem(_OneSourceItem):
         return f"{what} {s.rows} rows of {s.n}{top}{' descending' if s.descending else ''}"
 
 
-Item = KernelItem | MatmulItem | CustomItem | CopyItem | SortItem
+@dataclass
+class AttentionItem:
+    """A device's fused attention (Device.attention): out from q, k, v (and an additive mask),
+    read through the views in `spec`."""
+    out: Node
+    inputs: list[Node]    # q, k, v[, mask]: the buffers the spec's views read
+    spec: AttentionSpec
+    kind: str = "attention"
+
+    @property
+    def buffers(self) -> list[Node]:
+        return [self.out, *self.inputs]
+
+    @property
+    def outputs(self) -> list[Node]:
+        return [self.out]
+
+    def describe(self) -> str:
+        s = self.spec
+        mask = ", mask" if s.mask_view is not None else ""
+        return (f"attention q {s.q_view.shape} k {s.k_view.shape} v {s.v_view.shape}{mask}"
+                f"{', causal' if s.causal else ''} -> {self.out.shape} {dtype_name(self.out.dtype)}")
+
+
+Item = KernelItem | MatmulItem | CustomItem | CopyItem | SortItem | AttentionItem
 
 
 @dataclass
@@ -182,7 +206,7 @@ class _NeedsBuffer(Exception):
 INDEX = np.dtype(np.int64)
 """A gather's element index (the loop IR's index type)."""
 
-ITEM_OPS = frozenset({Op.MATMUL, Op.CUSTOM, Op.COPY, Op.SORT})
+ITEM_OPS = frozenset({Op.MATMUL, Op.CUSTOM, Op.COPY, Op.SORT, Op.ATTENTION})
 """Ops that are schedule items of their own, never fused into a kernel."""
 
 
@@ -609,7 +633,7 @@ def _must_realize(nodes: list[Node], targets: list[Node]) -> set[Node]:
             continue
         if node.op in ITEM_OPS or node.op is Op.ASSIGN:
             realize.add(node)
-        if node.op is Op.MATMUL:
+        if node.op in (Op.MATMUL, Op.ATTENTION):   # (read through their views, as the items take them)
             for src in node.srcs:
                 base, _ = _strip_view(src)
                 if not base.realized:
@@ -1096,6 +1120,11 @@ def _item_for(node: Node) -> Item:
         return CopyItem(node, node.srcs[0])
     if node.op is Op.SORT:
         return SortItem(node, node.srcs[0], node.arg)
+    if node.op is Op.ATTENTION:
+        bases, views = zip(*(_strip_view(s) for s in node.srcs))
+        mask = views[3] if len(views) > 3 else None
+        spec = AttentionSpec(views[0], views[1], views[2], mask, node.shape, node.dtype, *node.arg)
+        return AttentionItem(node, list(bases), spec)
     raise AssertionError(node)
 
 

@@ -1,14 +1,22 @@
-"""scaled_dot_product_attention (torch.nn.functional's) from ug ops: scores q k^T * scale, the
-mask (causal, bool or additive), a max-shifted softmax over the keys, then @ v.
+"""scaled_dot_product_attention (torch.nn.functional's).
 
-The two products are matmuls; the scale, the mask and the softmax fuse between them."""
+On a device with a fused attention of its own (Device.attends: the cpu device) it is one
+schedule item (ops.Op.ATTENTION): one pass over the keys per block of queries with an online
+softmax, the (L, S) scores never stored. Elsewhere it is the composite graph: scores q k^T *
+scale as a matmul, the mask (causal, bool or additive) and a max-shifted softmax over the keys
+fused into one kernel, then @ v as a second matmul. Either way its gradient is the composite's
+(autodiff.attention_vjp recomputes the scores: the standard attention backward)."""
 
 from __future__ import annotations
 
 import math
 from typing import Any
 
+import numpy as np
+
+from .. import graph
 from ..array_api._common import check_tensor, iota
+from ..plugins import registry
 from ..tensor import Tensor, _as_tensor, matmul, where
 
 
@@ -37,18 +45,47 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         raise ValueError("scaled_dot_product_attention: give either attn_mask or is_causal, not both (torch's rule)")
     n_q, n_k = q.shape[-2], k.shape[-2]
     factor = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
+    mask = None if attn_mask is None else check_tensor(attn_mask, "scaled_dot_product_attention", "attn_mask")
+    if mask is not None:
+        if mask.ndim < 2:
+            mask = mask.reshape((1,) * (2 - mask.ndim) + mask.shape)
+        try:
+            np.broadcast_shapes(mask.shape, np.broadcast_shapes(q.shape[:-2], k.shape[:-2]) + (n_q, n_k))
+        except ValueError:
+            raise ValueError(f"scaled_dot_product_attention: attn_mask (shape {mask.shape}) does not broadcast to the "
+                             f"scores' shape (query {q.shape}, key {k.shape})") from None
+    if registry.get(q.device).attends(q.dtype) and min(q.shape[-1], n_q, n_k) > 0:
+        return _fused(q, k, v, mask, float(factor), is_causal)
     scores = matmul(q, k.mT) * _as_tensor(factor, q)
     if is_causal:
         rows = iota(n_q, q.device).reshape(n_q, 1)
         cols = iota(n_k, q.device).reshape(1, n_k)
         scores = where(cols <= rows, scores, -math.inf)
-    elif attn_mask is not None:
-        mask = check_tensor(attn_mask, "scaled_dot_product_attention", "attn_mask")
+    elif mask is not None:
         if mask.dtype.kind == "b":
             scores = where(mask, scores, -math.inf)
         else:
             scores = scores + mask.astype(scores.dtype)
     return matmul(scores.softmax(-1), v)
+
+
+def _fused(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, causal: bool) -> Tensor:
+    """The device's fused attention: every operand broadcast (a view) to the common batch dims,
+    a bool mask made additive (0 where kept, -inf elsewhere) in its own shape."""
+    shapes = [q.shape[:-2], k.shape[:-2], v.shape[:-2]] + ([mask.shape[:-2]] if mask is not None else [])
+    try:
+        batch = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(f"scaled_dot_product_attention: the batch dims of query {q.shape}, key {k.shape}, value "
+                         f"{v.shape}" + (f" and attn_mask {mask.shape}" if mask is not None else "")
+                         + " do not broadcast") from None
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    srcs = [q.broadcast_to(batch + q.shape[-2:]), k.broadcast_to(batch + k.shape[-2:]),
+            v.broadcast_to(batch + v.shape[-2:])]
+    if mask is not None:
+        additive = where(mask, 0.0, -math.inf).astype(q.dtype) if mask.dtype.kind == "b" else mask.astype(q.dtype)
+        srcs.append(additive.broadcast_to(batch + (n_q, n_k)))
+    return Tensor(graph.attention(tuple(t._node for t in srcs), scale, causal))
 
 
 __all__ = ["scaled_dot_product_attention"]

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import llvmlite
 import numpy as np
 
-from ug_core.device import Buffer, CompileError, MatmulSpec, Program
+from ug_core.device import AttentionSpec, Buffer, CompileError, MatmulSpec, Program
 from ug_core.dtypes import SUPPORTED
 from ug_core.kernel_ir import Kernel
 from ug_core.kit import NATIVE_F16, NATIVE_MATH, DeviceInfo, KitDevice, RenderError
@@ -30,6 +30,7 @@ from ug_core.loop_ir import LoopProgram
 from ug_core.lower import LowerOptions
 
 from . import __version__, settings
+from .attention import DTYPES as ATTENTION_DTYPES, HostAttention
 from .cores import usable_cores
 from .jit import LLVMError, get_jit, llvm_version
 from .launch import HOLD_GIL_WORK, CompiledKernel, CPURuntime, kernel_work
@@ -64,6 +65,7 @@ class CPUDevice(KitDevice):
                          CPURuntime(jit, threads, self._load_aliased))
         self.wide_lower_options = LowerOptions(target="cpu", outer_block=settings.WIDE_OUTER_BLOCK)
         self.matmuls = HostMatmul(self)
+        self.attentions = HostAttention(self)
         self.sort_threads = threads   # the kit's host sort (ug_core.kit.hostsort) over the threads
 
     @property
@@ -127,6 +129,15 @@ class CPUDevice(KitDevice):
     def matmul_epilogue(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, program: Program,
                         buffers: list[Buffer]) -> bool:
         return self.matmuls.epilogue(out, a, b, spec, program, buffers)
+
+    # -- attention: one pass over the keys per block of queries, the packed gemm's micro-kernel
+    # for both products (attention.py)
+    def attention(self, out: Buffer, q: Buffer, k: Buffer, v: Buffer, mask: Buffer | None,
+                  spec: AttentionSpec) -> None:
+        self.attentions.run(out, q, k, v, mask, spec)
+
+    def attends(self, dtype: np.dtype) -> bool:
+        return dtype in ATTENTION_DTYPES
 
     def synchronize(self) -> None:
         """Nothing to wait for: a launch returns when its work is done. (A method of the class:
