@@ -960,12 +960,13 @@ class Tensor:
         return Tensor(ug.take_along_axis(x._t, index._t, axis=dim))
 
     def scatter(self, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
-        return self._nn("scatter", dim, index, src, reduce=reduce)
+        # tinygrad takes `reduce` with a scalar src only (a tensor's is scatter_reduce)
+        if reduce is not None and isinstance(src, Tensor):
+            raise TypeError("scatter: reduce needs a scalar src; use scatter_reduce for a tensor src")
+        return _call("scatter", ["scatter"], self, dim, index, src, reduce=reduce)
 
     def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
-        if reduce == "sum" and include_self:
-            return Tensor(ug.scatter_add(self._t, dim, index._t, src._t))
-        return self._nn("scatter_reduce", dim, index, src, reduce=reduce, include_self=include_self)
+        return _call("scatter_reduce", ["scatter_reduce"], self, dim, index, src, reduce, include_self=include_self)
 
     def masked_select(self, mask: Tensor) -> Tensor:
         # torch broadcasts the mask (a 0-d True selects everything)

@@ -1,0 +1,85 @@
+"""torch's scatter / scatter_reduce, logcumsumexp, unfold, max_unpool2d, circular padding and the
+other ops tinygrad's tests asked for, against torch: values, and gradients through ug.vjp with a
+random cotangent against torch.autograd (float64)."""
+
+import numpy as np
+import pytest
+
+import ug_core as ug
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+rng = np.random.default_rng(11)
+
+
+def _vjp_check(ug_fn, torch_fn, floats, rtol=1e-7, atol=1e-9):
+    ts = [torch.tensor(a, requires_grad=True) for a in floats]
+    out = torch_fn(*ts)
+    cotangent = rng.standard_normal(tuple(out.shape))
+    want = torch.autograd.grad(out, ts, torch.tensor(cotangent), allow_unused=True)
+    value, pullback = ug.vjp(ug_fn, *[ug.tensor(a) for a in floats])
+    np.testing.assert_allclose(value.numpy(), out.detach().numpy(), rtol=1e-9, atol=1e-10)
+    got = pullback(ug.tensor(cotangent))
+    for i, (g, w) in enumerate(zip(got, want)):
+        w = np.zeros_like(floats[i]) if w is None else w.numpy()
+        np.testing.assert_allclose(g.numpy(), w, rtol=rtol, atol=atol, err_msg=f"input {i}")
+
+
+# --- scatter / scatter_reduce -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False], ids=["self", "noself"])
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_scatter_reduce_matches_torch(reduce, include_self, dim):
+    idx = rng.integers(0, 3, (3, 4, 5))
+    src = rng.standard_normal((3, 4, 5))
+    src[0, 0, 0] = 0.0   # a zero for prod's rule
+    _vjp_check(lambda x, s: ug.scatter_reduce(x, dim, idx, s, reduce, include_self=include_self),
+               lambda x, s: x.scatter_reduce(dim, torch.tensor(idx), s, reduce, include_self=include_self),
+               [rng.standard_normal((4, 5, 6)), src])
+
+
+@pytest.mark.parametrize("reduce", ["amax", "amin", "prod"])
+def test_scatter_reduce_ties_and_zeros_match_torch(reduce):
+    # ties between x and the values and among the values, zeros once and twice per slot
+    x = np.array([2.0, 5.0, 1.0, 0.0, 3.0])
+    idx = np.array([0, 0, 1, 2, 2, 3, 4, 4])
+    src = np.array([2.0, 2.0, 5.0, 0.0, 4.0, 0.0, 0.0, 0.0])
+    for include_self in (True, False):
+        if not include_self and reduce != "prod":
+            # torch also counts an x equal to the result among the ties when x takes no part (a
+            # share of the gradient lost); ug does not: compared where x ties nothing
+            x = x - 100.0 if reduce == "amax" else x + 100.0
+        _vjp_check(lambda x, s: ug.scatter_reduce(x, 0, idx, s, reduce, include_self=include_self),
+                   lambda x, s: x.scatter_reduce(0, torch.tensor(idx), s, reduce, include_self=include_self),
+                   [x, src])
+
+
+def test_integer_scatter_reduce_mean_rounds_down_as_torch():
+    x = np.array([5, -5, 7, 0])
+    idx = np.array([0, 0, 1, 1, 3])
+    src = np.array([2, -8, 3, 4, -3])
+    for include_self in (True, False):
+        want = torch.tensor(x).scatter_reduce(0, torch.tensor(idx), torch.tensor(src), "mean", include_self=include_self)
+        got = ug.scatter_reduce(ug.tensor(x), 0, idx, ug.tensor(src), "mean", include_self=include_self)
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2, -1])
+def test_scatter_matches_torch(dim):
+    x = rng.standard_normal((5, 5, 6))
+    # distinct targets along dim (a permutation's first 3), so torch's unspecified order of
+    # duplicate writes does not matter
+    shape = [3, 4, 5]
+    shape[dim] = x.shape[dim]
+    idx = np.take(np.argsort(rng.random(shape), axis=dim), np.arange(3), axis=dim)
+    src = rng.standard_normal(idx.shape)
+    _vjp_check(lambda x, s: ug.scatter(x, dim, idx, s), lambda x, s: x.scatter(dim, torch.tensor(idx), s), [x, src])
+    big = rng.standard_normal((4, 6, 7))   # larger than the index: its leading block is read
+    want = torch.tensor(x).scatter(dim, torch.tensor(idx), torch.tensor(big))
+    np.testing.assert_array_equal(ug.scatter(ug.tensor(x), dim, idx, ug.tensor(big)).numpy(), want.numpy())
+    for reduce in ("add", "multiply"):
+        want = torch.tensor(x).scatter(dim, torch.tensor(idx), 1.5, reduce=reduce)
+        np.testing.assert_allclose(ug.scatter(ug.tensor(x), dim, idx, 1.5, reduce=reduce).numpy(), want.numpy())
