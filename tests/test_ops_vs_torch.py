@@ -83,3 +83,14 @@ def test_scatter_matches_torch(dim):
     for reduce in ("add", "multiply"):
         want = torch.tensor(x).scatter(dim, torch.tensor(idx), 1.5, reduce=reduce)
         np.testing.assert_allclose(ug.scatter(ug.tensor(x), dim, idx, 1.5, reduce=reduce).numpy(), want.numpy())
+
+
+# --- logcumsumexp ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape, axis", [((5, 9), 1), ((45, 3), 0), ((2, 3, 70), -1), ((1100,), 0)], ids=str)
+def test_logcumsumexp_matches_torch(shape, axis):
+    x = rng.standard_normal(shape) * 4
+    _vjp_check(lambda t: ug.logcumsumexp(t, axis=axis), lambda t: torch.logcumsumexp(t, axis), [x], rtol=1e-9)
+    x = np.array([0.0, 100.0, -1000.0, 50.0])   # torch's and ug's: stable
+    _vjp_check(lambda t: ug.logcumsumexp(t), lambda t: torch.logcumsumexp(t, 0), [x])
