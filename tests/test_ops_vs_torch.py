@@ -94,3 +94,23 @@ def test_logcumsumexp_matches_torch(shape, axis):
     _vjp_check(lambda t: ug.logcumsumexp(t, axis=axis), lambda t: torch.logcumsumexp(t, axis), [x], rtol=1e-9)
     x = np.array([0.0, 100.0, -1000.0, 50.0])   # torch's and ug's: stable
     _vjp_check(lambda t: ug.logcumsumexp(t), lambda t: torch.logcumsumexp(t, 0), [x])
+
+
+# --- derivatives at the edges, grouped-query attention --------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["relu6", "hardtanh", "acosh", "atanh"])
+def test_edge_derivatives_match_torch(name):
+    x = np.array([-300.0, -6.0, -2.0, -1.0, -0.5, 0.0, 0.5, 1.0, 2.0, 6.0, 7.0, 300.0])
+    ug_fn, torch_fn = {"relu6": (ug.nn.relu6, F.relu6), "hardtanh": (ug.nn.hardtanh, F.hardtanh),
+                       "acosh": (ug.acosh, torch.acosh), "atanh": (ug.atanh, torch.atanh)}[name]
+    t = torch.tensor(x, requires_grad=True)
+    torch_fn(t).sum().backward()
+    got = ug.grad(lambda a: ug_fn(a).sum())(ug.tensor(x)).numpy()
+    np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-12)   # (NaN where both are NaN)
+
+
+def test_sdpa_enable_gqa_matches_torch():
+    q, k, v = rng.standard_normal((2, 6, 5, 4)), rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((2, 2, 5, 3))
+    _vjp_check(lambda q, k, v: ug.nn.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=True),
+               lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=True), [q, k, v])

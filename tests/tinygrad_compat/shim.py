@@ -648,7 +648,7 @@ class Tensor:
     def silu(self) -> Tensor: return self._un(lambda t: t.silu())
     swish = silu
     def gelu(self) -> Tensor: return self._un(lambda t: t.gelu())
-    def relu6(self) -> Tensor: return self._un(lambda t: ug.clip(t, 0, 6), False)
+    def relu6(self) -> Tensor: return self._nn("relu6")
 
     def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
         t = self._t
