@@ -114,3 +114,25 @@ def test_sdpa_enable_gqa_matches_torch():
     q, k, v = rng.standard_normal((2, 6, 5, 4)), rng.standard_normal((2, 2, 5, 4)), rng.standard_normal((2, 2, 5, 3))
     _vjp_check(lambda q, k, v: ug.nn.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=True),
                lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True, is_causal=True), [q, k, v])
+
+
+# --- unfold, max_unpool ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("kw", [dict(kernel_size=3), dict(kernel_size=(2, 3), dilation=(2, 1), padding=1, stride=(2, 3))],
+                         ids=str)
+def test_unfold_matches_torch(kw):
+    _vjp_check(lambda x: ug.nn.unfold(x, **kw), lambda x: F.unfold(x, **kw), [rng.standard_normal((2, 3, 7, 8))])
+    _vjp_check(lambda x: ug.nn.unfold(x, **kw), lambda x: F.unfold(x, **kw), [rng.standard_normal((3, 7, 8))])
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_max_unpool_matches_torch(nd):
+    pool, unpool = getattr(F, f"max_pool{nd}d"), getattr(F, f"max_unpool{nd}d")
+    x = torch.tensor(rng.standard_normal((2, 3) + (7,) * nd))
+    values, idx = pool(x, 3, stride=2, padding=1, return_indices=True)
+    for output_size in (None, (8,) * nd):
+        want_fn = lambda v: unpool(v, idx, 3, stride=2, padding=1, output_size=output_size)  # noqa: E731
+        got_fn = lambda v: getattr(ug.nn, f"max_unpool{nd}d")(v, ug.tensor(idx.numpy()), 3, stride=2, padding=1,  # noqa: E731
+                                                            output_size=output_size)
+        _vjp_check(got_fn, want_fn, [values.numpy()])

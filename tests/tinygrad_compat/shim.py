@@ -914,7 +914,11 @@ class Tensor:
         return self.split(math.ceil(self.shape[dim] / chunks), dim)
 
     def unfold(self, dim: int, size: int, step: int) -> Tensor:
-        return self._nn("unfold", dim, size, step)
+        # torch's Tensor.unfold: numpy's sliding windows along dim (appended last), every step-th
+        if step <= 0:
+            raise ValueError(f"unfold: step must be positive, got {step}")
+        windows = _call("unfold", ["sliding_window_view", "lib.stride_tricks.sliding_window_view"], self, size, axis=dim)
+        return windows[(slice(None),) * (dim % max(self.ndim, 1)) + (slice(None, None, step),)]
 
     def meshgrid(self, *others: Tensor, indexing: str = "ij") -> list[Tensor]:
         if indexing not in ("ij", "xy"):

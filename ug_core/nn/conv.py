@@ -32,6 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import graph
 from ..array_api.indexing import take
 from ..array_api.manipulation import pad
 from ..tensor import Tensor, matmul, maximum, minimum, tensor, where
@@ -40,7 +41,7 @@ from ..view import View, contiguous_strides
 __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "conv1d",
            "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "interpolate",
-           "max_pool1d", "max_pool2d", "max_pool3d"]
+           "max_pool1d", "max_pool2d", "max_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d", "unfold"]
 
 TAPS_MAX = 64
 """The most kernel taps (prod(kernel_size)) the taps form sums in one expression."""
@@ -319,6 +320,29 @@ def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                            "conv_transpose3d")
 
 
+def unfold(input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Tensor:
+    """torch.nn.functional.unfold (im2col): the sliding windows of a (N, C, H, W) or unbatched
+    (C, H, W) input, zero-padded, as columns: (N, C * kh * kw, L) with L the windows' positions
+    in row-major order, each column the window's channels then taps. One view of the padded
+    input, copied by whatever reads it; its gradient sums the windows back (a fold)."""
+    fn = "unfold"
+    _check_tensor(input, fn, "input")
+    x, was_unbatched = _batched(input, 2, fn)
+    kernel = _ints(kernel_size, 2, fn, "kernel_size", 1)
+    dilation_ = _ints(dilation, 2, fn, "dilation", 1)
+    padding_ = _ints(padding, 2, fn, "padding", 0)
+    stride_ = _ints(stride, 2, fn, "stride", 1)
+    xp = _pad_or_crop(x, [(0, 0), (0, 0)] + [(p, p) for p in padding_])
+    outs = tuple(_out_size(n, k, s, d) for n, k, s, d in zip(xp.shape[2:], kernel, stride_, dilation_))
+    if any(m < 1 for m in outs):
+        raise ValueError(f"{fn}: input of shape {input.shape} (padding {padding_}) is too small for kernel_size "
+                         f"{kernel} with dilation {dilation_}")
+    win = _windows(xp, kernel, stride_, dilation_)     # (N, C, oh, ow, kh, kw)
+    n, c = x.shape[:2]
+    cols = win.permute(0, 1, 4, 5, 2, 3).reshape(n, c * math.prod(kernel), math.prod(outs))
+    return _unbatched(cols, was_unbatched)
+
+
 # --- pooling --------------------------------------------------------------------------------
 
 
@@ -419,6 +443,77 @@ def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     defaults to kernel_size; padding reads -inf); return_indices: also the int64 flat index of each
     maximum."""
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3, "max_pool3d")
+
+
+def _max_unpool(x: Tensor, indices: Any, kernel_size: Any, stride: Any, padding: Any, output_size: Any, nd: int,
+                fn: str) -> Tensor:
+    """max pooling's partial inverse: each value of x written at its flat spatial index
+    (max_pool's return_indices) into zeros of the unpooled size (a scatter per plane)."""
+    from ..scatter import scatter
+    _check_tensor(x, fn, "input")
+    _check_tensor(indices, fn, "indices")
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"{fn}: indices must be integers, got {indices.dtype}")
+    if indices.shape != x.shape:
+        raise ValueError(f"{fn}: indices (shape {indices.shape}) must have the input's shape {x.shape}")
+    x, was_unbatched = _batched(x, nd, fn)
+    kernel = _ints(kernel_size, nd, fn, "kernel_size", 1)
+    stride_ = kernel if stride is None or (isinstance(stride, (list, tuple)) and not stride) \
+        else _ints(stride, nd, fn, "stride", 1)
+    padding_ = _ints(padding, nd, fn, "padding", 0)
+    default = tuple((n - 1) * s + k - 2 * p for n, k, s, p in zip(x.shape[2:], kernel, stride_, padding_))
+    if output_size is None:
+        outs = default
+    else:
+        sizes = list(output_size)
+        if len(sizes) == nd + 2:   # (torch's: the batch and channel sizes are ignored)
+            sizes = sizes[2:]
+        if len(sizes) != nd:
+            raise ValueError(f"{fn}: output_size must have {nd} or {nd + 2} elements, got {output_size!r}")
+        outs = tuple(operator.index(m) for m in sizes)
+        for m, d, s in zip(outs, default, stride_):
+            if not d - s < m < d + s:
+                raise ValueError(f"{fn}: output_size {tuple(outs)} must be within a stride of the default size "
+                                 f"{default} (stride {stride_}), exclusive")
+    n, c = x.shape[:2]
+    size = math.prod(outs)
+    zeros = Tensor(graph.const(0, x.dtype, x.device, (n, c, size)))
+    index = indices.reshape(n, c, -1)
+    if not index.shape[2]:
+        return _unbatched(zeros.reshape(n, c, *outs), was_unbatched)
+    out = scatter(zeros, 2, index, x.reshape(n, c, -1)).reshape(n, c, *outs)
+    if x.dtype.kind == "f":
+        # torch's derivative: every value reads g at its index, also where two share one (the
+        # scatter's own would give it to the value written only)
+        from ..array_api.indexing import take_along_axis
+        from ..autodiff import define_vjp
+        out = define_vjp(out, [x], lambda g, out, x: (take_along_axis(g.reshape(n, c, size), index, axis=2)
+                                                       .reshape(x.shape),))
+    return _unbatched(out, was_unbatched)
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    """torch.nn.functional.max_unpool1d: see max_unpool2d."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d")
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    """torch.nn.functional.max_unpool2d: zeros of the unpooled size ((H - 1) * stride - 2 *
+    padding + kernel_size per dim, or output_size: within a stride of that; its leading batch
+    and channel sizes are ignored) with each input value written at its index (max_pool2d's
+    return_indices: h * W + w in its plane). Where two values share an index the later one (in
+    row-major order) is written (torch leaves it unspecified); an index outside the plane is
+    clamped into it (the scatter's rule), not checked. The gradient reads g at the indices
+    (torch's: each value, also one whose index another value wrote later)."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d")
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    """torch.nn.functional.max_unpool3d: see max_unpool2d."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d")
 
 
 def _avg_pool(x: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,

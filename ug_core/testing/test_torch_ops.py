@@ -98,3 +98,62 @@ def test_sdpa_grouped_query_attention(device, rng):
     with pytest.raises(ValueError, match="multiple"):
         ug.nn.scaled_dot_product_attention(ug.tensor(rand((2, 5, 5, 4)), device=device), ug.tensor(k, device=device),
                                            ug.tensor(v, device=device), enable_gqa=True)
+
+
+# --- unfold (im2col) and max_unpool ---------------------------------------------------------------
+
+
+def unfold_ref(x, k, d, p, s):
+    n, c, h, w = x.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (p[0], p[0]), (p[1], p[1])))
+    oh = (h + 2 * p[0] - d[0] * (k[0] - 1) - 1) // s[0] + 1
+    ow = (w + 2 * p[1] - d[1] * (k[1] - 1) - 1) // s[1] + 1
+    out = np.zeros((n, c, k[0], k[1], oh, ow), x.dtype)
+    for i in range(k[0]):
+        for j in range(k[1]):
+            out[:, :, i, j] = xp[:, :, i * d[0]:i * d[0] + s[0] * (oh - 1) + 1:s[0], j * d[1]:j * d[1] + s[1] * (ow - 1) + 1:s[1]]
+    return out.reshape(n, c * k[0] * k[1], oh * ow)
+
+
+@pytest.mark.parametrize("k, d, p, s", [((3, 3), (1, 1), (0, 0), (1, 1)), ((2, 3), (2, 1), (1, 2), (2, 3))], ids=str)
+def test_unfold_im2col(device, k, d, p, s):
+    x = rand((2, 3, 7, 8))
+    got = ug.nn.unfold(ug.tensor(x, device=device), k, dilation=d, padding=p, stride=s)
+    np.testing.assert_array_equal(got.numpy(), unfold_ref(x, k, d, p, s))
+    got = ug.nn.unfold(ug.tensor(x[0], device=device), k, dilation=d, padding=p, stride=s)   # unbatched
+    np.testing.assert_array_equal(got.numpy(), unfold_ref(x[:1], k, d, p, s)[0])
+
+
+def test_unfold_gradient_sums_the_windows(device, require_dtype, rng):
+    require_dtype(np.float64)
+    from ug_core.testing.test_autodiff import check_grad
+    check_grad(device, rng, lambda x: ug.nn.unfold(x, 3, padding=1, stride=2), rng.standard_normal((1, 2, 5, 6)))
+
+
+def test_max_unpool2d_inverts_max_pool2d(device):
+    x = rand((2, 3, 9, 10))
+    for kw, output_size in ((dict(kernel_size=2), None), (dict(kernel_size=3, stride=(2, 3), padding=1), (9, 10))):
+        values, idx = ug.nn.max_pool2d(ug.tensor(x, device=device), return_indices=True, **kw)
+        got = ug.nn.max_unpool2d(values, idx, output_size=output_size, **kw).numpy()
+        flat_idx, flat_val = idx.numpy().reshape(2, 3, -1), values.numpy().reshape(2, 3, -1)
+        oh = (values.shape[2] - 1) * (kw.get("stride") or (2, 2))[0] + kw["kernel_size"] - 2 * kw.get("padding", 0) \
+            if output_size is None else output_size[0]
+        ow = got.shape[3]
+        want = np.zeros((2, 3, oh * ow), np.float32)
+        for b in range(2):
+            for c in range(3):
+                want[b, c, flat_idx[b, c]] = flat_val[b, c]
+        np.testing.assert_array_equal(got, want.reshape(2, 3, oh, ow))
+        # every pooled maximum is back where it came from
+        assert np.all((got == 0) | (got == x[:, :, :oh, :ow]))
+
+
+def test_max_unpool_errors(device):
+    v = ug.tensor(rand((1, 1, 2, 2)), device=device)
+    i = ug.tensor(np.zeros((1, 1, 2, 2), np.int64), device=device)
+    with pytest.raises(ValueError, match="within a stride"):
+        ug.nn.max_unpool2d(v, i, 2, output_size=(7, 4))
+    with pytest.raises(ValueError, match="input's shape"):
+        ug.nn.max_unpool2d(v, i.reshape(1, 1, 4), 2)
+    with pytest.raises(TypeError, match="integers"):
+        ug.nn.max_unpool2d(v, v, 2)
