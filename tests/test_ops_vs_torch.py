@@ -136,3 +136,13 @@ def test_max_unpool_matches_torch(nd):
         got_fn = lambda v: getattr(ug.nn, f"max_unpool{nd}d")(v, ug.tensor(idx.numpy()), 3, stride=2, padding=1,  # noqa: E731
                                                             output_size=output_size)
         _vjp_check(got_fn, want_fn, [values.numpy()])
+
+
+# --- circular padding -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("pad", [(0, 2, 3, 2), (1, 2, 3, 5)], ids=str)
+def test_pad_wrap_matches_torch_circular(pad):
+    widths = ((0, 0), (0, 0), (pad[2], pad[3]), (pad[0], pad[1]))
+    _vjp_check(lambda x: ug.pad(x, widths, mode="wrap"), lambda x: F.pad(x, pad, mode="circular"),
+               [rng.standard_normal((2, 1, 5, 6))])

@@ -359,6 +359,9 @@ class Tensor:
             raise ValueError("linspace with bool dtype is not supported")
         if steps < 0:
             raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+        if not _is_float(dt):
+            # torch's (and tinygrad's) integer linspace rounds toward zero, numpy's (ug's) down
+            return Tensor(ug.astype(ug.trunc(ug.linspace(start, stop, steps, dtype=dtypes.float32)), dt))
         return Tensor(ug.linspace(start, stop, steps, dtype=dt))
 
     @staticmethod
@@ -843,6 +846,13 @@ class Tensor:
         np_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}.get(mode)
         if np_mode is None:
             raise NotImplementedError(f"pad mode {mode!r}")
+        if mode == "circular":
+            # torch's circular padding wraps once at most (numpy's wrap, any number of times);
+            # tinygrad's takes no negative amounts
+            if any(b < 0 or a < 0 for b, a in pairs):
+                raise NotImplementedError("circular padding with negative amounts")
+            if any(b > n or a > n for (b, a), n in zip(pairs, self.shape)):
+                raise ValueError(f"circular padding {padding} wraps around more than once for shape {self.shape}")
         # torch (and tinygrad) pad the input first, then crop by the negative amounts
         pw = tuple((max(0, b), max(0, a)) for b, a in pairs)
         if np_mode == "constant":

@@ -157,3 +157,34 @@ def test_max_unpool_errors(device):
         ug.nn.max_unpool2d(v, i.reshape(1, 1, 4), 2)
     with pytest.raises(TypeError, match="integers"):
         ug.nn.max_unpool2d(v, v, 2)
+
+
+# --- pad(mode='wrap'), integer linspace -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("widths", [((1, 2), (3, 4)), ((7, 8), (0, 12)), ((0, 0), (5, 5)), ((2, 0), (0, 1))], ids=str)
+def test_pad_wrap(device, widths):
+    x = rand((3, 5))
+    np.testing.assert_array_equal(ug.pad(ug.tensor(x, device=device), widths, mode="wrap").numpy(),
+                                  np.pad(x, widths, mode="wrap"))
+    one = rand((1, 4))   # one element along an axis repeats it
+    np.testing.assert_array_equal(ug.pad(ug.tensor(one, device=device), ((2, 3), (0, 0)), mode="wrap").numpy(),
+                                  np.pad(one, ((2, 3), (0, 0)), mode="wrap"))
+
+
+def test_pad_wrap_gradient(device, require_dtype, rng):
+    require_dtype(np.float64)
+    from ug_core.testing.test_autodiff import check_grad
+    check_grad(device, rng, lambda x: ug.pad(x, ((1, 6), (2, 1)), mode="wrap"), rng.standard_normal((3, 4)))
+
+
+@pytest.mark.parametrize("dt", [np.int32, np.int64, np.uint8, np.int16, np.bool_], ids=lambda d: np.dtype(d).name)
+def test_integer_linspace_rounds_down_as_numpy(device, require_dtype, dt):
+    require_dtype(dt)
+    for start, stop, num in ((5, 10, 3), (5, 10, 20), (5, -5, 20), (-5.5, 5.5, 10), (0, 10, 5), (3, 9, 0)):
+        if np.dtype(dt).kind == "u" and min(start, stop) < 0:
+            continue
+        want = np.linspace(start, stop, num, dtype=dt)
+        got = ug.linspace(start, stop, num, dtype=dt, device=device).numpy()
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want)
