@@ -146,3 +146,25 @@ def test_pad_wrap_matches_torch_circular(pad):
     widths = ((0, 0), (0, 0), (pad[2], pad[3]), (pad[0], pad[1]))
     _vjp_check(lambda x: ug.pad(x, widths, mode="wrap"), lambda x: F.pad(x, pad, mode="circular"),
                [rng.standard_normal((2, 1, 5, 6))])
+
+
+# --- interpolate (bicubic, area), adaptive max pooling's indices -------------------------------------
+
+
+@pytest.mark.parametrize("kw", [dict(size=(11, 5), mode="bicubic"), dict(size=(14, 18), mode="bicubic", align_corners=True),
+                                dict(scale_factor=1.7, mode="bicubic"), dict(size=(3, 4), mode="area"),
+                                dict(size=(10, 13), mode="area"), dict(scale_factor=0.5, mode="area")], ids=str)
+def test_interpolate_matches_torch(kw):
+    _vjp_check(lambda x: ug.nn.interpolate(x, **kw), lambda x: F.interpolate(x, **kw), [rng.standard_normal((2, 3, 7, 9))])
+
+
+@pytest.mark.parametrize("nd, shape, size", [(1, (2, 3, 10), 3), (2, (2, 3, 7, 9), (3, 4)), (2, (3, 8, 8), (4, 2)),
+                                             (3, (1, 2, 5, 6, 7), (2, 3, 4))], ids=str)
+def test_adaptive_max_pool_indices_match_torch(nd, shape, size):
+    x = rng.standard_normal(shape)
+    want = getattr(F, f"adaptive_max_pool{nd}d")(torch.tensor(x), size, return_indices=True)
+    got = getattr(ug.nn, f"adaptive_max_pool{nd}d")(ug.tensor(x), size, return_indices=True)
+    np.testing.assert_array_equal(got[0].numpy(), want[0].numpy())
+    np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+    _vjp_check(lambda t: getattr(ug.nn, f"adaptive_max_pool{nd}d")(t, size, return_indices=True)[0],
+               lambda t: getattr(F, f"adaptive_max_pool{nd}d")(t, size), [x])

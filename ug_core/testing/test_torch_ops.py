@@ -188,3 +188,73 @@ def test_integer_linspace_rounds_down_as_numpy(device, require_dtype, dt):
         got = ug.linspace(start, stop, num, dtype=dt, device=device).numpy()
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want)
+
+
+# --- interpolate: bicubic and area; adaptive max pooling's indices ---------------------------------
+
+
+def cubic_ref(x, out_h, out_w, align_corners):
+    """torch's bicubic upsampling (a = -0.75, taps clamped at the border), in float64 loops."""
+    def taps(n, m):
+        s = (n - 1) / (m - 1) if align_corners and m > 1 else (0.0 if align_corners else n / m)
+        a = -0.75
+        rows = []
+        for i in range(m):
+            src = s * i if align_corners else s * (i + 0.5) - 0.5
+            f = np.floor(src)
+            t = src - f
+            w = [((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a, ((a + 2) * t - (a + 3)) * t * t + 1,
+                 ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
+                 ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a]
+            rows.append([(int(min(max(f - 1 + j, 0), n - 1)), w[j]) for j in range(4)])
+        return rows
+    th, tw = taps(x.shape[2], out_h), taps(x.shape[3], out_w)
+    out = np.zeros(x.shape[:2] + (out_h, out_w))
+    for i in range(out_h):
+        for j in range(out_w):
+            out[:, :, i, j] = sum(wh * ww * x[:, :, ih, iw].astype(np.float64) for ih, wh in th[i] for iw, ww in tw[j])
+    return out
+
+
+@pytest.mark.parametrize("size, align_corners", [((11, 5), False), ((14, 18), True), ((3, 4), False)], ids=str)
+def test_interpolate_bicubic(device, size, align_corners):
+    x = rand((2, 3, 7, 9))
+    got = ug.nn.interpolate(ug.tensor(x, device=device), size=size, mode="bicubic", align_corners=align_corners)
+    np.testing.assert_allclose(got.numpy(), cubic_ref(x, *size, align_corners), rtol=1e-5, atol=1e-5)
+
+
+def test_interpolate_area_is_adaptive_average_pooling(device):
+    x = rand((2, 3, 7, 9))
+    for size in ((3, 4), (10, 13), (7, 9)):
+        got = ug.nn.interpolate(ug.tensor(x, device=device), size=size, mode="area").numpy()
+        want = np.zeros(x.shape[:2] + size)
+        for i in range(size[0]):
+            for j in range(size[1]):
+                h0, h1 = (i * 7) // size[0], -((-(i + 1) * 7) // size[0])
+                w0, w1 = (j * 9) // size[1], -((-(j + 1) * 9) // size[1])
+                want[:, :, i, j] = x[:, :, h0:h1, w0:w1].mean(axis=(2, 3))
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    with pytest.raises(ValueError, match="align_corners"):
+        ug.nn.interpolate(ug.tensor(x, device=device), size=(3, 4), mode="area", align_corners=True)
+
+
+@pytest.mark.parametrize("shape, size", [((2, 3, 7, 9), (3, 4)), ((2, 3, 8, 8), (4, 2)), ((3, 5, 6), (5, 4))], ids=str)
+def test_adaptive_max_pool2d_indices(device, shape, size):
+    x = rand(shape)
+    values, idx = ug.nn.adaptive_max_pool2d(ug.tensor(x, device=device), size, return_indices=True)
+    assert idx.dtype == np.int64
+    xb = x.reshape(-1, *shape[-2:])
+    h, w = shape[-2:]
+    want_v, want_i = np.zeros((xb.shape[0],) + size, x.dtype), np.zeros((xb.shape[0],) + size, np.int64)
+    for i in range(size[0]):
+        for j in range(size[1]):
+            h0, h1 = (i * h) // size[0], -((-(i + 1) * h) // size[0])
+            w0, w1 = (j * w) // size[1], -((-(j + 1) * w) // size[1])
+            win = xb[:, h0:h1, w0:w1].reshape(xb.shape[0], -1)
+            k = win.argmax(axis=1)
+            want_v[:, i, j] = win.max(axis=1)
+            want_i[:, i, j] = (h0 + k // (w1 - w0)) * w + w0 + k % (w1 - w0)
+    np.testing.assert_array_equal(values.numpy().reshape(want_v.shape), want_v)
+    np.testing.assert_array_equal(idx.numpy().reshape(want_i.shape), want_i)
+    # the values equal the plain pooling's
+    np.testing.assert_array_equal(values.numpy(), ug.nn.adaptive_max_pool2d(ug.tensor(x, device=device), size).numpy())
