@@ -25,7 +25,7 @@ from .array_api.data_types import *  # noqa: F403
 from .array_api.elementwise import *  # noqa: F403
 from .array_api.extras import *  # noqa: F403
 from .array_api.indexing import *  # noqa: F403
-from .scatter import bincount, index_add, scatter_add
+from .scatter import bincount, index_add, scatter, scatter_add, scatter_reduce
 from .array_api.linalg import matmul, matrix_transpose, tensordot, vecdot
 from .array_api.manipulation import *  # noqa: F403
 from .array_api.numpy_names import *  # noqa: F403
@@ -53,5 +53,5 @@ __all__ += array_api.__all__   # the Array API namespace (arange, full, matmul, 
 # numpy's aliasing rule: the namespace's view functions return views, every other function a
 # value of its own (never its argument, nor a view of it; see array_api/aliasing.py)
 from .array_api import aliasing as _aliasing  # noqa: E402
-_aliasing.apply(globals(), array_api.__all__ + ["bincount", "custom", "einsum", "index_add", "scatter_add", "where"])
+_aliasing.apply(globals(), array_api.__all__ + ["bincount", "custom", "einsum", "index_add", "scatter", "scatter_add", "scatter_reduce", "where"])
 _aliasing.apply_methods(Tensor)

@@ -9,6 +9,12 @@ has the same bits on every run, float sums included (each part's values are adde
 on every device; the rows' sum is the device's reduction, in a fixed order of its own).
 
     scatter_add: x + rows.sum(0), the rows summing src at their slots
+    scatter_reduce: the rows combined by sum, prod, max or min (a mean is a sum over a count,
+                 itself a scatter of ones), then with x (include_self) or in x's place where
+                 some value landed; its gradient is torch's (define_vjp: ties of amax / amin
+                 split equally between all equal values, self included; prod exact with zeros)
+    scatter:     torch's scatter: the value that lands last in each slot is written (the rule
+                 of `x[idx] = v`, below), or reduce='add' / 'multiply' (scatter_reduce's)
     x[idx] = v:  numpy's last write wins: the rows hold, per slot, the largest position that
                  writes it (a max of positions, which any order gives alike), then one gather
                  reads v at that position where some position wrote, x elsewhere
@@ -34,9 +40,10 @@ from .memory import available_host_bytes
 from .ops import Op
 from .plugins import registry
 from .schedule import scatter_identity
-from .tensor import Tensor, _broadcast, _normalize_axis, _written_array, tensor, tracing, values_for_shape, where
+from .tensor import (Tensor, _broadcast, _normalize_axis, _written_array, maximum, minimum, tensor, tracing,
+                     values_for_shape, where)
 
-__all__ = ["scatter_add", "index_add", "bincount"]
+__all__ = ["scatter", "scatter_add", "scatter_reduce", "index_add", "bincount"]
 
 MAX_PARTS = 64
 """At most this many parts (rows) per scatter: enough threads for a cpu, and the rows (parts x
@@ -64,6 +71,111 @@ def scatter_add(x: Tensor, axis: int, index: Any, src: Any) -> Tensor:
         raise ValueError(f"scatter_add: index (shape {idx.shape}) is larger than x (shape {x.shape}) off axis {axis}")
     values = _values(src, idx.shape, x, "scatter_add")
     return _added(x, values, _linear_slots(idx, in_range, x.shape, axis))
+
+
+_REDUCE_OPS = {"sum": Op.SUM, "prod": Op.PROD, "mean": Op.SUM, "amax": Op.RMAX, "amin": Op.RMIN}
+
+
+def scatter(x: Tensor, axis: int, index: Any, src: Any, reduce: str | None = None) -> Tensor:
+    """torch's scatter: x with src written along `axis` at `index`: for every position q of
+    index, out[q with q[axis] replaced by index[q]] = src[q]. index has x's rank and at most x's
+    size off `axis`; src is a scalar, or a tensor at least as large as index in every dim (only
+    its leading index.shape block is read, as torch's), or broadcasts to index's shape; it is
+    cast to x's dtype. Where several positions write one slot the last one (in index's C order)
+    wins, as numpy's `x[idx] = v` (torch leaves that order unspecified); the gradient goes to the
+    value written. reduce='add' or 'multiply' combines instead: scatter_reduce(..., 'sum' or
+    'prod', include_self=True)."""
+    if reduce is not None:
+        ops = {"add": "sum", "multiply": "prod"}
+        if reduce not in ops:
+            raise ValueError(f"scatter: reduce must be None, 'add' or 'multiply', got {reduce!r}")
+        return scatter_reduce(x, axis, index, src, ops[reduce])
+    axis, slots, values = _indexed(x, axis, index, src, "scatter")
+    n = values.shape[0]
+    if n == 0:
+        return Tensor(x.node)
+    order = dtypes.to_dtype("int32") if n < 2**31 else dtypes.to_dtype("int64")
+    writer = Tensor(graph.iota((n,), order, x.device))
+    rows = _scatter(writer, slots, Op.RMAX, x.size)
+    last = rows.max(axis=0) if rows.shape[0] > 1 else rows.reshape(x.size)   # -1: nobody wrote
+    picked = _gather(values, last, 0)   # (clamped: -1 reads value 0, not used)
+    return where(last >= 0, picked, x.reshape(x.size)).reshape(*x.shape)
+
+
+def scatter_reduce(x: Tensor, axis: int, index: Any, src: Any, reduce: str, include_self: bool = True) -> Tensor:
+    """torch's scatter_reduce: the values of src (placed as `scatter` places them) combined per
+    slot by reduce = 'sum', 'prod', 'mean', 'amax' or 'amin', together with x's element there
+    (include_self) or replacing it (include_self=False: x stays where no value lands). An
+    integer mean rounds down (torch's floor division). Deterministic (see the module's note).
+    Gradients as torch's: amax / amin split g equally between the values equal to the result
+    (x's element included when it takes part; torch also counts an x that takes no part,
+    include_self=False, when it equals the result, and so loses that share), prod gives each
+    value the product of the others (exact with zeros), mean divides g by each slot's count."""
+    if reduce not in _REDUCE_OPS:
+        raise ValueError(f"scatter_reduce: reduce must be one of {sorted(_REDUCE_OPS)}, got {reduce!r}")
+    axis, slots, values = _indexed(x, axis, index, src, "scatter_reduce")
+    if values.shape[0] == 0:
+        return Tensor(x.node)
+    op = _REDUCE_OPS[reduce]
+    flat = x.reshape(x.size)
+    red = _combined(values, slots, op, x.size)
+    counts = dtypes.to_dtype("int32") if values.shape[0] < 2**31 else dtypes.to_dtype("int64")
+    count = _combined(Tensor(graph.const(1, counts, x.device, values.shape)), slots, Op.SUM, x.size)
+    touched = count > 0
+    if reduce == "mean":
+        if x.dtype.kind == "b":
+            raise TypeError("scatter_reduce: reduce='mean' needs a numeric tensor, got bool")
+        total = flat + red if include_self else red
+        n = count + 1 if include_self else maximum(count, 1)
+        out = total // n.astype(x.dtype) if x.dtype.kind in "iu" else total / n.astype(x.dtype)
+    elif include_self:
+        out = {Op.SUM: lambda: flat + red, Op.PROD: lambda: flat * red, Op.RMAX: lambda: maximum(flat, red),
+               Op.RMIN: lambda: minimum(flat, red)}[op]()
+    else:
+        out = red
+    if not include_self:
+        out = where(touched, out, flat)
+    out = out if out.dtype == x.dtype else out.astype(x.dtype)
+    if x.dtype.kind != "f":
+        return out.reshape(*x.shape)
+
+    def at(t: Tensor) -> Tensor:
+        """t (flat, x's size) read at each value's slot."""
+        return _gather(t, slots, 0)
+
+    def rule(g: Tensor, out: Tensor, x: Tensor, values: Tensor) -> tuple[Tensor, Tensor]:
+        g, out, x = g.reshape(x.size), out.reshape(x.size), x.reshape(x.size)
+        if reduce == "sum":
+            gx, gv = g, at(g)
+        elif reduce == "mean":
+            n = (count + 1 if include_self else maximum(count, 1)).astype(g.dtype)
+            gx, gv = g / n, at(g / n)
+        elif reduce in ("amax", "amin"):
+            def equal(a: Tensor, b: Tensor) -> Tensor:   # (the NaN a NaN result came from counts too)
+                return (a == b) | ((a != a) & (b != b))
+            self_hit = equal(x, out) if include_self else equal(x, out) & ~touched
+            src_hit = equal(values, at(out))
+            shares = self_hit.astype(g.dtype) + _combined(src_hit.astype(g.dtype), slots, Op.SUM, x.size)
+            share = g / where(shares > 0, shares, 1.0)
+            gx, gv = where(self_hit, share, 0.0), where(src_hit, at(share), 0.0)
+        else:   # prod: the product of the others, from the zeros' count and the nonzero values' product
+            is_zero = values == 0
+            zeros = _combined(is_zero.astype(g.dtype), slots, Op.SUM, x.size)
+            nonzero = _combined(where(is_zero, 1.0, values), slots, Op.PROD, x.size)
+            if include_self:
+                zeros = zeros + (x == 0).astype(g.dtype)
+                nonzero = nonzero * where(x == 0, 1.0, x)
+            z, p = at(zeros), at(nonzero)
+            others = where(is_zero, where(z == 1, p, 0.0), where(z == 0, p / where(is_zero, 1.0, values), 0.0))
+            # x's own share: the product of the values at its slot (1 where none lands)
+            gx, gv = g * _combined(values, slots, Op.PROD, x.size), at(g) * others
+        if not include_self:
+            gx = where(touched, 0.0, gx)
+        return gx.reshape(*out_shape), gv
+
+    out_shape = x.shape
+    from .autodiff import define_vjp
+    return define_vjp(out.reshape(*x.shape), [x, values], rule)
 
 
 def index_add(x: Tensor, axis: int, index: Any, source: Any) -> Tensor:
@@ -232,6 +344,32 @@ def _added(x: Tensor, values: Tensor, slots: Tensor) -> Tensor:
     rows = _scatter(values.reshape(n), slots.broadcast_to(values.shape).reshape(n), Op.SUM, x.size)
     total = rows._reduce(Op.SUM, 0, False, rows.dtype) if rows.shape[0] > 1 else rows.reshape(x.size)
     return x + total.reshape(*x.shape)
+
+
+def _indexed(x: Any, axis: int, index: Any, src: Any, fn: str) -> tuple[int, Tensor, Tensor]:
+    """(the axis, the flat linear slot of each position of index, the flat values in x's
+    dtype) of a torch-style scatter of src into x: index has x's rank and at most x's size off
+    `axis`; a src tensor of index's rank at least index's size in every dim is read in its
+    leading index.shape block (torch's rule), any other src broadcasts to index's shape."""
+    axis, idx, in_range = _target(x, axis, index, fn)
+    if idx.ndim != x.ndim:
+        raise ValueError(f"{fn}: index (shape {idx.shape}) must have x's rank {x.ndim} (shape {x.shape})")
+    if any(idx.shape[d] > x.shape[d] for d in range(x.ndim) if d != axis):
+        raise ValueError(f"{fn}: index (shape {idx.shape}) is larger than x (shape {x.shape}) off axis {axis}")
+    if isinstance(src, Tensor) and src.ndim == idx.ndim and src.shape != idx.shape:
+        if any(i > s for i, s in zip(idx.shape, src.shape)):
+            raise ValueError(f"{fn}: index (shape {idx.shape}) is larger than src (shape {src.shape})")
+        src = src[tuple(slice(0, i) for i in idx.shape)]
+    values = _values(src, idx.shape, x, fn)
+    n = math.prod(idx.shape)
+    slots = _linear_slots(idx, in_range, x.shape, axis)
+    return axis, slots.broadcast_to(idx.shape).reshape(n), values.reshape(n)
+
+
+def _combined(values: Tensor, slots: Tensor, op: Op, n_slots: int) -> Tensor:
+    """The 1-d values combined by `op` at their slots: (n_slots,), the identity where none lands."""
+    rows = _scatter(values, slots, op, n_slots)
+    return rows._reduce(op, 0, False, rows.dtype) if rows.shape[0] > 1 else rows.reshape(n_slots)
 
 
 def _check_bincount_size(length: int, parts: int, dtype: np.dtype, high: int, minlength: int) -> None:

@@ -359,6 +359,9 @@ class Tensor:
             raise ValueError("linspace with bool dtype is not supported")
         if steps < 0:
             raise ValueError(f"linspace: number of steps must be non-negative, got {steps}")
+        if not _is_float(dt):
+            # torch's (and tinygrad's) integer linspace rounds toward zero, numpy's (ug's) down
+            return Tensor(ug.astype(ug.trunc(ug.linspace(start, stop, steps, dtype=dtypes.float32)), dt))
         return Tensor(ug.linspace(start, stop, steps, dtype=dt))
 
     @staticmethod
@@ -648,7 +651,7 @@ class Tensor:
     def silu(self) -> Tensor: return self._un(lambda t: t.silu())
     swish = silu
     def gelu(self) -> Tensor: return self._un(lambda t: t.gelu())
-    def relu6(self) -> Tensor: return self._un(lambda t: ug.clip(t, 0, 6), False)
+    def relu6(self) -> Tensor: return self._nn("relu6")
 
     def isinf(self, detect_positive: bool = True, detect_negative: bool = True) -> Tensor:
         t = self._t
@@ -843,6 +846,13 @@ class Tensor:
         np_mode = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}.get(mode)
         if np_mode is None:
             raise NotImplementedError(f"pad mode {mode!r}")
+        if mode == "circular":
+            # torch's circular padding wraps once at most (numpy's wrap, any number of times);
+            # tinygrad's takes no negative amounts
+            if any(b < 0 or a < 0 for b, a in pairs):
+                raise NotImplementedError("circular padding with negative amounts")
+            if any(b > n or a > n for (b, a), n in zip(pairs, self.shape)):
+                raise ValueError(f"circular padding {padding} wraps around more than once for shape {self.shape}")
         # torch (and tinygrad) pad the input first, then crop by the negative amounts
         pw = tuple((max(0, b), max(0, a)) for b, a in pairs)
         if np_mode == "constant":
@@ -914,7 +924,11 @@ class Tensor:
         return self.split(math.ceil(self.shape[dim] / chunks), dim)
 
     def unfold(self, dim: int, size: int, step: int) -> Tensor:
-        return self._nn("unfold", dim, size, step)
+        # torch's Tensor.unfold: numpy's sliding windows along dim (appended last), every step-th
+        if step <= 0:
+            raise ValueError(f"unfold: step must be positive, got {step}")
+        windows = _call("unfold", ["sliding_window_view", "lib.stride_tricks.sliding_window_view"], self, size, axis=dim)
+        return windows[(slice(None),) * (dim % max(self.ndim, 1)) + (slice(None, None, step),)]
 
     def meshgrid(self, *others: Tensor, indexing: str = "ij") -> list[Tensor]:
         if indexing not in ("ij", "xy"):
@@ -960,12 +974,13 @@ class Tensor:
         return Tensor(ug.take_along_axis(x._t, index._t, axis=dim))
 
     def scatter(self, dim: int, index: Tensor, src: Any, reduce: str | None = None) -> Tensor:
-        return self._nn("scatter", dim, index, src, reduce=reduce)
+        # tinygrad takes `reduce` with a scalar src only (a tensor's is scatter_reduce)
+        if reduce is not None and isinstance(src, Tensor):
+            raise TypeError("scatter: reduce needs a scalar src; use scatter_reduce for a tensor src")
+        return _call("scatter", ["scatter"], self, dim, index, src, reduce=reduce)
 
     def scatter_reduce(self, dim: int, index: Tensor, src: Tensor, reduce: str, include_self: bool = True) -> Tensor:
-        if reduce == "sum" and include_self:
-            return Tensor(ug.scatter_add(self._t, dim, index._t, src._t))
-        return self._nn("scatter_reduce", dim, index, src, reduce=reduce, include_self=include_self)
+        return _call("scatter_reduce", ["scatter_reduce"], self, dim, index, src, reduce, include_self=include_self)
 
     def masked_select(self, mask: Tensor) -> Tensor:
         # torch broadcasts the mask (a 0-d True selects everything)

@@ -14,7 +14,7 @@ import numpy as np
 from .. import dtypes, graph
 from ..device import LentBuffer
 from ..tensor import _resolve_device, full as _full, registry as _registry, tensor as _tensor, zeros as _zeros
-from ..tensor import Tensor, snapshot, where
+from ..tensor import Tensor, _check_supported, snapshot, where
 from ._common import check_tensor, iota
 
 _DTYPE_LIKE = (type, np.dtype, str)
@@ -149,13 +149,19 @@ def arange(start: Any, /, stop: Any = None, step: Any = 1, *, dtype: Any = None,
 
 def linspace(start: Any, stop: Any, /, num: int, *, dtype: Any = None, device: str | None = None,
              endpoint: bool = True) -> Tensor:
-    """num evenly spaced values from start to stop (included when `endpoint`, exactly)."""
+    """num evenly spaced values from start to stop (included when `endpoint`, exactly). An
+    integer dtype gets numpy's: the values computed in float64 (float32 where the device has
+    no float64) rounded down (floor, not torch's toward zero), then cast; bool: nonzero."""
     if not isinstance(num, (int, np.integer)) or num < 0:
         raise ValueError(f"linspace: num must be a non-negative int, got {num!r}")
     dt = dtypes.to_dtype(dtype) if dtype is not None else np.dtype(np.float32)
-    if dt.kind != "f":
-        raise TypeError(f"linspace: ug makes floating results only, got dtype {dt.name}")
     dev = _device(device)
+    if dt.kind != "f":
+        _check_supported(dt, dev)
+        work_dt = F64 if F64 in _registry.get(dev).dtypes else np.dtype(np.float32)
+        values = linspace(start, stop, num, dtype=work_dt, device=device, endpoint=endpoint)
+        from .elementwise import floor
+        return (values if dt.kind == "b" else floor(values)).astype(dt)
     if num == 0:
         return _zeros((0,), dt, dev)
     # numpy's: i * step + start in float64 (where the device has it), the endpoint set exactly

@@ -1,5 +1,5 @@
 """numpy / scipy / torch functions beyond the Array API standard that models need: erf, erfc,
-logsumexp, isclose, allclose, lerp, split and array_split.
+logsumexp, logcumsumexp, isclose, allclose, lerp, split and array_split.
 
 Each is built from ug's own differentiable ops (arithmetic, exp, where, max/sum reductions,
 views), never from host numpy on values: so they stay lazy, fuse with their neighbours, run
@@ -26,10 +26,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from ..tensor import Tensor, _as_tensor, _normalize_axes, _normalize_axis, maximum as _maximum, \
-    minimum as _minimum, where
+    minimum as _minimum, tensor, where
 from ._common import check_tensor
 from .elementwise import _pair, floor, isfinite, isnan
-from .transcendental import _in_float
+from .transcendental import _in_float, logaddexp
 
 # --- erf and erfc (fdlibm s_erf.c's coefficients, constant term first) ------------------------
 ERX = 8.45062911510467529297e-01      # erf(1) rounded to float32's precision
@@ -150,6 +150,60 @@ def logsumexp(x: Tensor, /, axis: int | Sequence[int] | None = None, keepdims: b
     return out
 
 
+LOGCUMSUMEXP_BLOCK = 32
+"""logcumsumexp takes each prefix's logsumexp directly over lines of at most this many
+elements (a masked triangle: BLOCK**2 terms per line, one fused reduction); a longer line is
+cut into blocks of this size whose totals are scanned the same way (recursively)."""
+
+
+def logcumsumexp(x: Tensor, /, axis: int | None = None) -> Tensor:
+    """log(cumulative_sum(exp(x))) along `axis` (None: the one axis of a 1-d x; a 0-d x is
+    itself), torch.logcumsumexp's, without overflow or underflow: each prefix is a logsumexp
+    (max-shifted) of its elements, within blocks of LOGCUMSUMEXP_BLOCK elements, and a block's
+    prefixes are combined with the blocks' before it by logaddexp. So [0, 100] gives [0, 100]
+    exactly, and -inf entries add nothing. Differentiable (the gradient is each prefix's
+    softmax, summed)."""
+    x = check_tensor(x, "logcumsumexp")._float()
+    if x.ndim == 0:   # one element (torch's: axis 0 or -1)
+        if axis not in (None, 0, -1):
+            raise ValueError(f"logcumsumexp: axis {axis} is out of range for a 0-d array")
+        return x + 0.0
+    if axis is None:
+        if x.ndim != 1:
+            raise ValueError(f"logcumsumexp: axis is required for an array of more than one dimension (shape {x.shape})")
+        axis = 0
+    axis = _normalize_axis(axis, x.ndim)
+    if x.shape[axis] == 0:
+        return x + 0.0
+    last = x.ndim - 1
+    moved = x if axis == last else x.permute(*(d for d in range(x.ndim) if d != axis), axis)
+    out = _logcumsumexp_last(moved)
+    if axis == last:
+        return out
+    back = list(range(last))
+    back.insert(axis, last)
+    return out.permute(*back)
+
+
+def _logcumsumexp_last(x: Tensor) -> Tensor:
+    """logcumsumexp along the last axis (of positive length)."""
+    from .manipulation import pad
+    n = x.shape[-1]
+    if n <= LOGCUMSUMEXP_BLOCK:
+        # [..., j, k] = x[..., k] for k <= j, -inf after: row j's logsumexp is prefix j's
+        k = tensor(np.tril(np.ones((n, n), bool)), device=x.device)
+        return logsumexp(where(k, x.reshape(*x.shape[:-1], 1, n), -math.inf), axis=-1)
+    b = LOGCUMSUMEXP_BLOCK
+    blocks = -(-n // b)
+    lead = [(0, 0)] * (x.ndim - 1)
+    padded = pad(x, lead + [(0, blocks * b - n)], constant_value=-math.inf) if blocks * b > n else x
+    inner = _logcumsumexp_last(padded.reshape(*x.shape[:-1], blocks, b))      # within each block
+    totals = _logcumsumexp_last(inner[..., -1])                                # through each block
+    before = pad(totals[..., :-1], lead + [(1, 0)], constant_value=-math.inf)  # through the previous one
+    out = logaddexp(before.reshape(*before.shape, 1), inner).reshape(*x.shape[:-1], blocks * b)
+    return out[..., :n] if blocks * b > n else out
+
+
 def isclose(a: Any, b: Any, /, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
     """Elementwise |a - b| <= atol + rtol |b| (numpy.isclose: not symmetric, b is the
     reference), computed in the operands' common float dtype; infinities are close only to
@@ -245,4 +299,4 @@ def array_split(x: Tensor, /, indices_or_sections: Any, axis: int = 0) -> list[T
     return _split(x, indices_or_sections, axis, "array_split", False)
 
 
-__all__ = ["allclose", "array_split", "erf", "erfc", "isclose", "lerp", "logsumexp", "split"]
+__all__ = ["allclose", "array_split", "erf", "erfc", "isclose", "lerp", "logcumsumexp", "logsumexp", "split"]

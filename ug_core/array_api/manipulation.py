@@ -266,7 +266,7 @@ def roll(x: Tensor, /, shift: int | tuple[int, ...], *, axis: int | tuple[int, .
     return out
 
 
-_PAD_MODES = ("constant", "edge", "reflect")
+_PAD_MODES = ("constant", "edge", "reflect", "wrap")
 
 
 def _pad_pairs(pad_width: Any, ndim: int) -> list[tuple[int, int]]:
@@ -306,6 +306,18 @@ def _reflect_runs(n: int, before: int, after: int) -> list[slice]:
     return runs
 
 
+def _wrap_runs(n: int, before: int, after: int) -> list[slice]:
+    """Slices of an axis of size n > 0 that, end to end, are its wrap padding (numpy's: position
+    p reads p mod n, however many times the pad wraps around), in monotone runs."""
+    runs, p, end = [], -before, n + after
+    while p < end:
+        start = p % n
+        length = min(n - start, end - p)
+        runs.append(slice(start, start + length))
+        p += length
+    return runs
+
+
 def _spread(x: Tensor, axis: int, count: int) -> Tensor:
     """x (size 1 along `axis`) broadcast to `count` along it."""
     return x.broadcast_to(x.shape[:axis] + (count,) + x.shape[axis + 1:])
@@ -313,9 +325,10 @@ def _spread(x: Tensor, axis: int, count: int) -> Tensor:
 
 def pad(x: Tensor, /, pad_width: Any, mode: str = "constant", constant_value: Any = 0, *,
         constant_values: Any = None) -> Tensor:
-    """numpy's np.pad for modes "constant", "edge" and "reflect", as views: the constant padding
-    is a masked view (a select with the constant where it is not 0), edge and reflect a concat
-    of (reversed, broadcast) slices per axis, axis after axis as numpy pads them.
+    """numpy's np.pad for modes "constant", "edge", "reflect" and "wrap" (periodic: torch's
+    "circular", here also wrapping more than once, as numpy's), as views: the constant padding
+    is a masked view (a select with the constant where it is not 0), edge, reflect and wrap a
+    concat of (reversed, broadcast) slices per axis, axis after axis as numpy pads them.
     `constant_values` is numpy's name of constant_value (xarray passes it): one value, or
     numpy's per-axis (before, after) pairs when they are all one value."""
     check_tensor(x, "pad")
@@ -343,9 +356,11 @@ def pad(x: Tensor, /, pad_width: Any, mode: str = "constant", constant_value: An
         n = x.shape[axis]
         if n == 0:
             raise ValueError(f"can't extend empty axis {axis} using modes other than 'constant' or 'empty'")
-        if mode == "edge" or n == 1:  # (numpy's reflect of one element repeats it, as edge does)
+        if mode == "edge" or n == 1:  # (numpy's reflect or wrap of one element repeats it, as edge does)
             pieces = [_spread(_along(out, axis, slice(0, 1)), axis, before), out,
                       _spread(_along(out, axis, slice(n - 1, n)), axis, after)]
+        elif mode == "wrap":
+            pieces = [_along(out, axis, run) for run in _wrap_runs(n, before, after)]
         else:
             pieces = [_along(out, axis, run) for run in _reflect_runs(n, before, after)]
         out = _join(pieces, axis)

@@ -241,7 +241,11 @@ def acosh(x: Tensor) -> Tensor:
     t = x - 1
     mid = x * 2 - (x + (x * x - 1).sqrt()).reciprocal()
     out = _log_by_range(x <= 2, t + (t * 2 + t * t).sqrt(), mid, x)
-    return where(x < 1, _k(x, math.nan), out)
+    # its own derivative, torch's formula 1 / sqrt(x*x - 1) as 1 / (sqrt(|x| - 1) sqrt(|x| + 1))
+    # (no overflow): inf at 1 and a number below -1, where the value is NaN (the careful
+    # formula's branches gave NaN there)
+    return define_vjp(where(x < 1, _k(x, math.nan), out), [x],
+                      lambda g, out, x: (g / ((x.abs() - 1).sqrt() * (x.abs() + 1).sqrt()),))
 
 
 @_unary_function
@@ -250,7 +254,10 @@ def atanh(x: Tensor) -> Tensor:
     above; atanh(+-1) == +-inf, NaN beyond."""
     a = x.abs()
     twice = a * 2
-    return _odd(x, log1p(where(a < 0.5, twice + twice * a / (1 - a), twice / (1 - a))) * 0.5)
+    out = _odd(x, log1p(where(a < 0.5, twice + twice * a / (1 - a), twice / (1 - a))) * 0.5)
+    # its own derivative, torch's 1 / (1 - x*x), as 1 / ((1 - x)(1 + x)): inf at +-1 and a number
+    # beyond, where the value is NaN
+    return define_vjp(out, [x], lambda g, out, x: (g / ((1 - x) * (1 + x)),))
 
 
 @_binary_function

@@ -32,6 +32,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from .. import graph
 from ..array_api.indexing import take
 from ..array_api.manipulation import pad
 from ..tensor import Tensor, matmul, maximum, minimum, tensor, where
@@ -40,7 +41,7 @@ from ..view import View, contiguous_strides
 __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
            "adaptive_max_pool2d", "adaptive_max_pool3d", "avg_pool1d", "avg_pool2d", "avg_pool3d", "conv1d",
            "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "interpolate",
-           "max_pool1d", "max_pool2d", "max_pool3d"]
+           "max_pool1d", "max_pool2d", "max_pool3d", "max_unpool1d", "max_unpool2d", "max_unpool3d", "unfold"]
 
 TAPS_MAX = 64
 """The most kernel taps (prod(kernel_size)) the taps form sums in one expression."""
@@ -319,6 +320,29 @@ def conv_transpose3d(input: Tensor, weight: Tensor, bias: Tensor | None = None, 
                            "conv_transpose3d")
 
 
+def unfold(input: Tensor, kernel_size: Any, dilation: Any = 1, padding: Any = 0, stride: Any = 1) -> Tensor:
+    """torch.nn.functional.unfold (im2col): the sliding windows of a (N, C, H, W) or unbatched
+    (C, H, W) input, zero-padded, as columns: (N, C * kh * kw, L) with L the windows' positions
+    in row-major order, each column the window's channels then taps. One view of the padded
+    input, copied by whatever reads it; its gradient sums the windows back (a fold)."""
+    fn = "unfold"
+    _check_tensor(input, fn, "input")
+    x, was_unbatched = _batched(input, 2, fn)
+    kernel = _ints(kernel_size, 2, fn, "kernel_size", 1)
+    dilation_ = _ints(dilation, 2, fn, "dilation", 1)
+    padding_ = _ints(padding, 2, fn, "padding", 0)
+    stride_ = _ints(stride, 2, fn, "stride", 1)
+    xp = _pad_or_crop(x, [(0, 0), (0, 0)] + [(p, p) for p in padding_])
+    outs = tuple(_out_size(n, k, s, d) for n, k, s, d in zip(xp.shape[2:], kernel, stride_, dilation_))
+    if any(m < 1 for m in outs):
+        raise ValueError(f"{fn}: input of shape {input.shape} (padding {padding_}) is too small for kernel_size "
+                         f"{kernel} with dilation {dilation_}")
+    win = _windows(xp, kernel, stride_, dilation_)     # (N, C, oh, ow, kh, kw)
+    n, c = x.shape[:2]
+    cols = win.permute(0, 1, 4, 5, 2, 3).reshape(n, c * math.prod(kernel), math.prod(outs))
+    return _unbatched(cols, was_unbatched)
+
+
 # --- pooling --------------------------------------------------------------------------------
 
 
@@ -421,6 +445,77 @@ def max_pool3d(input: Tensor, kernel_size: Any, stride: Any = None, padding: Any
     return _max_pool(input, kernel_size, stride, padding, dilation, ceil_mode, return_indices, 3, "max_pool3d")
 
 
+def _max_unpool(x: Tensor, indices: Any, kernel_size: Any, stride: Any, padding: Any, output_size: Any, nd: int,
+                fn: str) -> Tensor:
+    """max pooling's partial inverse: each value of x written at its flat spatial index
+    (max_pool's return_indices) into zeros of the unpooled size (a scatter per plane)."""
+    from ..scatter import scatter
+    _check_tensor(x, fn, "input")
+    _check_tensor(indices, fn, "indices")
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"{fn}: indices must be integers, got {indices.dtype}")
+    if indices.shape != x.shape:
+        raise ValueError(f"{fn}: indices (shape {indices.shape}) must have the input's shape {x.shape}")
+    x, was_unbatched = _batched(x, nd, fn)
+    kernel = _ints(kernel_size, nd, fn, "kernel_size", 1)
+    stride_ = kernel if stride is None or (isinstance(stride, (list, tuple)) and not stride) \
+        else _ints(stride, nd, fn, "stride", 1)
+    padding_ = _ints(padding, nd, fn, "padding", 0)
+    default = tuple((n - 1) * s + k - 2 * p for n, k, s, p in zip(x.shape[2:], kernel, stride_, padding_))
+    if output_size is None:
+        outs = default
+    else:
+        sizes = list(output_size)
+        if len(sizes) == nd + 2:   # (torch's: the batch and channel sizes are ignored)
+            sizes = sizes[2:]
+        if len(sizes) != nd:
+            raise ValueError(f"{fn}: output_size must have {nd} or {nd + 2} elements, got {output_size!r}")
+        outs = tuple(operator.index(m) for m in sizes)
+        for m, d, s in zip(outs, default, stride_):
+            if not d - s < m < d + s:
+                raise ValueError(f"{fn}: output_size {tuple(outs)} must be within a stride of the default size "
+                                 f"{default} (stride {stride_}), exclusive")
+    n, c = x.shape[:2]
+    size = math.prod(outs)
+    zeros = Tensor(graph.const(0, x.dtype, x.device, (n, c, size)))
+    index = indices.reshape(n, c, -1)
+    if not index.shape[2]:
+        return _unbatched(zeros.reshape(n, c, *outs), was_unbatched)
+    out = scatter(zeros, 2, index, x.reshape(n, c, -1)).reshape(n, c, *outs)
+    if x.dtype.kind == "f":
+        # torch's derivative: every value reads g at its index, also where two share one (the
+        # scatter's own would give it to the value written only)
+        from ..array_api.indexing import take_along_axis
+        from ..autodiff import define_vjp
+        out = define_vjp(out, [x], lambda g, out, x: (take_along_axis(g.reshape(n, c, size), index, axis=2)
+                                                       .reshape(x.shape),))
+    return _unbatched(out, was_unbatched)
+
+
+def max_unpool1d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    """torch.nn.functional.max_unpool1d: see max_unpool2d."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1, "max_unpool1d")
+
+
+def max_unpool2d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    """torch.nn.functional.max_unpool2d: zeros of the unpooled size ((H - 1) * stride - 2 *
+    padding + kernel_size per dim, or output_size: within a stride of that; its leading batch
+    and channel sizes are ignored) with each input value written at its index (max_pool2d's
+    return_indices: h * W + w in its plane). Where two values share an index the later one (in
+    row-major order) is written (torch leaves it unspecified); an index outside the plane is
+    clamped into it (the scatter's rule), not checked. The gradient reads g at the indices
+    (torch's: each value, also one whose index another value wrote later)."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2, "max_unpool2d")
+
+
+def max_unpool3d(input: Tensor, indices: Tensor, kernel_size: Any, stride: Any = None, padding: Any = 0,
+                 output_size: Any = None) -> Tensor:
+    """torch.nn.functional.max_unpool3d: see max_unpool2d."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3, "max_unpool3d")
+
+
 def _avg_pool(x: Tensor, kernel_size: Any, stride: Any, padding: Any, ceil_mode: bool, count_include_pad: bool,
               divisor_override: int | None, nd: int, fn: str) -> Tensor:
     _check_tensor(x, fn, "input")
@@ -482,14 +577,7 @@ def _adaptive(x: Tensor, output_size: Any, nd: int, is_max: bool, fn: str) -> Te
     if not is_max and x.dtype.kind != "f":
         raise TypeError(f"{fn}: input must be floating-point, got {x.dtype}")
     sizes_in = x.shape[2:]
-    items = [output_size] * nd if output_size is None or isinstance(output_size, (int, np.integer)) \
-        else list(output_size)
-    if len(items) != nd:
-        raise ValueError(f"{fn}: output_size must be an int or a tuple of {nd} ints (None: the input's), "
-                         f"got {output_size!r}")
-    outs = tuple(n if m is None else operator.index(m) for m, n in zip(items, sizes_in))
-    if any(m < 1 for m in outs) or any(n < 1 for n in sizes_in):
-        raise ValueError(f"{fn}: output_size {outs} and the input's spatial sizes {sizes_in} must be positive")
+    outs = _adaptive_sizes(x, output_size, nd, fn)
     out = x
     for a, (n, m) in enumerate(zip(sizes_in, outs)):
         axis = 2 + a
@@ -516,6 +604,56 @@ def _adaptive(x: Tensor, output_size: Any, nd: int, is_max: bool, fn: str) -> Te
     return _unbatched(out, was_unbatched)
 
 
+def _adaptive_sizes(x: Tensor, output_size: Any, nd: int, fn: str) -> tuple[int, ...]:
+    items = [output_size] * nd if output_size is None or isinstance(output_size, (int, np.integer)) \
+        else list(output_size)
+    if len(items) != nd:
+        raise ValueError(f"{fn}: output_size must be an int or a tuple of {nd} ints (None: the input's), "
+                         f"got {output_size!r}")
+    outs = tuple(n if m is None else operator.index(m) for m, n in zip(items, x.shape[2:]))
+    if any(m < 1 for m in outs) or any(n < 1 for n in x.shape[2:]):
+        raise ValueError(f"{fn}: output_size {outs} and the input's spatial sizes {x.shape[2:]} must be positive")
+    return outs
+
+
+def _adaptive_max_indices(x: Tensor, output_size: Any, nd: int, fn: str) -> tuple[Tensor, Tensor]:
+    """adaptive max pooling with torch's indices: every bin's elements gathered (up to kmax per
+    dim, those past the bin masked with the lowest value) into one trailing axis in row-major
+    order, whose max and first argmax give the value and, with the bin's start, the flat index."""
+    _check_tensor(x, fn, "input")
+    x, was_unbatched = _batched(x, nd, fn)
+    outs = _adaptive_sizes(x, output_size, nd, fn)
+    cur, mask, starts_all, kmaxes = x, None, [], []
+    for a, (n, m) in enumerate(zip(x.shape[2:], outs)):
+        axis = 2 + 2 * a      # the earlier dims are (m, kmax) pairs now
+        starts = [(i * n) // m for i in range(m)]
+        ends = [-((-(i + 1) * n) // m) for i in range(m)]
+        kmax = max(e - s for s, e in zip(starts, ends))
+        index = np.array([[min(s + j, n - 1) for j in range(kmax)] for s in starts], dtype=np.int64)
+        valid = np.array([[s + j < e for j in range(kmax)] for s, e in zip(starts, ends)])
+        cur = take(cur, tensor(index.reshape(-1), device=x.device), axis=axis)
+        cur = cur.reshape(*cur.shape[:axis], m, kmax, *cur.shape[axis + 1:])
+        v = tensor(valid, device=x.device).reshape(*(1,) * axis, m, kmax, *(1,) * (2 * (nd - a - 1)))
+        mask = v if mask is None else mask & v
+        starts_all.append(np.array(starts, dtype=np.int64))
+        kmaxes.append(kmax)
+    assert mask is not None
+    cur = where(mask, cur, _lowest(x.dtype))
+    order = [0, 1] + [2 + 2 * a for a in range(nd)] + [3 + 2 * a for a in range(nd)]
+    bins = cur.permute(*order).reshape(*x.shape[:2], *outs, math.prod(kmaxes))
+    values = bins.max(axis=-1)
+    local = bins.argmax(axis=-1)
+    flat: Tensor | None = None
+    for a, (n, m) in enumerate(zip(x.shape[2:], outs)):
+        inner = math.prod(kmaxes[a + 1:])
+        tap = (local // inner) % kmaxes[a] if a else local // inner
+        start = tensor(starts_all[a], device=x.device).reshape(*(1,) * (2 + a), m, *(1,) * (nd - a - 1))
+        coord = start + tap
+        flat = coord if flat is None else flat * n + coord
+    assert flat is not None
+    return _unbatched(values, was_unbatched), _unbatched(flat.astype(np.int64), was_unbatched)
+
+
 def adaptive_avg_pool1d(input: Tensor, output_size: Any) -> Tensor:
     """1-d adaptive average pooling to `output_size`, as torch.nn.functional.adaptive_avg_pool1d."""
     return _adaptive(input, output_size, 1, False, "adaptive_avg_pool1d")
@@ -532,24 +670,36 @@ def adaptive_avg_pool3d(input: Tensor, output_size: Any) -> Tensor:
     return _adaptive(input, output_size, 3, False, "adaptive_avg_pool3d")
 
 
-def adaptive_max_pool1d(input: Tensor, output_size: Any) -> Tensor:
-    """1-d adaptive max pooling to `output_size` (values only), as torch.nn.functional.adaptive_max_pool1d."""
+def adaptive_max_pool1d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """1-d adaptive max pooling to `output_size` as torch.nn.functional.adaptive_max_pool1d (return_indices:
+    also each bin's first maximum's index)."""
+    if return_indices:
+        return _adaptive_max_indices(input, output_size, 1, "adaptive_max_pool1d")
     return _adaptive(input, output_size, 1, True, "adaptive_max_pool1d")
 
 
-def adaptive_max_pool2d(input: Tensor, output_size: Any) -> Tensor:
-    """2-d adaptive max pooling to `output_size` (values only), as torch.nn.functional.adaptive_max_pool2d."""
+def adaptive_max_pool2d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """2-d adaptive max pooling to `output_size`, as torch.nn.functional.adaptive_max_pool2d;
+    return_indices: also the int64 flat index (h * W + w) of each bin's first maximum."""
+    if return_indices:
+        return _adaptive_max_indices(input, output_size, 2, "adaptive_max_pool2d")
     return _adaptive(input, output_size, 2, True, "adaptive_max_pool2d")
 
 
-def adaptive_max_pool3d(input: Tensor, output_size: Any) -> Tensor:
-    """3-d adaptive max pooling to `output_size` (values only), as torch.nn.functional.adaptive_max_pool3d."""
+def adaptive_max_pool3d(input: Tensor, output_size: Any, return_indices: bool = False) -> Any:
+    """3-d adaptive max pooling to `output_size` as torch.nn.functional.adaptive_max_pool3d (return_indices:
+    also each bin's first maximum's flat index)."""
+    if return_indices:
+        return _adaptive_max_indices(input, output_size, 3, "adaptive_max_pool3d")
     return _adaptive(input, output_size, 3, True, "adaptive_max_pool3d")
 
 
 # --- interpolation --------------------------------------------------------------------------
 
-_MODES = {"nearest": None, "nearest-exact": None, "linear": 1, "bilinear": 2, "trilinear": 3}
+_MODES = {"nearest": None, "nearest-exact": None, "area": None, "linear": 1, "bilinear": 2, "bicubic": 2,
+          "trilinear": 3}
+_CUBIC_A = -0.75
+"""torch's (and OpenCV's) bicubic convolution coefficient."""
 
 
 def _source_scale(n: int, m: int, scale: float | None, align_corners: bool, ftype: type) -> Any:
@@ -590,13 +740,37 @@ def _linear_taps(n: int, m: int, scale: float | None, align_corners: bool,
     return i0, i1, lam
 
 
+def _cubic_taps(n: int, m: int, scale: float | None, align_corners: bool,
+                dtype: np.dtype) -> list[tuple[np.ndarray, np.ndarray]]:
+    """torch's bicubic taps per output index: four (index, weight) pairs, the source indices
+    floor(x) - 1 .. floor(x) + 2 clamped into [0, n), the weights Keys' cubic convolution (a =
+    -0.75) at the fraction t, in the input's precision; the source x is not clamped at 0."""
+    ftype = np.float64 if dtype == np.float64 else np.float32
+    s = _source_scale(n, m, scale, align_corners, ftype)
+    dst = np.arange(m).astype(ftype)
+    src = s * dst if align_corners else s * (dst + ftype(0.5)) - ftype(0.5)
+    base = np.floor(src)
+    t = (src - base).astype(ftype)
+    a = ftype(_CUBIC_A)
+
+    def near(x: np.ndarray) -> np.ndarray:     # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x: np.ndarray) -> np.ndarray:      # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+    weights = (far(t + 1), near(t), near(1 - t), far(2 - t))
+    return [(np.clip(base.astype(np.int64) - 1 + j, 0, n - 1), w.astype(ftype)) for j, w in enumerate(weights)]
+
+
 def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode: str = "nearest",
                 align_corners: bool | None = None, recompute_scale_factor: bool | None = None,
                 antialias: bool = False) -> Tensor:
     """Resize the spatial dims of input (N, C, *spatial; 1 to 3 of them) to `size`, or by
     `scale_factor` (then the size is floor(n * scale_factor)), as torch.nn.functional.interpolate,
-    for modes 'nearest', 'nearest-exact', 'linear' (3-d input), 'bilinear' (4-d) and 'trilinear' (5-d);
-    align_corners for the linear modes only. Each dim is a gather of source rows (and a lerp)."""
+    for modes 'nearest', 'nearest-exact', 'linear' (3-d input), 'bilinear' (4-d), 'bicubic' (4-d),
+    'trilinear' (5-d) and 'area' (adaptive average pooling to the size); align_corners for the
+    linear and cubic modes only. Each dim is a gather of source rows (and a lerp, or the four
+    taps of a cubic: torch's a = -0.75 kernel, unclamped, so values may overshoot the input's)."""
     fn = "interpolate"
     _check_tensor(input, fn, "input")
     if mode not in _MODES:
@@ -610,7 +784,7 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
     if want is not None and want != nd:
         raise ValueError(f"{fn}: mode {mode!r} needs a {want + 2}-d input, got shape {input.shape}")
     if want is None and align_corners is not None:
-        raise ValueError(f"{fn}: align_corners only has an effect with the linear modes, not mode={mode!r}")
+        raise ValueError(f"{fn}: align_corners only has an effect with the linear and cubic modes, not mode={mode!r}")
     if (size is None) == (scale_factor is None):
         raise ValueError(f"{fn}: exactly one of size and scale_factor must be given, got size={size!r}, "
                          f"scale_factor={scale_factor!r}")
@@ -640,8 +814,10 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
             raise ValueError(f"{fn}: scale_factor {scale_factor!r} makes an empty output {outs} from input "
                              f"of shape {input.shape}")
         scales = [None] * nd if recompute_scale_factor else list(factors)
-    if want is not None and input.dtype.kind != "f":
+    if (want is not None or mode == "area") and input.dtype.kind != "f":
         raise TypeError(f"{fn}: mode {mode!r} needs a floating-point input, got {input.dtype}")
+    if mode == "area":   # torch's: adaptive average pooling to the output size
+        return _adaptive(input, outs, nd, False, fn)
     # one gather per corner of the source cell (2 ** nd for the linear modes, 1 for nearest) from
     # the flattened spatial dims, at flat indices (and with weights) that are broadcast sums (and
     # products) of per-dim host vectors: the whole resize is one kernel reading the input
@@ -659,14 +835,19 @@ def interpolate(input: Tensor, size: Any = None, scale_factor: Any = None, mode:
             index = term if index is None else index + term
         assert index is not None
         return take(flat, index, axis=2)
-    taps = [_linear_taps(n, m, scale, bool(align_corners), input.dtype)
-            for n, m, scale in zip(spatial, outs, scales)]
+    taps: list[list[tuple[np.ndarray, np.ndarray]]] = []
+    for n, m, scale in zip(spatial, outs, scales):
+        if mode == "bicubic":
+            taps.append(_cubic_taps(n, m, scale, bool(align_corners), input.dtype))
+        else:
+            i0, i1, lam = _linear_taps(n, m, scale, bool(align_corners), input.dtype)
+            taps.append([(i0, 1 - lam), (i1, lam)])
     out: Tensor | None = None
-    for corner in np.ndindex(*(2,) * nd):
+    for corner in np.ndindex(*(len(t) for t in taps)):
         index = weight = None
-        for a, (hi, (i0, i1, lam)) in enumerate(zip(corner, taps)):
-            i_term = along((i1 if hi else i0) * inner[a], a)
-            w_term = along((lam if hi else 1 - lam).astype(input.dtype), a)
+        for a, (j, per_dim) in enumerate(zip(corner, taps)):
+            i_term = along(per_dim[j][0] * inner[a], a)
+            w_term = along(per_dim[j][1].astype(input.dtype), a)
             index = i_term if index is None else index + i_term
             weight = w_term if weight is None else weight * w_term
         assert index is not None and weight is not None

@@ -53,16 +53,21 @@ def relu(input: Tensor) -> Tensor:
 
 
 def relu6(input: Tensor) -> Tensor:
-    """min(max(x, 0), 6)."""
+    """min(max(x, 0), 6) (hardtanh's: its derivative is 0 at 0 and at 6, torch's)."""
     return hardtanh(input, 0.0, 6.0)
 
 
 def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
-    """x clamped to [min_val, max_val]."""
+    """x clamped to [min_val, max_val]. Its derivative is torch's: 1 strictly inside, 0 at
+    and beyond the bounds (clip's is 1 at the bounds), 1 at NaN."""
     x = check_tensor(input, "hardtanh")
     if min_val > max_val:
         raise ValueError(f"hardtanh: min_val ({min_val}) must not be greater than max_val ({max_val})")
-    return minimum(maximum(x, min_val), max_val)
+    out = minimum(maximum(x, min_val), max_val)
+    if x.dtype.kind != "f":
+        return out
+    from ..autodiff import define_vjp
+    return define_vjp(out, [x], lambda g, out, x: (where((x <= min_val) | (x >= max_val), 0.0, g),))
 
 
 def leaky_relu(input: Tensor, negative_slope: float = 0.01) -> Tensor:

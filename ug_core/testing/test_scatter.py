@@ -140,3 +140,170 @@ def test_scatter_fuses_its_sources(device, rng):
     out = ug.scatter_add(x, 0, (idx + 1) % 8, src * 2.0)
     kinds = [item.kernel.name[0] for item in ug.schedule(out).items if item.kind == "kernel"]
     assert kinds.count("x") == 1 and len(kinds) <= 2, kinds   # the scatter (sources fused) and its rows' sum
+
+
+# --- scatter and scatter_reduce (torch's) ------------------------------------------------------
+
+
+def _targets(idx, axis):
+    """(position q of idx, the slot it lands in) in C order."""
+    for q in np.ndindex(idx.shape):
+        target = list(q)
+        target[axis] = idx[q]
+        yield q, tuple(target)
+
+
+def scatter_loop(x, axis, idx, src):
+    """numpy's `x[...] = v` order: the last position writing a slot wins."""
+    out = x.copy()
+    for q, t in _targets(idx, axis):
+        out[t] = src[q]
+    return out
+
+
+def scatter_reduce_loop(x, axis, idx, src, reduce, include_self):
+    """torch's scatter_reduce, one value at a time (float64 sums, integer means rounded down)."""
+    groups = {}
+    for q, t in _targets(idx, axis):
+        groups.setdefault(t, []).append(src[q])
+    out = x.copy()
+    for t, vals in groups.items():
+        vals = ([x[t]] if include_self else []) + vals
+        if reduce == "sum":
+            v = np.sum(np.array(vals, np.float64))
+        elif reduce == "prod":
+            v = np.prod(np.array(vals, np.float64))
+        elif reduce == "mean":
+            v = np.sum(np.array(vals, np.float64)) / len(vals)
+            v = np.floor(v) if x.dtype.kind in "iu" else v
+        else:
+            v = (np.max if reduce == "amax" else np.min)(vals)
+        out[t] = v
+    return out
+
+
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_scatter_last_write_wins(device, axis, rng):
+    x = rand((4, 5, 6))
+    idx = rng.integers(0, 3, (3, 4, 5))
+    src = rand((5, 6, 7))   # larger than the index: its leading (3, 4, 5) block is read (torch's rule)
+    want = scatter_loop(x, axis % 3, idx, src)
+    got = ug.scatter(ug.tensor(x, device=device), axis, ug.tensor(idx, device=device), ug.tensor(src, device=device))
+    np.testing.assert_array_equal(got.numpy(), want)
+    got = ug.scatter(ug.tensor(x, device=device), axis, idx, 2.5)   # a scalar, host indices
+    np.testing.assert_array_equal(got.numpy(), scatter_loop(x, axis % 3, idx, np.full(idx.shape, 2.5, np.float32)))
+
+
+def test_scatter_duplicates_across_parts(device, rng):
+    n = 4 * MAX_PARTS * 10   # several parts: the order is the positions', not the parts'
+    idx = rng.integers(0, 10, n)
+    v = np.arange(n, dtype=np.float32)
+    got = ug.scatter(ug.tensor(np.zeros(10, np.float32), device=device), 0, idx, ug.tensor(v, device=device))
+    want = np.zeros(10, np.float32)
+    want[idx] = v
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False], ids=["self", "noself"])
+def test_scatter_reduce_matches_a_loop(device, reduce, include_self, rng):
+    for axis in (0, -1):
+        x = rand((4, 5, 6))
+        idx = rng.integers(0, 3, (3, 4, 5))
+        src = rand((3, 4, 5))
+        src[0, 0, 0] = 0.0
+        want = scatter_reduce_loop(x, axis % 3, idx, src, reduce, include_self)
+        got = ug.scatter_reduce(ug.tensor(x, device=device), axis, ug.tensor(idx, device=device),
+                                ug.tensor(src, device=device), reduce, include_self=include_self)
+        assert got.dtype == np.float32 and got.shape == x.shape
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+def test_scatter_reduce_integers_and_many_duplicates(device, reduce, rng):
+    n, slots = 5000, 7   # several parts, many values per slot
+    assert parts_for(n, slots) > 1
+    x = rng.integers(-50, 50, slots).astype(np.int32)
+    idx = rng.integers(0, slots, n)
+    src = rng.integers(-3, 4, n).astype(np.int32) if reduce != "prod" else rng.choice([-1, 1, 1, 1], n).astype(np.int32)
+    for include_self in (True, False):
+        want = scatter_reduce_loop(x, 0, idx, src, reduce, include_self)
+        got = ug.scatter_reduce(ug.tensor(x, device=device), 0, idx, ug.tensor(src, device=device), reduce,
+                                include_self=include_self)
+        assert got.dtype == np.int32
+        np.testing.assert_array_equal(got.numpy(), want)
+
+
+def test_scatter_reduce_leaves_untouched_slots(device, rng):
+    x = rand((6,))
+    idx = np.array([1, 1, 4])
+    src = rand((3,))
+    for reduce in ("sum", "prod", "mean", "amax", "amin"):
+        got = ug.scatter_reduce(ug.tensor(x, device=device), 0, idx, ug.tensor(src, device=device), reduce,
+                                include_self=False).numpy()
+        np.testing.assert_array_equal(got[[0, 2, 3, 5]], x[[0, 2, 3, 5]])
+    # torch's scatter with reduce: 'add' and 'multiply' (include_self)
+    got = ug.scatter(ug.tensor(x, device=device), 0, idx, 3.0, reduce="multiply").numpy()
+    want = x.copy()
+    want[1] *= 9.0
+    want[4] *= 3.0
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False], ids=["self", "noself"])
+def test_scatter_reduce_gradient_finite_differences(device, require_dtype, reduce, include_self, rng):
+    require_dtype(np.float64)
+    from ug_core.testing.test_autodiff import check_grad, distinct
+    idx = rng.integers(0, 3, (3, 4))
+    x, src = np.split(distinct(rng, (2 * 4 * 3,)), 2)   # no ties for amax / amin
+    fn = lambda x, s: ug.scatter_reduce(x, 1, ug.tensor(idx, device=device), s, reduce, include_self=include_self)  # noqa: E731
+    check_grad(device, rng, fn, x.reshape(4, 3) / 4 + 1, src.reshape(3, 4) / 4 + 1)
+
+
+def test_scatter_reduce_gradient_ties_and_zeros(device, require_dtype, rng):
+    """amax's ties split g equally between every equal value, x's element included (torch's
+    rule); prod's gradient with one zero in a slot is the product of the others, with two 0."""
+    require_dtype(np.float64)
+    x = np.array([2.0, 5.0, 1.0])
+    idx = np.array([0, 0, 1, 2, 2])
+    src = np.array([2.0, 2.0, 3.0, 0.0, 4.0])
+    g = np.array([3.0, 5.0, 7.0])
+    gx, gs = ug.vjp(lambda x, s: ug.scatter_reduce(x, 0, idx, s, "amax"), ug.tensor(x, device=device),
+                    ug.tensor(src, device=device))[1](ug.tensor(g, device=device))
+    np.testing.assert_array_equal(gx.numpy(), [1.0, 5.0, 0.0])       # 3 / 3 each to x[0] and its ties; x[1] wins
+    np.testing.assert_array_equal(gs.numpy(), [1.0, 1.0, 0.0, 0.0, 7.0])
+    gx, gs = ug.vjp(lambda x, s: ug.scatter_reduce(x, 0, idx, s, "prod"), ug.tensor(x, device=device),
+                    ug.tensor(src, device=device))[1](ug.tensor(g, device=device))
+    np.testing.assert_array_equal(gx.numpy(), [3.0 * 4.0, 5.0 * 3.0, 0.0])
+    np.testing.assert_array_equal(gs.numpy(), [3.0 * 4.0, 3.0 * 4.0, 5.0 * 5.0, 7.0 * 4.0, 0.0])
+    src[4] = 0.0   # two zeros in slot 2: every gradient there is 0
+    gs = ug.vjp(lambda s: ug.scatter_reduce(ug.tensor(x, device=device), 0, idx, s, "prod"),
+                ug.tensor(src, device=device))[1](ug.tensor(g, device=device))[0]
+    np.testing.assert_array_equal(gs.numpy()[3:], [0.0, 0.0])
+
+
+def test_scatter_gradient_goes_to_the_value_written(device, require_dtype, rng):
+    require_dtype(np.float64)
+    x = np.arange(4.0)
+    src = np.array([10.0, 20.0, 30.0])
+    gx, gs = ug.vjp(lambda x, s: ug.scatter(x, 0, np.array([1, 1, 3]), s), ug.tensor(x, device=device),
+                    ug.tensor(src, device=device))[1](ug.tensor(np.array([1.0, 2.0, 3.0, 4.0]), device=device))
+    np.testing.assert_array_equal(gx.numpy(), [1.0, 0.0, 3.0, 0.0])
+    np.testing.assert_array_equal(gs.numpy(), [0.0, 2.0, 4.0])
+
+
+def test_scatter_reduce_errors(device):
+    x = ug.tensor(np.zeros((3, 4), np.float32), device=device)
+    with pytest.raises(ValueError, match="reduce must be one of"):
+        ug.scatter_reduce(x, 0, np.zeros((1, 4), np.int64), x, "max")
+    with pytest.raises(ValueError, match="reduce must be None, 'add' or 'multiply'"):
+        ug.scatter(x, 0, np.zeros((1, 4), np.int64), 1.0, reduce="sum")
+    with pytest.raises(ValueError, match="larger than src"):
+        ug.scatter(x, 0, np.zeros((2, 4), np.int64), ug.tensor(np.zeros((1, 4), np.float32), device=device))
+    with pytest.raises(ValueError, match="larger than x"):
+        ug.scatter(x, 0, np.zeros((2, 5), np.int64), 1.0)
+    with pytest.raises(IndexError, match="out of bounds"):
+        ug.scatter_reduce(x, 1, np.full((3, 4), 4), x, "sum")
+    with pytest.raises(TypeError, match="bool"):
+        ug.scatter_reduce(ug.tensor(np.zeros(3, bool), device=device), 0, [0], ug.tensor(np.ones(1, bool), device=device), "mean")
