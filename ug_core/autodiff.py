@@ -209,6 +209,8 @@ def scatter_vjp(g: Tensor, out: Tensor, values: Tensor, slots: Tensor, arg: tupl
         return _make(graph.gather(_reshape(t.node, (parts * n_slots,)), at.node, 0))
     if op is Op.SUM:
         return read(g)
+    if op not in (Op.RMAX, Op.RMIN):  # (PROD: no op of the frontend builds a float product scatter)
+        raise TypeError(f"no derivative for a {REDUCE[op].name} scatter (scatter_reduce has its own rule)")
     hit = values == read(out)
     count = _make(graph.scatter(hit.astype(values.dtype).node, slots.node, Op.SUM, n_slots, parts))
     return where(hit, read(g) / read(count), 0.0)
