@@ -595,10 +595,22 @@ def walk(targets: Iterable[Node]) -> list[Node]:
 
 def _strip_view(node: Node) -> tuple[Node, View]:
     """(base, view) such that node == base read through one strided view that a matmul takes:
-    no mask, no negative stride (else the view is a kernel's, and the matmul reads its result)."""
-    if (node.op is Op.VIEW and not node.realized and not (node.srcs[0].op is Op.VIEW and not node.srcs[0].realized)
-            and node.arg.mask is None and min(node.arg.strides, default=0) >= 0):
-        return node.srcs[0], node.arg
+    no mask, no negative stride (else the view is a kernel's, and the matmul reads its result).
+    Lazy views of lazy views are merged down to the first node that is not one (e.g. the
+    transpose of ug.grad's named identity view of a parameter, `g @ W^T` in a backward pass:
+    the weight's own buffer, read transposed, not a transposed copy) when they make one view."""
+    if node.op is not Op.VIEW or node.realized:
+        return node, View.contiguous(node.shape)
+    chain: ViewChain = (node.arg,)
+    base = node.srcs[0]
+    while base.op is Op.VIEW and not base.realized:
+        chain = chain_push(chain, base.arg)
+        if len(chain) != 1:
+            return node, View.contiguous(node.shape)
+        base = base.srcs[0]
+    v = chain[0]
+    if v.mask is None and min(v.strides, default=0) >= 0:
+        return base, v
     return node, View.contiguous(node.shape)
 
 

@@ -176,6 +176,21 @@ def test_matmul_custom_copy_are_items(device):
     np.testing.assert_allclose(c.numpy(), np.maximum(a.numpy() @ w.numpy().T, 0) * 3, rtol=1e-5)
 
 
+def test_backward_matmuls_read_the_weight_transposed_in_place(device):
+    # ug.grad's handle on a parameter is a named identity view: its transpose (g @ w^T in the
+    # backward pass) is a view of a view, which the matmul takes as one strided view of the
+    # weight's buffer (the gemm packs its panels anyway), not a transposed copy made first
+    x0, w0 = rand((6, 5)), rand((5, 4))
+    x, w = ug.tensor(x0, device=device), ug.tensor(w0, device=device)
+    g = ug.tensor(rand((6, 4)), device=device)
+    _, pullback = ug.vjp(lambda x, w: x @ w, x, w)
+    gx, gw = pullback(g)
+    sched = ug.schedule(gx, gw)
+    assert kinds(sched) == ["matmul", "matmul"], str(sched)
+    np.testing.assert_allclose(gx.numpy(), g.numpy() @ w0.T, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gw.numpy(), x0.T @ g.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_copy_item_between_devices(device):
     others = [d for d in ug.devices() if d != device]
     if not others:
