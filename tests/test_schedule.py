@@ -50,3 +50,41 @@ def test_cycle_is_a_clear_error():
     b = KernelItem(k, [n2, n1], [n2])
     with pytest.raises(ScheduleError, match="cycle"):
         _order([a, b], set())
+
+
+def test_mlp_adam_step_kernel_count():
+    # `ug bench`'s T1 step (784-512-512-10, batch 256, cross-entropy, Adam written as assigns):
+    # 8 matmuls, none reading a transposed copy of a weight, and one update kernel (m, v and p)
+    # per parameter, written in place; the loss and its gradient 5 kernels, the bias gradients 3
+    rng = np.random.default_rng(0)
+    sizes = (784, 512, 512, 10)
+    params = {}
+    for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
+        params[f"w{i}"] = ug.tensor(rng.standard_normal((a, b)).astype(np.float32), device=DEVICE)
+        params[f"b{i}"] = ug.zeros((b,), device=DEVICE)
+    m = {k: ug.zeros(p.shape, device=DEVICE) for k, p in params.items()}
+    v = {k: ug.zeros(p.shape, device=DEVICE) for k, p in params.items()}
+    t = ug.zeros((), device=DEVICE)
+    x = ug.tensor(rng.standard_normal((256, 784)).astype(np.float32), device=DEVICE)
+    y = ug.tensor(rng.integers(0, 10, 256), device=DEVICE)
+    ug.realize(t, x, y, *params.values(), *m.values(), *v.values())
+
+    def loss_fn(p):
+        h = x
+        for i in range(3):
+            h = h @ p[f"w{i}"] + p[f"b{i}"]
+            h = h.relu() if i < 2 else h
+        return ug.nn.cross_entropy(h, y)
+
+    loss, grads = ug.value_and_grad(loss_fn)(params)
+    t.assign(t + 1)
+    for k, p in params.items():
+        m[k].assign(0.9 * m[k] + 0.1 * grads[k])
+        v[k].assign(0.999 * v[k] + 0.001 * grads[k] * grads[k])
+        p.assign(p - 1e-3 * (m[k] / (1 - 0.9 ** t)) / ((v[k] / (1 - 0.999 ** t)).sqrt() + 1e-8))
+    sched = ug.schedule(loss, t, *params.values(), *m.values(), *v.values())
+    kinds = [item.kind for item in sched.items]
+    assert kinds.count("matmul") == 8 and kinds.count("kernel") == 20, str(sched)
+    assert all(item.fused for item in sched.kernels), str(sched)   # no copy kernel
+    updates = [item for item in sched.kernels if len(item.outputs) == 3]
+    assert len(updates) == 6 and all(len(item.alias) == 3 for item in updates), str(sched)

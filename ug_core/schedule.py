@@ -15,7 +15,9 @@ Rules (see the kernel_ir docstring for the kernel shape they target):
 - matmul, custom and cross-device copy are schedule items of their own;
 - independent outputs with the same iteration space share one kernel (ug.realize(a, b)) when
   they are as deep in the graph of kernels (see _depths); a write and a scatter are kernels of
-  their own;
+  their own, except that a full elementwise write shares its kernel with the elementwise roots
+  that read its new value where they compute it (an optimizer's m, v and p updates: one kernel,
+  see _write_clusters);
 - items come out in topological order; an assign that writes a buffer in place runs after
   every item of the schedule that reads the old value, and a cycle is a clear error.
 """
@@ -32,7 +34,7 @@ import numpy as np
 
 from .device import AttentionSpec, MatmulSpec, SortSpec, is_writable
 from .dtypes import BOOL, identity, name as dtype_name
-from . import graph
+from . import dag, graph
 from .graph import Node
 from .kernel_ir import BufferArg, Expr, ExprBuilder, Kernel, Reduction, Store, toposort
 from .kernel_params import parametrize_offsets
@@ -234,8 +236,12 @@ class _KernelBuilder:
     """Turns the lazy graph under some roots into one Kernel (raises _NeedsBuffer to ask
     the scheduler for more realized nodes)."""
 
-    def __init__(self, realize: set[Node], outer: tuple[int, ...], axes: tuple[int, ...]):
+    def __init__(self, realize: set[Node], outer: tuple[int, ...], axes: tuple[int, ...],
+                 inlined: dict[Node, Node] | None = None):
         self.realize = realize
+        # writes (full assigns) this kernel stores that another of its stores reads at the same
+        # element (see _write_clusters): read as their value, computed here, not from their buffer
+        self.inlined = inlined or {}
         self.outer = outer
         self.axes = axes
         self.eb = ExprBuilder()
@@ -302,6 +308,9 @@ class _KernelBuilder:
                   key: tuple[int, ViewChain, bool]) -> list[tuple[Node, ViewChain, tuple[int, ViewChain, bool]]] | None:
         """What `node` read through `chain` needs built first, as (node, chain, memo key); None
         for a leaf (a load, a constant, an already fused reduction), whose Expr goes into the memo."""
+        if not inline and node in self.inlined:   # the written value, as its own store computes it
+            written = self.inlined[node]
+            return [(written, chain, (id(written), chain, False))]
         if (_loads_buffer(node, self.realize) or node in self.needs) and not inline:
             self.memo[key] = self.eb.load(self._input(node), chain, node.dtype)
             return None
@@ -358,7 +367,7 @@ class _KernelBuilder:
         op = node.op
         if op is Op.GATHER:
             return self._gather(node, operands[0], chain)
-        if op is Op.VIEW:
+        if op in (Op.VIEW, Op.ASSIGN):   # (an ASSIGN here is an inlined full write: its value)
             return operands[0]
         if op is Op.CAST:
             return self.eb.cast(operands[0], node.dtype)
@@ -538,10 +547,10 @@ def _plan(root: _Root, realize: set[Node]) -> tuple[tuple[int, ...], tuple[int, 
     return value.shape, (), value.shape
 
 
-def _build(roots: list[_Root], realize: set[Node], note: str = "") -> KernelItem:
-    """Build one kernel for roots that share an iteration space."""
+def _build(roots: list[_Root], realize: set[Node], note: str = "", inlined: dict[Node, Node] | None = None) -> KernelItem:
+    """Build one kernel for roots that share an iteration space (`inlined`: see _KernelBuilder)."""
     outer, axes, _ = _plan(roots[0], realize)
-    builder = _KernelBuilder(realize, outer, axes)
+    builder = _KernelBuilder(realize, outer, axes, inlined)
     stores = []
     for i, root in enumerate(roots):
         r_outer, r_axes, phase = _plan(root, realize)
@@ -619,10 +628,22 @@ def walk(targets: Iterable[Node]) -> list[Node]:
 
 def _strip_view(node: Node) -> tuple[Node, View]:
     """(base, view) such that node == base read through one strided view that a matmul takes:
-    no mask, no negative stride (else the view is a kernel's, and the matmul reads its result)."""
-    if (node.op is Op.VIEW and not node.realized and not (node.srcs[0].op is Op.VIEW and not node.srcs[0].realized)
-            and node.arg.mask is None and min(node.arg.strides, default=0) >= 0):
-        return node.srcs[0], node.arg
+    no mask, no negative stride (else the view is a kernel's, and the matmul reads its result).
+    Lazy views of lazy views are merged down to the first node that is not one (e.g. the
+    transpose of ug.grad's named identity view of a parameter, `g @ W^T` in a backward pass:
+    the weight's own buffer, read transposed, not a transposed copy) when they make one view."""
+    if node.op is not Op.VIEW or node.realized:
+        return node, View.contiguous(node.shape)
+    chain: ViewChain = (node.arg,)
+    base = node.srcs[0]
+    while base.op is Op.VIEW and not base.realized:
+        chain = chain_push(chain, base.arg)
+        if len(chain) != 1:
+            return node, View.contiguous(node.shape)
+        base = base.srcs[0]
+    v = chain[0]
+    if v.mask is None and min(v.strides, default=0) >= 0:
+        return base, v
     return node, View.contiguous(node.shape)
 
 
@@ -923,15 +944,15 @@ def _misaligned_in_place(items: list[Item], in_place: set[Node]) -> set[Node]:
             reads = {i for i, b in enumerate(item.buffers) if b is target and i >= len(item.outputs)}
             if not reads:
                 continue
-            store = kernel.stores[item.outputs.index(node)]
+            index = item.outputs.index(node)
+            store = kernel.stores[index]
             aligned = not any(_loads_from(r.expr, reads) for r in kernel.reductions)
-            for expr in toposort(store.expr):
-                if expr.op is Op.LOAD and expr.arg[0] in reads and tuple(expr.arg[1]) != (store.view,):
-                    aligned = False
-                if expr.op is Op.GATHER and expr.arg in reads:  # reads the target anywhere
-                    aligned = False
-            for other in kernel.stores:
-                if other is not store and _loads_from(other.expr, reads):
+            aligned = aligned and _reads_only_at([store.expr], reads, store.view)
+            for j, other in enumerate(kernel.stores):
+                # another store may read the target only where this one writes, and before it
+                # (a write merged with its readers, see _write_clusters): the old value
+                if other is not store and _loads_from(other.expr, reads) and (
+                        j > index or other.shape != store.shape or not _reads_only_at([other.expr], reads, store.view)):
                     aligned = False
             if not aligned:
                 out.add(node)
@@ -953,10 +974,11 @@ def create_schedule(targets: list[Node]) -> Schedule:
     realize = _must_realize(nodes, targets)
     position = {id(n): i for i, n in enumerate(nodes)}
     in_place = _in_place_assigns(nodes, targets, realize)
+    merge_writes = True
     while True:
         kernel_nodes = sorted((n for n in realize if n.op not in ITEM_OPS), key=lambda n: position[id(n)])
         try:
-            items = _build_kernels(kernel_nodes, realize, in_place)
+            items = _build_kernels(kernel_nodes, realize, in_place, merge_writes)
         except _NeedsBuffer as e:
             if e.node in realize:  # would loop forever: a bug in the scheduler, not in the user's graph
                 raise ScheduleError(f"scheduler could not place {e.node!r}") from e
@@ -977,6 +999,11 @@ def create_schedule(targets: list[Node]) -> Schedule:
         try:
             ordered = _order(items, in_place)
         except ScheduleError:
+            if merge_writes and any(isinstance(i, KernelItem) and i.alias and len(i.outputs) > 1 for i in items):
+                # a write merged with its readers (_write_clusters) that must also wait for a
+                # reader of its target which needs the merged kernel: kernels of their own
+                merge_writes = False
+                continue
             if not in_place:
                 raise
             in_place = set()  # a read depends on the write: write into fresh buffers instead
@@ -1006,17 +1033,29 @@ number of roots, so without a bound every length of a chain of independent small
 scalar values, say) would compile a kernel of its own; past 8 the launches saved are few."""
 
 
-def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[Node]) -> list[Item]:
+def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[Node], merge_writes: bool = True
+                   ) -> list[Item]:
     # first each root alone (this is where _NeedsBuffer decisions are made) ...
     singles = {node: _build([_kernel_root(node)], realize) for node in kernel_nodes}
+    depth, reach = _depths(singles)
+    # ... then merge writes with the roots that read their new values (_write_clusters): each
+    # cluster is one kernel, and counts as one root in the depths below ...
+    clusters = _write_clusters(kernel_nodes, singles, realize, in_place, depth, reach) if merge_writes else {}
+    if clusters:
+        depth, _ = _depths(singles, clusters)
+    in_cluster = {m: r for r, members in clusters.items() for m in members}
     # ... then merge independent roots with the same iteration space into one kernel: roots of
     # one depth (see _depths) are independent, and kernels that each hold roots of one depth
     # never need each other in a circle, so this is one pass, linear in the roots
-    depth = _depths(singles)
     groups: list[list[Node]] = []
     group_inputs: list[set[int]] = []  # ids of the nodes each group's kernel reads
     joining: dict[tuple[str, tuple[int, ...], tuple[int, ...], int], int] = {}  # the group a key's roots join
     for node in kernel_nodes:
+        if node in in_cluster:   # a cluster is a kernel of its own, placed where its last root is
+            if in_cluster[node] is node:
+                groups.append(clusters[node])
+                group_inputs.append(set())
+            continue
         k = singles[node].kernel
         inputs = {id(n) for n in singles[node].buffers[1:]}
         # a write is a kernel of its own (its store may alias its target), and so is a scatter
@@ -1039,11 +1078,162 @@ def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[N
             # a partial write into a fresh buffer: first copy the old value there
             items.append(_build([_Root(node, node.srcs[0], None)], realize, note="(assign-copy)"))
         # a root alone is the kernel built for it above (the same roots and realize set)
-        item = singles[node] if len(group) == 1 else _build([_kernel_root(n) for n in group], realize)
-        if node in in_place:
-            item.alias = {node: node.srcs[0]}
+        if len(group) == 1:
+            item = singles[node]
+        else:
+            inlined = {n: n.srcs[1] for n in group if n.op is Op.ASSIGN} if node in in_cluster else None
+            item = _build([_kernel_root(n) for n in group], realize, inlined=inlined)
+        item.alias = {n: n.srcs[0] for n in group if n in in_place}
         items.append(item)
     return items
+
+
+def _elementwise_root(node: Node, item: KernelItem) -> bool:
+    """Whether `item`, `node`'s kernel alone, computes it element by element over its own index
+    space (no reduction, scan or scatter), storing all of it (not a partial write)."""
+    k = item.kernel
+    return (not k.reductions and not k.axes and (node.op is not Op.ASSIGN or node.arg is None)
+            and all(st.scan is None and st.scatter is None for st in k.stores))
+
+
+def _reads_only_at(exprs: Iterable[Expr], bufs: set[int], view: View) -> bool:
+    """Whether `exprs` read the arguments `bufs` only through `view` (no other chain, no gather)."""
+    for e in dag.toposort(list(exprs), lambda e: e.srcs):
+        if e.op is Op.LOAD and e.arg[0] in bufs and tuple(e.arg[1]) != (view,):
+            return False
+        if e.op is Op.GATHER and e.arg in bufs:
+            return False
+    return True
+
+
+def _write_clusters(kernel_nodes: list[Node], singles: dict[Node, KernelItem], realize: set[Node], in_place: set[Node],
+                    depth: dict[Node, int], reach: dict[int, int]) -> dict[Node, list[Node]]:
+    """Writes merged into one kernel with the roots that read their new values: Adam's
+    `m.assign(b1 * m + (1 - b1) * g)`, `v.assign(...)` and `p.assign(p - lr * m / (v.sqrt() + eps))`
+    are one kernel of three stores, whose p reads m's and v's new values as the kernel computes
+    them for their own stores (in registers), not from their buffers after two more kernels.
+
+    Independent roots are merged by depth (_build_kernels); these depend on each other, so a
+    root R joins the cluster of a write D (a full assign) it reads when both are elementwise
+    kernels of one device and index space (_elementwise_root) and R reads D only at the
+    element it computes (so the value is the one D's store computes there), and when the
+    merged cluster
+    - reads members only that way, and only members that are writes (a plain root's buffer
+      would be read in the kernel that writes it);
+    - holds no write into another member;
+    - has no path from one member to another through a node outside it (that node's kernel
+      would need the cluster's and be needed by it);
+    - can order its stores so that a write in place comes after every store that reads its
+      target: at each element the kernel runs its stores in order, so they all read the old
+      value (_misaligned_in_place checks the kernel built);
+    - stays within MAX_MERGED_ROOTS roots, MAX_KERNEL_SIZE and the device's buffer limit.
+
+    Returns each cluster of two or more roots by its last root in `kernel_nodes` (sources
+    first), its members in store order."""
+    position = {id(n): i for i, n in enumerate(kernel_nodes)}
+    eligible: dict[Node, bool] = {}
+    sizes: dict[Node, int] = {}
+    in_cluster: dict[Node, Node] = {}
+    clusters: dict[Node, list[Node]] = {}
+
+    def inputs(n: Node) -> list[Node]:
+        item = singles[n]
+        return item.buffers[len(item.outputs):]
+
+    def is_eligible(n: Node) -> bool:
+        known = eligible.get(n)
+        if known is None:
+            known = eligible[n] = _elementwise_root(n, singles[n])
+        return known
+
+    def size(n: Node) -> int:
+        known = sizes.get(n)
+        if known is None:
+            value = _kernel_root(n).value
+            known = sizes[n] = 1 if value is not n and _loads_buffer(value, realize) else \
+                _fused_size(value, realize, MAX_KERNEL_SIZE, sys.maxsize)[0]
+        return known
+
+    def store_order(members: list[Node]) -> list[Node] | None:
+        reads: dict[Node, set[int]] = {}   # the buffers each member's store reads, inlined writes' included
+        for m in members:   # (sources first: a member's inlined writes come before it)
+            reads[m] = {id(b) for b in inputs(m)}.union(*(reads[b] for b in inputs(m) if b in reads))
+        after: dict[Node, list[Node]] = {m: [] for m in members}   # m -> the stores that must follow it
+        for w in members:
+            if w in in_place:
+                for m in members:
+                    if m is not w and id(w.srcs[0]) in reads[m]:
+                        after[m].append(w)
+        indegree = {m: 0 for m in members}
+        for followers in after.values():
+            for w in followers:
+                indegree[w] += 1
+        ready = [m for m in members if not indegree[m]]
+        order: list[Node] = []
+        while ready:
+            m = ready.pop(0)
+            order.append(m)
+            for w in after[m]:
+                indegree[w] -= 1
+                if not indegree[w]:
+                    ready.append(w)
+        return order if len(order) == len(members) else None
+
+    def mergeable(members: list[Node]) -> list[Node] | None:
+        if len(members) > MAX_MERGED_ROOTS:
+            return None
+        mset = set(members)
+        outer = singles[members[0]].kernel.outer
+        identity = View.contiguous(outer)
+        reads: set[int] = set()
+        for m in members:
+            if m.op is Op.ASSIGN and m.srcs[0] in mset:
+                return None
+            item = singles[m]
+            for j, b in enumerate(item.buffers[len(item.outputs):], start=len(item.outputs)):
+                if b in mset:
+                    if b.op is not Op.ASSIGN or not _reads_only_at((st.expr for st in item.kernel.stores), {j}, identity):
+                        return None
+                else:
+                    reads.add(id(b))
+        if sum(size(m) for m in members) > MAX_KERNEL_SIZE or len(members) + len(reads) > _max_arguments(members[0].device):
+            return None
+        # a path between members through a node outside: a walk from what they need, down to
+        # the depth of the shallowest member (a node that needs a member reaches deeper)
+        lowest = min(depth[m] for m in members)
+        stack = [s for m in members for s in _needs(m, singles) if s not in mset]
+        seen: set[int] = set()
+        while stack:
+            n = stack.pop()
+            if id(n) in seen:
+                continue
+            seen.add(id(n))
+            if n in mset:
+                return None
+            if reach.get(id(n), 0) > lowest:
+                stack.extend(_needs(n, singles))
+        return store_order(members)
+
+    for r in kernel_nodes:
+        if not is_eligible(r):
+            continue
+        item = singles[r]
+        for d in inputs(r):
+            if (d.op is not Op.ASSIGN or d not in singles or d.device != r.device or not is_eligible(d)
+                    or singles[d].kernel.outer != item.kernel.outer):
+                continue
+            cr, cd = in_cluster.get(r, r), in_cluster.get(d, d)
+            if cr is cd:
+                continue
+            members = sorted(clusters.get(cd, [cd]) + clusters.get(cr, [cr]), key=lambda n: position[id(n)])
+            ordered = mergeable(members)
+            if ordered is None:
+                continue
+            clusters.pop(cd, None)
+            clusters[cr] = ordered
+            for m in ordered:
+                in_cluster[m] = cr
+    return clusters
 
 
 def _named(k: Kernel) -> Kernel:
@@ -1054,26 +1244,42 @@ def _named(k: Kernel) -> Kernel:
     return Kernel(name, k.args, k.outer, k.axes, k.reductions, k.stores)
 
 
-def _depths(singles: dict[Node, KernelItem]) -> dict[Node, int]:
+def _needs(node: Node, singles: dict[Node, KernelItem]) -> list[Node]:
+    """The unrealized nodes whose values `node` needs first: a kernel root's inputs (see
+    `singles`), another node's sources."""
+    item = singles.get(node)
+    srcs = item.buffers[len(item.outputs):] if item is not None else list(node.srcs)
+    if node.op is Op.ASSIGN:
+        srcs = [node.srcs[0], *srcs]  # the write needs its target's buffer (to copy, or to write into)
+    return [s for s in srcs if not s.realized]
+
+
+def _depths(singles: dict[Node, KernelItem], clusters: dict[Node, list[Node]] | None = None
+            ) -> tuple[dict[Node, int], dict[int, int]]:
     """For each kernel root, its depth: 0 for a root that needs no other root, else one more
     than the deepest root it needs (through any items, e.g. a root reading a matmul of a root).
     A root needs only shallower roots, so roots of one depth are independent of each other, and
     kernels that merge roots of one depth each need kernels of smaller depths only: never each
-    other in a circle.
+    other in a circle. With `clusters` (see _write_clusters: roots merged into one kernel, by
+    their last root), a cluster counts as one root that needs what its members need, and its
+    members get its depth.
 
     One iterative walk (graphs can be deep), each node once: `reach` holds, per node, one more
-    than the deepest root it is or needs (0: none)."""
+    than the deepest root it is or needs (0: none); it is returned too (by id)."""
     reach: dict[int, int] = {}
     depth: dict[Node, int] = {}
+    unit = {m: r for r, members in (clusters or {}).items() for m in members}
 
     def needs(node: Node) -> list[Node]:
-        item = singles.get(node)
-        srcs = item.buffers[len(item.outputs):] if item is not None else list(node.srcs)
-        if node.op is Op.ASSIGN:
-            srcs = [node.srcs[0], *srcs]  # the write needs its target's buffer (to copy, or to write into)
-        return [s for s in srcs if not s.realized]
+        members = clusters.get(node) if clusters else None
+        if members is None:
+            srcs = _needs(node, singles)
+        else:
+            srcs = [s for m in members for s in _needs(m, singles)]
+        return [u for u in (unit.get(s, s) for s in srcs) if u is not node] if unit else srcs
 
     for root in singles:
+        root = unit.get(root, root)
         if id(root) in reach:
             continue
         path = {id(root)}
@@ -1093,7 +1299,9 @@ def _depths(singles: dict[Node, KernelItem]) -> dict[Node, int]:
                     depth[node] = d
                     d += 1
                 reach[id(node)] = d
-    return depth
+    for m, r in unit.items():
+        depth[m] = depth[r]
+    return depth, reach
 
 
 def _reductions_in_several_kernels(items: list[Item]) -> set[Node]:

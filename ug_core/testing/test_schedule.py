@@ -176,6 +176,120 @@ def test_matmul_custom_copy_are_items(device):
     np.testing.assert_allclose(c.numpy(), np.maximum(a.numpy() @ w.numpy().T, 0) * 3, rtol=1e-5)
 
 
+def test_backward_matmuls_read_the_weight_transposed_in_place(device):
+    # ug.grad's handle on a parameter is a named identity view: its transpose (g @ w^T in the
+    # backward pass) is a view of a view, which the matmul takes as one strided view of the
+    # weight's buffer (the gemm packs its panels anyway), not a transposed copy made first
+    x0, w0 = rand((6, 5)), rand((5, 4))
+    x, w = ug.tensor(x0, device=device), ug.tensor(w0, device=device)
+    g = ug.tensor(rand((6, 4)), device=device)
+    _, pullback = ug.vjp(lambda x, w: x @ w, x, w)
+    gx, gw = pullback(g)
+    sched = ug.schedule(gx, gw)
+    assert kinds(sched) == ["matmul", "matmul"], str(sched)
+    np.testing.assert_allclose(gx.numpy(), g.numpy() @ w0.T, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(gw.numpy(), x0.T @ g.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def _adam_state(device, shape=(6, 5)):
+    p0, g0 = rand(shape), rand(shape)
+    m0, v0 = rand(shape) * 0.1, np.abs(rand(shape)) * 0.1
+    return [ug.tensor(a, device=device) for a in (p0, g0, m0, v0)], (p0, g0, m0, v0)
+
+
+def test_adam_update_is_one_kernel_written_in_place(device):
+    # m, v and p (which reads m's and v's new values) are one kernel of three stores, each
+    # written into its own buffer; p's store reads the old m and v (inside m's and v's new
+    # values) before their stores overwrite them
+    (p, g, m, v), (p0, g0, m0, v0) = _adam_state(device)
+    bufs = [t.node.buffer for t in (p, m, v)]
+    m.assign(0.9 * m + 0.1 * g)
+    v.assign(0.999 * v + 0.001 * g * g)
+    p.assign(p - 0.01 * (m / 0.1) / ((v / 0.001).sqrt() + 1e-8))
+    sched = ug.schedule(p, m, v)
+    assert n_kernels(sched) == 1 and len(sched.kernels[0].outputs) == 3, str(sched)
+    ug.realize(p, m, v)
+    assert [t.node.buffer for t in (p, m, v)] == bufs
+    m1 = 0.9 * m0 + 0.1 * g0
+    v1 = 0.999 * v0 + 0.001 * g0 * g0
+    np.testing.assert_allclose(m.numpy(), m1, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(v.numpy(), v1, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(p.numpy(), p0 - 0.01 * (m1 / 0.1) / (np.sqrt(v1 / 0.001) + 1e-8), rtol=1e-5, atol=1e-6)
+
+
+def test_writes_merged_with_their_readers_only_where_safe(device):
+    # p reads m's new value one element off: the value there is not the one m's store computes
+    (p, g, m, _), (p0, g0, m0, _) = _adam_state(device, (8,))
+    m.assign(m * 0.5 + g)
+    p.assign(p - ug.roll(m, 1))
+    sched = ug.schedule(p, m)
+    assert n_kernels(sched) == 2, str(sched)
+    ug.realize(p, m)
+    m1 = m0 * 0.5 + g0
+    np.testing.assert_allclose(m.numpy(), m1, rtol=1e-6)
+    np.testing.assert_allclose(p.numpy(), p0 - np.roll(m1, 1), rtol=1e-6)
+    # each write reads the other's target: no order of the two stores reads both old values
+    (p, g, m, _), (p0, g0, m0, _) = _adam_state(device, (8,))
+    m.assign(m + p)
+    p.assign(p * 2 + m)
+    ug.realize(p, m)
+    np.testing.assert_allclose(m.numpy(), m0 + p0, rtol=1e-6)
+    np.testing.assert_allclose(p.numpy(), p0 * 2 + m0 + p0, rtol=1e-6)
+    # x, elementwise, reads m's new value and p's old one: merged too, its store before p's
+    (p, g, m, _), (p0, g0, m0, _) = _adam_state(device, (8,))
+    m.assign(m * 0.5 + g)
+    x = (m * p).exp()
+    p.assign(p - m)
+    assert n_kernels(ug.schedule(x, p, m)) == 1
+    ug.realize(x, p, m)
+    m1 = m0 * 0.5 + g0
+    np.testing.assert_allclose(x.numpy(), np.exp(m1 * p0), rtol=1e-5)
+    np.testing.assert_allclose(p.numpy(), p0 - m1, rtol=1e-6)
+    np.testing.assert_allclose(m.numpy(), m1, rtol=1e-6)
+    # x, a reduction, reads them: merged, p's write in place would wait for x, which needs m's
+    (p, g, m, _), (p0, g0, m0, _) = _adam_state(device, (8,))
+    bufs = [t.node.buffer for t in (p, m)]
+    m.assign(m * 0.5 + g)
+    x = (m * p).sum()
+    p.assign(p - m)
+    assert n_kernels(ug.schedule(x, p, m)) == 3
+    ug.realize(x, p, m)
+    assert [t.node.buffer for t in (p, m)] == bufs
+    m1 = m0 * 0.5 + g0
+    np.testing.assert_allclose(x.numpy(), (m1 * p0).sum(), rtol=1e-5)
+    np.testing.assert_allclose(p.numpy(), p0 - m1, rtol=1e-6)
+    np.testing.assert_allclose(m.numpy(), m1, rtol=1e-6)
+    # y, another kernel, sits between m's write and p's: nothing merges across it
+    (p, g, m, _), (p0, g0, m0, _) = _adam_state(device, (8,))
+    m.assign(m * 0.5 + g)
+    y = m.sum()
+    p.assign(p - m * y)
+    assert n_kernels(ug.schedule(p, m, y)) == 4
+    ug.realize(p, m, y)
+    m1 = m0 * 0.5 + g0
+    np.testing.assert_allclose(y.numpy(), m1.sum(), rtol=1e-5)
+    np.testing.assert_allclose(p.numpy(), p0 - m1 * m1.sum(), rtol=1e-5)
+    np.testing.assert_allclose(m.numpy(), m1, rtol=1e-6)
+
+
+def test_merged_writes_replay_under_jit(device):
+    (p, g, m, _), (p0, g0, m0, _) = _adam_state(device, (7,))
+
+    @ug.jit
+    def step(p, m, g):
+        m.assign(0.5 * m + g)
+        p.assign(p - 0.1 * m)
+        return (p * p).sum()
+
+    for _ in range(3):
+        loss = step(p, m, g)
+        m0 = 0.5 * m0 + g0
+        p0 = p0 - 0.1 * m0
+        np.testing.assert_allclose(loss.numpy(), (p0 * p0).sum(), rtol=1e-5)
+    np.testing.assert_allclose(m.numpy(), m0, rtol=1e-5)
+    np.testing.assert_allclose(p.numpy(), p0, rtol=1e-5)
+
+
 def test_copy_item_between_devices(device):
     others = [d for d in ug.devices() if d != device]
     if not others:

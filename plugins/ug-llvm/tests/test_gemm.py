@@ -203,8 +203,8 @@ def test_config_tiles_follow_the_vector_registers():
     assert GemmConfig.for_host(np.float32, "+neon").nr == 8
 
 
-@pytest.mark.parametrize("vector,mr,nv", [(8, 6, 2), (4, 6, 2), (4, 3, 3), (16, 12, 2)],
-                         ids=["avx2-like", "sse-like", "3-vectors", "avx512-12x2"])
+@pytest.mark.parametrize("vector,mr,nv", [(8, 6, 2), (4, 6, 2), (4, 3, 3), (16, 12, 2), (16, 6, 1)],
+                         ids=["avx2-like", "sse-like", "3-vectors", "avx512-12x2", "avx512-narrow"])
 def test_other_tile_shapes(vector, mr, nv):
     """The tiles other hosts get (AVX2, 128-bit vectors), run here: same IR generator."""
     rng = np.random.default_rng(8)
@@ -216,6 +216,20 @@ def test_other_tile_shapes(vector, mr, nv):
             _check(run_gemm(g, a, b, threads=2), a, b)
             bt = np.ascontiguousarray(b.T).T
             _check(run_gemm(g, a, bt, threads=3), a, bt)
+
+
+def test_narrow_products_get_a_narrower_tile():
+    # a tile no wider (in vectors) than N: (256, 512) @ (512, 10) does not compute 64 columns
+    from ug_llvm.matmul import _tile_for
+    cfg = GemmConfig.for_host(np.float32, "+avx512f,+avx2,+avx")
+    assert [_tile_for(cfg, n).nr for n in (1, 10, 16, 17, 32, 40, 64, 1000)] == [16, 16, 16, 32, 32, 48, 64, 64]
+    assert _tile_for(cfg, 1000) is cfg
+    rng = np.random.default_rng(11)
+    for n in (10, 17, 40):
+        a, b = _rand(rng, (70, 130), np.float32), _rand(rng, (130, n), np.float32)
+        for bb in (b, np.ascontiguousarray(b.T).T):
+            got = ug.tensor(a, device="cpu") @ ug.tensor(bb, device="cpu")
+            _check(got.numpy(), a, bb)
 
 
 def test_float16_operands_are_widened_while_packing():
