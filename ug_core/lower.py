@@ -332,9 +332,10 @@ class _Lowerer:
         return self._divides_per_element(exprs)
 
     def _divides_per_element(self, exprs: list[Expr]) -> bool:
-        """Whether a flat index over the outer dims would be unravelled with divisions for every
-        element (a store or a single-view load that walks the outer dims other than as one
-        contiguous run: an im2col copy, a transposing copy), where a row of at least ROW_MIN
+        """Whether a flat index over the outer dims would be unravelled into several digits for
+        every element (a store or a single-view load that walks the outer dims in two or more
+        contiguous runs: an im2col copy, a transposing copy; a broadcast's one modulo does not
+        count), where a row of at least ROW_MIN
         elements per global id computes them once per row and its loop reads and writes at a
         constant stride (which vectorizes). Loads through a chain of views keep the flat index
         (their divisions stay in the row's loop either way)."""
@@ -348,10 +349,18 @@ class _Lowerer:
                 views.append(node.arg[1][0])
         dims = self.outer_dims
 
-        def one_run(v: View) -> bool:
-            return all(v.strides[a] == v.strides[b] * v.shape[b] or v.strides[a] == 0 == v.strides[b]
-                       for a, b in zip(dims, dims[1:]))
-        return not all(one_run(v) for v in views)
+        def runs(v: View) -> int:
+            """The digits a flat index unravels into for v (as _linear_terms groups them): runs
+            of dims contiguous in v, those of stride 0 (a broadcast) not counted."""
+            count, g = 0, 0
+            while g < len(dims):
+                h = g
+                while h + 1 < len(dims) and v.strides[dims[h]] == v.strides[dims[h + 1]] * v.shape[dims[h + 1]]:
+                    h += 1
+                count += v.strides[dims[h]] != 0
+                g = h + 1
+            return count
+        return any(runs(v) > 1 for v in views)
 
     def _lower_cpu_rows(self) -> None:
         """The global id is a row (an index over the outer dims but the innermost; a chunk of
