@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import array
 import threading
+from dataclasses import replace
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
@@ -37,6 +38,9 @@ GEMM_DTYPES: dict[np.dtype, np.dtype] = {np.dtype(np.float16): np.dtype(np.float
 # against 1 in one process, with the spinning workers (pool.SpinPool): about even at 160^3
 # (124 against 116 us), ahead from 192^3 (142 / 191; 224^3: 218 / 332)
 GEMM_PARALLEL_MIN_MNK = 1 << 22
+NARROW_NV = 2
+"""Products at most this many vectors wide use a gemm whose register tile is this many vectors
+wide (and proportionally taller), where the host's tile is wider (see HostMatmul._gemm_for)."""
 MAX_PLANS = 4096  # plans kept per kind, by spec: bounded, so specs of dropped schedules go eventually
 
 
@@ -46,7 +50,7 @@ class HostMatmul:
     def __init__(self, device: "CPUDevice"):
         self.device = device
         self._lock = threading.Lock()
-        self._gemms: dict[np.dtype, PackedGemm] = {}  # compiled on first use, per operand dtype
+        self._gemms: dict[tuple[np.dtype, bool], PackedGemm] = {}  # compiled on first use, per operand dtype and narrowness
         self._gemm_plans: dict[int, tuple[MatmulSpec, PackedGemm, Problem, bool]] = {}
         self._small: dict[int, tuple[MatmulSpec, tuple[int, int, int], Callable[[list[Buffer]], None]]] = {}
 
@@ -148,11 +152,7 @@ class HostMatmul:
         hit = self._gemm_plans.get(id(spec))
         if hit is not None and hit[0] is spec:
             return hit[1], hit[2], hit[3]
-        gemm = self._gemms.get(source)
-        if gemm is None:
-            with self._lock:
-                gemm = self._gemms.get(source) or PackedGemm(self.device.jit, GEMM_DTYPES[source], source=source)
-                self._gemms[source] = gemm
+        gemm = self._gemm_for(source, spec.out_shape[-1])
         av, bv = spec.a_view, spec.b_view
         problem = Problem.from_views(av.shape, av.strides, av.offset, bv.shape, bv.strides, bv.offset)
         parallel = mnk * problem.batch >= GEMM_PARALLEL_MIN_MNK
@@ -160,6 +160,31 @@ class HostMatmul:
             self._gemm_plans.clear()
         self._gemm_plans[id(spec)] = (spec, gemm, problem, parallel)
         return gemm, problem, parallel
+
+    def _gemm_for(self, source: np.dtype, n: int) -> PackedGemm:
+        """The packed gemm for this operand dtype and a product n columns wide: the host's
+        (GemmConfig.for_host), or, where that tile is wider than 2 vectors and n fits in 2
+        (a conv's weight gradient, 32 output channels, against a 64-wide AVX-512 tile that
+        would be half padding), one whose tile is twice as tall and half as wide."""
+        key: tuple[np.dtype, bool] = (source, False)
+        gemm = self._gemms.get(key)
+        if gemm is None:
+            with self._lock:
+                gemm = self._gemms.get(key) or PackedGemm(self.device.jit, GEMM_DTYPES[source], source=source)
+                self._gemms[key] = gemm
+        cfg = gemm.cfg
+        if cfg.nv <= NARROW_NV or n > NARROW_NV * cfg.vector:
+            return gemm
+        key = (source, True)
+        narrow = self._gemms.get(key)
+        if narrow is None:
+            with self._lock:
+                narrow = self._gemms.get(key)
+                if narrow is None:
+                    tall = replace(cfg, mr=cfg.mr * cfg.nv // NARROW_NV, nv=NARROW_NV)
+                    narrow = PackedGemm(self.device.jit, GEMM_DTYPES[source], tall, source=source)
+                self._gemms[key] = narrow
+        return narrow
 
     def _workspace(self, nbytes: int) -> tuple[Block, int]:
         block = self.device.allocate(nbytes)
