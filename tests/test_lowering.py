@@ -121,6 +121,25 @@ def test_index_math_is_simple(rng):
     assert Opc.MOD in opcodes(lower(chained(rng).kernel, LowerOptions("cpu")))
 
 
+def test_transposing_copy_runs_rows(rng):
+    # a copy whose load walks the outer dims in two runs (a transpose) would divide per element
+    # with a flat index: on cpu each global id is a row of the output, looping over its 16
+    # elements (the division by the row length happens once per row, outside the loop)
+    from ug_core.view import View
+    eb = ExprBuilder()
+    x = eb.load(0, (View((8, 16), (1, 8)),), F32)
+    k = Kernel("transpose", (BufferArg(F32, 128, False), BufferArg(F32, 128, True)), (8, 16), (), (),
+               (Store(1, (8, 16), c((8, 16)), x),))
+    prog = lower(k, LowerOptions("cpu"))
+    assert prog.global_size == (8,)
+    loop_start = next(i.id for i in prog.instructions if i.opc is Opc.RANGE)
+    assert not [i for i in prog.instructions if i.opc in (Opc.IDIV, Opc.MOD) and i.id > loop_start], prog
+    a = rng.standard_normal(128).astype(F32)
+    out = np.zeros(128, F32)
+    loop_interp.run(prog, [a, out])
+    np.testing.assert_array_equal(out, a.reshape(16, 8).T.ravel())
+
+
 def test_loop_invariant_index_is_hoisted_and_shared(rng):
     prog = lower(softmax(rng, 4, 300).kernel, LowerOptions("cpu"))
     insts = prog.instructions

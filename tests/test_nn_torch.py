@@ -83,6 +83,28 @@ def test_conv_transpose(nd, stride, padding, output_padding, dilation, groups):
     check(got, want)
 
 
+@pytest.mark.parametrize("k,stride,padding,output_padding,dilation", [
+    (2, 3, 0, 0, 1), (2, 3, 1, 2, 1), (1, 4, 0, 3, 1), (3, 4, 2, 1, 2), (4, 2, 3, 1, 2), (3, 6, 1, 0, 4),
+    (5, 3, 4, 2, 3), (2, 2, 2, 0, 1)])
+def test_conv_transpose_phases(k, stride, padding, output_padding, dilation):
+    """Strided transposes run one stride-1 convolution per output phase: strides past the kernel
+    (phases with no tap), dilations sharing a factor with the stride, crops of the input, all
+    against torch, with the gradients of input and weight."""
+    x, w = data(2, 4, 5, 4), data(4, 3, k, 2)
+    args = ((stride, 2), (padding, 0), (output_padding, 1), 2, (dilation, 1))
+    want_x = T(x).requires_grad_()
+    want_w = T(w).requires_grad_()
+    want = F.conv_transpose2d(want_x, want_w, None, *args)
+    ux, uw = U(x), U(w)
+    got = ug.nn.conv_transpose2d(ux, uw, None, *args)
+    check(got, want.detach())
+    g = data(*want.shape)
+    want.backward(T(g))
+    gx, gw = ug.vjp(lambda a, b: ug.nn.conv_transpose2d(a, b, None, *args), ux, uw)[1](U(g))
+    check(gx, want_x.grad)
+    check(gw, want_w.grad)
+
+
 @pytest.mark.parametrize("nd", [1, 2, 3])
 @pytest.mark.parametrize("kernel,stride,padding,dilation,ceil_mode", [
     (2, None, 0, 1, False), (3, 2, 1, 1, True), (3, 2, 1, 2, False), (2, 3, 1, 1, True), (3, 1, 0, 1, False),

@@ -296,10 +296,50 @@ def _transpose(g: Node, src_shape: tuple[int, ...], v: View) -> Node:
     strides = [strides[i] for i in order]
     # 5. place g's elements at their source positions
     if _nests(shape, strides):
-        flat = _place(g, shape, strides, offset, n_src)
-    else:
-        flat = _place_overlapping(g, shape, strides, offset, n_src)
-    return _reshape(flat, src_shape)
+        return _place_in(g, shape, strides, offset, src_shape)
+    return _place_overlapping(g, shape, strides, offset, src_shape)
+
+
+def _box(shape: Sequence[int], strides: Sequence[int], offset: int,
+         src_shape: tuple[int, ...]) -> tuple[list[int], list[int]] | None:
+    """Whether a view (positive strides, largest first) reads a box of its source's own dims (a
+    slice with unit steps: a window's tap, a crop): per view dim, the source dim it walks (in
+    order), and the box's start per source dim; else None."""
+    src_strides = [prod(src_shape[j + 1:]) for j in range(len(src_shape))]
+    starts = []
+    rest = offset
+    for n_j, st_j in zip(src_shape, src_strides):
+        starts.append(rest // st_j if n_j > 1 else 0)
+        rest -= starts[-1] * st_j
+    if rest != 0 or any(not 0 <= a < max(n, 1) for a, n in zip(starts, src_shape)):
+        return None
+    dims: list[int] = []
+    j = 0
+    for n, st in zip(shape, strides):
+        while j < len(src_shape) and (src_shape[j] == 1 or src_strides[j] != st):
+            j += 1
+        if j == len(src_shape) or starts[j] + n > src_shape[j]:
+            return None
+        dims.append(j)
+        j += 1
+    return dims, starts
+
+
+def _place_in(g: Node, shape: Sequence[int], strides: Sequence[int], offset: int, src_shape: tuple[int, ...]) -> Node:
+    """g (of `shape`, a nesting view's) spread into zeros of src_shape at offset + sum(i * strides):
+    where the view is a box of the source's dims, one pad in src_shape (a single masked view of g,
+    which a kernel reads without index division: a window tap's transpose in conv's gradient);
+    else along the flat source (_place)."""
+    box = _box(shape, strides, offset, src_shape)
+    if box is None:
+        return _reshape(_place(g, shape, strides, offset, prod(src_shape)), src_shape)
+    dims, starts = box
+    sizes = [1] * len(src_shape)
+    for d, j in enumerate(dims):
+        sizes[j] = shape[d]
+    block = _reshape(g, tuple(sizes))
+    widths = tuple((a, n - a - k) for a, n, k in zip(starts, src_shape, sizes))
+    return graph.view(block, View.contiguous(tuple(sizes)).pad(widths))
 
 
 def _nests(shape: Sequence[int], strides: Sequence[int]) -> bool:
@@ -334,13 +374,13 @@ def _place(g: Node, shape: Sequence[int], strides: Sequence[int], offset: int, n
     return graph.view(block, View.contiguous((extent,)).pad(((offset, n_src - offset - extent),)))
 
 
-def _place_overlapping(g: Node, shape: list[int], strides: list[int], offset: int, n_src: int) -> Node:
+def _place_overlapping(g: Node, shape: list[int], strides: list[int], offset: int, src_shape: tuple[int, ...]) -> Node:
     """An overlapping view: fix the fewest taps (the window dims) that leave a nesting view, and
     add up one placement per tap; or, with too many taps, a scatter-add of g at the view's
     source positions."""
     taps = _tap_dims(shape, strides)
     if taps is None:
-        return _scatter_place(g, shape, strides, offset, n_src)
+        return _reshape(_scatter_place(g, shape, strides, offset, prod(src_shape)), src_shape)
     rest = [d for d in range(len(shape)) if d not in taps]
     total: Node | None = None
     for point in itertools.product(*(range(shape[d]) for d in taps)):
@@ -351,7 +391,7 @@ def _place_overlapping(g: Node, shape: list[int], strides: list[int], offset: in
         part = graph.view(g, View.contiguous(tuple(shape)).slice(tuple(starts), tuple(sizes), (1,) * len(shape)))
         part = _reshape(part, tuple(shape[d] for d in rest))
         at = offset + sum(i * strides[d] for d, i in zip(taps, point))
-        placed = _place(part, [shape[d] for d in rest], [strides[d] for d in rest], at, n_src)
+        placed = _place_in(part, [shape[d] for d in rest], [strides[d] for d in rest], at, src_shape)
         total = placed if total is None else graph.alu(Op.ADD, (total, placed), g.dtype)
     assert total is not None
     return total

@@ -233,6 +233,10 @@ ROW_PARALLELISM = 64
 """cpu, masked elementwise kernels: with fewer rows than this, a row's loop is split into chunks
 (of at least ROW_CHUNK_MIN elements) that are global ids of their own, so the threads share it."""
 ROW_CHUNK_MIN = 4096
+ROW_MIN = 8
+"""cpu, unmasked elementwise kernels whose flat index would need divisions per element: the row
+strategy where the innermost outer dim has at least this many elements (shorter rows: the flat
+index, whose divisions then cost about as much as a row's loop)."""
 
 SUM_BLOCK_GROUP = 32
 """A blocked float sum adds at most this many block sums into one partial before the partial is
@@ -323,7 +327,40 @@ class _Lowerer:
         if len(self.outer_dims) > 1 and any(e.op is Op.GATHER for e in dag.toposort(exprs, lambda e: e.srcs)):
             return True
         views = _first_views(exprs)
-        return any(len(_mask_bounds(views, d, self.k.outer[d])) > 2 for d in self.outer_dims)
+        if any(len(_mask_bounds(views, d, self.k.outer[d])) > 2 for d in self.outer_dims):
+            return True
+        return self._divides_per_element(exprs)
+
+    def _divides_per_element(self, exprs: list[Expr]) -> bool:
+        """Whether a flat index over the outer dims would be unravelled into several digits for
+        every element (a store or a single-view load that walks the outer dims in two or more
+        contiguous runs: an im2col copy, a transposing copy; a broadcast's one modulo does not
+        count), where a row of at least ROW_MIN
+        elements per global id computes them once per row and its loop reads and writes at a
+        constant stride (which vectorizes). Loads through a chain of views keep the flat index
+        (their divisions stay in the row's loop either way)."""
+        if self.k.outer[self.outer_dims[-1]] < ROW_MIN:
+            return False
+        views = [s.view for s in self.k.stores]
+        for node in dag.toposort(exprs, lambda e: e.srcs):
+            if node.op is Op.LOAD:
+                if len(node.arg[1]) != 1:
+                    return False
+                views.append(node.arg[1][0])
+        dims = self.outer_dims
+
+        def runs(v: View) -> int:
+            """The digits a flat index unravels into for v (as _linear_terms groups them): runs
+            of dims contiguous in v, those of stride 0 (a broadcast) not counted."""
+            count, g = 0, 0
+            while g < len(dims):
+                h = g
+                while h + 1 < len(dims) and v.strides[dims[h]] == v.strides[dims[h + 1]] * v.shape[dims[h + 1]]:
+                    h += 1
+                count += v.strides[dims[h]] != 0
+                g = h + 1
+            return count
+        return any(runs(v) > 1 for v in views)
 
     def _lower_cpu_rows(self) -> None:
         """The global id is a row (an index over the outer dims but the innermost; a chunk of

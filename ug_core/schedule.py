@@ -647,6 +647,20 @@ def _strip_view(node: Node) -> tuple[Node, View]:
     return node, View.contiguous(node.shape)
 
 
+def _matmul_operand(node: Node) -> tuple[Node, View]:
+    """(base, view) of a matmul operand: as _strip_view, and also for a strided view of an
+    unrealized view (a chain that did not merge, e.g. the transpose of a flattened window view)
+    when the inner view has at most as many elements as the operand: the inner view is realized
+    and the matmul reads it through the outer view. Then two products that read one value through
+    different layouts (conv's im2col columns, and their transpose in the weight's gradient) share
+    one buffer, and each copy kernel reads through the shorter chain."""
+    if (node.op is Op.VIEW and not node.realized and node.srcs[0].op is Op.VIEW and not node.srcs[0].realized
+            and node.arg.mask is None and min(node.arg.strides, default=0) >= 0
+            and prod(node.srcs[0].shape) <= prod(node.shape)):
+        return node.srcs[0], node.arg
+    return _strip_view(node)
+
+
 def _must_realize(nodes: list[Node], targets: list[Node]) -> set[Node]:
     realize = {t for t in targets if not t.realized}
     for node in nodes:
@@ -656,7 +670,7 @@ def _must_realize(nodes: list[Node], targets: list[Node]) -> set[Node]:
             realize.add(node)
         if node.op in (Op.MATMUL, Op.ATTENTION):   # (read through their views, as the items take them)
             for src in node.srcs:
-                base, _ = _strip_view(src)
+                base, _ = _matmul_operand(src)
                 if not base.realized:
                     realize.add(base)
         elif node.op is Op.GATHER:  # read at computed elements: its source is a buffer (an index
@@ -1319,8 +1333,8 @@ def _reductions_in_several_kernels(items: list[Item]) -> set[Node]:
 
 def _item_for(node: Node) -> Item:
     if node.op is Op.MATMUL:
-        a, av = _strip_view(node.srcs[0])
-        b, bv = _strip_view(node.srcs[1])
+        a, av = _matmul_operand(node.srcs[0])
+        b, bv = _matmul_operand(node.srcs[1])
         return MatmulItem(node, a, b, MatmulSpec(av, bv, node.shape, node.dtype))
     if node.op is Op.CUSTOM:
         return CustomItem(node, list(node.srcs), node.arg)

@@ -179,6 +179,25 @@ def test_device_matmul_uses_the_packed_gemm(dtype, monkeypatch):
     _check(got2, a.transpose(0, 2, 1)[:, :50], a[:, :, :40])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_narrow_products_use_the_narrow_tile(dtype):
+    """A product at most 2 vectors wide runs on a gemm whose tile is 2 vectors wide (and taller)
+    where the host's is wider; a wider one on a tile no wider than it needs. All match numpy."""
+    from ug_llvm.matmul import NARROW_NV, _tile_for
+    host = GemmConfig.for_host(np.dtype(dtype), get_jit().features)
+    rng = np.random.default_rng(12)
+    narrow_n = NARROW_NV * host.vector
+    for n in (narrow_n - 3, narrow_n, narrow_n + 1):
+        a, b = _rand(rng, (3, 77, 130), dtype), _rand(rng, (3, n, 130), dtype)
+        got = (ug.tensor(a, device="cpu") @ ug.tensor(b, device="cpu").mT).numpy()
+        _check(got, a, b.transpose(0, 2, 1))
+        used = _tile_for(host, n)
+        if host.nv > NARROW_NV and n <= narrow_n:
+            assert (used.nv, used.mr) == (NARROW_NV, host.mr * host.nv // NARROW_NV)
+        else:
+            assert (used.nv, used.mr) == (min(host.nv, -(-n // host.vector)), host.mr)
+
+
 def test_numpy_matmul_can_be_chosen(monkeypatch):
     rng = np.random.default_rng(7)
     a, b = _rand(rng, (64, 48), np.float32), _rand(rng, (48, 40), np.float32)
