@@ -654,11 +654,14 @@ def _matmul_operand(node: Node) -> tuple[Node, View]:
     and the matmul reads it through the outer view. Then two products that read one value through
     different layouts (conv's im2col columns, and their transpose in the weight's gradient) share
     one buffer, and each copy kernel reads through the shorter chain."""
+    base, view = _strip_view(node)
+    if base is not node:  # the chain makes one view of a non-view: read that directly
+        return base, view
     if (node.op is Op.VIEW and not node.realized and node.srcs[0].op is Op.VIEW and not node.srcs[0].realized
             and node.arg.mask is None and min(node.arg.strides, default=0) >= 0
             and prod(node.srcs[0].shape) <= prod(node.shape)):
         return node.srcs[0], node.arg
-    return _strip_view(node)
+    return base, view
 
 
 def _must_realize(nodes: list[Node], targets: list[Node]) -> set[Node]:
