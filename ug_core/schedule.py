@@ -1346,7 +1346,8 @@ def _item_for(node: Node) -> Item:
     if node.op is Op.SORT:
         return SortItem(node, node.srcs[0], node.arg)
     if node.op is Op.ATTENTION:
-        bases, views = zip(*(_strip_view(s) for s in node.srcs))
+        # (the operands as _must_realize realized them: the same rule as a matmul's)
+        bases, views = zip(*(_matmul_operand(s) for s in node.srcs))
         mask = views[3] if len(views) > 3 else None
         spec = AttentionSpec(views[0], views[1], views[2], mask, node.shape, node.dtype, *node.arg)
         return AttentionItem(node, list(bases), spec)
