@@ -93,3 +93,32 @@ def test_libraries_come_from_the_disk_cache_and_corrupt_ones_are_rebuilt(tmp_pat
                ug.Buffer(third, 1, np.float32).copy_in(np.array([3.25], np.float32))]
     third.run(program, buffers)
     np.testing.assert_array_equal(buffers[0].numpy(), np.full(8, 3.25, np.float32))
+
+
+def test_a_dropped_program_unloads_its_library():
+    """A loaded kernel's library is closed once nothing holds the kernel (its Program, its
+    launchers): libraries kept loaded forever exhausted the process's memory mappings
+    (vm.max_map_count) after some 10,000 kernels. Freed by reference counting, without the
+    garbage collector (no per-library ctypes class, which is a reference cycle)."""
+    import gc
+
+    def mapped() -> set[str]:
+        with open("/proc/self/maps") as f:
+            return {line.split()[-2] if line.rstrip().endswith("(deleted)") else line.split()[-1]
+                    for line in f if "ug-c-" in line}
+    dev = ug.registry.get("c")
+    x = ug.tensor(np.arange(37, dtype=np.float32), device="c")
+    kernel = ug.schedule((x * 3.0).exp() + 0.25).kernels[0].kernel
+    before = mapped()
+    program = dev.compile(kernel)
+    loaded = mapped() - before
+    assert loaded, "the kernel's library should be mapped while its program lives"
+    launch = dev.launcher(program)
+    del program
+    assert mapped() - before == loaded   # the launcher still holds it
+    gc.disable()
+    try:
+        del launch
+        assert not (mapped() & loaded)
+    finally:
+        gc.enable()

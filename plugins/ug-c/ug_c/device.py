@@ -8,12 +8,14 @@ are host memory (the kit's NumpyAllocator) pooled by the core; the core caches t
 
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+import weakref
 from typing import Any
 
 import numpy as np
@@ -92,24 +94,43 @@ class CCompiler(Compiler):
         return diskcache.elf_problem(binary, self.kind)
 
 
-class CRuntime(Runtime):
-    def __init__(self) -> None:
-        self.libraries: list[Any] = []  # loaded libraries stay loaded (their functions are in use)
+class _Entry:
+    """A loaded kernel: its function and its argument array type. Its library is closed
+    (dlclose) when the last holder (a Program, a launcher) lets it go: with every library kept
+    loaded, a process running the test suite ran out of memory mappings (vm.max_map_count, a
+    few maps per library) after some 10,000 kernels ("cannot apply additional memory protection
+    after relocation: Cannot allocate memory")."""
 
+    __slots__ = ("function", "pointers", "__weakref__")
+
+    def __init__(self, function: Any, pointers: Any):
+        self.function, self.pointers = function, pointers
+
+
+# every kernel's signature: void k(void **args, long long gid_start, long long gid_end). One
+# prototype for all: a ctypes.CDLL per library would make a class of its own per library (a
+# reference cycle, freed by the garbage collector only)
+_KERNEL = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_void_p), ctypes.c_longlong, ctypes.c_longlong)
+
+
+class CRuntime(Runtime):
     def load(self, binary: bytes, program: LoopProgram, name: str) -> Any:
         with tempfile.NamedTemporaryFile(prefix="ug-c-", suffix=".so") as f:
             f.write(binary)
             f.flush()
-            library = ctypes.CDLL(f.name)
-        self.libraries.append(library)
-        entry = getattr(library, name)
-        entry.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_longlong, ctypes.c_longlong]
-        entry.restype = None
-        return entry, ctypes.c_void_p * len(program.params)  # (a ctypes type made per call is a cycle)
+            handle = _ctypes.dlopen(f.name, ctypes.RTLD_LOCAL)  # type: ignore[attr-defined]
+        try:
+            function = _KERNEL(_ctypes.dlsym(handle, name))  # type: ignore[attr-defined]
+        except Exception:
+            _ctypes.dlclose(handle)  # type: ignore[attr-defined]
+            raise
+        # (a ctypes array type made per call would be a reference cycle)
+        entry = _Entry(function, ctypes.c_void_p * len(program.params))
+        weakref.finalize(entry, _ctypes.dlclose, handle)  # type: ignore[attr-defined]
+        return entry
 
     def launch(self, loaded: Any, program: LoopProgram, handles: list[np.ndarray]) -> None:
-        entry, pointers = loaded
-        entry(pointers(*[h.ctypes.data for h in handles]), 0, program.global_size[0])
+        loaded.function(loaded.pointers(*[h.ctypes.data for h in handles]), 0, program.global_size[0])
 
 
 def make_device(version: str) -> KitDevice:
