@@ -759,6 +759,10 @@ class _Lowerer:
         guarded = prod(grid) != self.n_outer
         if guarded:  # uniform per workgroup, so the barrier inside stays legal
             b.if_(b.alu(Op.CMPLT, (part, b.const(self.n_outer)), BOOL))
+        # reductions fused into the kernel (the values read them: a gradient's scatter-add of a
+        # softmax's cotangent): every thread computes them for its part, serially (rare, small)
+        for r in self.k.reductions:
+            self.accs.append(self._serial_reduce(r, part))
         for s in self.k.stores:
             self._scatter_fill(s, part, lid, local)
         if local > 1:

@@ -943,3 +943,19 @@ def test_scatter_max_splits_ties(device):
     np.testing.assert_array_equal(out.numpy(), [[3.0, 5.0, 0.5]])
     (g,) = pullback(ug.tensor(np.array([[1.0, 2.0, 3.0]]), device=device))
     np.testing.assert_array_equal(g.numpy(), [0.0, 0.5, 0.5, 0.0, 2.0, 3.0])
+
+
+def test_scatter_kernel_reading_a_reduction(device):
+    """The gradient of softmax(sort(x)) is a scatter-add (sort's transpose) whose values read the
+    softmax's reductions, fused into one kernel: the gpu scatter lowering computed no reductions
+    (an IndexError on vulkan, found by the torch property tests)."""
+    x = ug.tensor(np.array([[0.7], [-0.2]]), device=device)
+
+    def f(a):
+        s = ug.sort(a, axis=0)
+        return [s.softmax(axis=1), s * 3.0]
+    out, pullback = ug.vjp(f, x)
+    (g,) = pullback([ug.tensor(np.array([[1.5], [0.25]]), device=device), ug.tensor(np.array([[0.5], [2.0]]), device=device)])
+    # softmax over one element is 1 (no gradient); the sorted copy's cotangent 3 * c goes back to
+    # where each element came from (sorted order: -0.2 first)
+    np.testing.assert_allclose(g.numpy(), [[6.0], [1.5]], rtol=1e-12)
