@@ -63,8 +63,10 @@ _PARALLEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
 
 
 class _B(Builder):
-    """The gemm's builder, with the context's fields of this module and loops that the loop
-    vectorizer may vectorize (the softmax's loops over the MB queries)."""
+    """The gemm's builder, with the context's fields of this module (vectorizable loops, the
+    softmax's over the MB queries: `loop(..., vectorizable=True)`)."""
+
+    fields = FIELD
 
     def ctx(self, names: list[str]) -> dict[str, str]:
         out = {}
@@ -72,46 +74,6 @@ class _B(Builder):
             p = self.value(f"getelementptr inbounds i64, ptr %ctx, i64 {FIELD[name]}")
             out[name] = self.value(f"load {'ptr' if name in POINTERS else 'i64'}, ptr {p}, align 8")
         return out
-
-    @contextmanager
-    def vloop(self, start: str, end: str) -> Iterator[str]:
-        """for (i = start; i < end; i++), without the metadata that keeps the gemm's loops scalar."""
-        name = self.fresh("V")
-        pred = self.block
-        self.emit(f"br label %{name}.head")
-        self.label(f"{name}.head")
-        i = f"%{name}.i"
-        self.lines.append(f"  {i} = phi i64 [ {start}, %{pred} ], [ %{name}.next, %{name}.latch ]")
-        self.emit(f"%{name}.c = icmp slt i64 {i}, {end}")
-        self.emit(f"br i1 %{name}.c, label %{name}.body, label %{name}.exit")
-        self.label(f"{name}.body")
-        yield i
-        self.emit(f"br label %{name}.latch")
-        self.label(f"{name}.latch")
-        self.emit(f"%{name}.next = add nsw i64 {i}, 1")
-        self.emit(f"br label %{name}.head")
-        self.label(f"{name}.exit")
-
-    @contextmanager
-    def units(self, next_field: str, done_field: str) -> Iterator[str]:
-        """Builder.units over this module's context fields: the units of `%units` a thread takes."""
-        counter = self.value(f"getelementptr inbounds i64, ptr %ctx, i64 {FIELD[next_field]}")
-        done = self.value(f"getelementptr inbounds i64, ptr %ctx, i64 {FIELD[done_field]}")
-        name = self.fresh("C")
-        self.emit(f"br label %{name}.head")
-        self.label(f"{name}.head")
-        start = f"%{name}.s"
-        self.emit(f"{start} = atomicrmw add ptr {counter}, i64 %chunk monotonic, align 8")
-        self.emit(f"%{name}.more = icmp slt i64 {start}, %units")
-        self.emit(f"br i1 %{name}.more, label %{name}.take, label %{name}.exit")
-        self.label(f"{name}.take")
-        end = self.smin(self.value(f"add nsw i64 {start}, %chunk"), "%units")
-        with self.loop(start, end) as u:
-            yield u
-        finished = self.value(f"sub nsw i64 {end}, {start}")
-        self.emit(f"%{name}.d = atomicrmw add ptr {done}, i64 {finished} release, align 8")
-        self.emit(f"br label %{name}.head")
-        self.label(f"{name}.exit")
 
     def at(self, t: str, base: str, index: str) -> str:
         return self.value(f"getelementptr inbounds {t}, ptr {base}, i64 {index}")
@@ -166,10 +128,10 @@ def _attention(cfg: GemmConfig, name: str, micro: str) -> str:
                 jj = b.value(f"select i1 {inside}, i64 {j}, i64 0")
                 x = b.value(f"load {t}, ptr {b.at(t, col, b.mul(jj, c['qrs']))}, align {es}")
                 b.emit(f"store {t} {b.value(f'select i1 {inside}, {t} {x}, {t} 0.0')}, ptr {b.at(t, row, j)}, align {es}")
-        with b.vloop("0", str(mb)) as j:
+        with b.loop("0", str(mb), vectorizable=True) as j:
             b.emit(f"store {t} {ninf}, ptr {b.at(t, mx, j)}, align {es}")
             b.emit(f"store {t} 0.0, ptr {b.at(t, lsum, j)}, align {es}")
-        with b.vloop("0", b.mul(evpad, str(mb))) as i:
+        with b.loop("0", b.mul(evpad, str(mb)), vectorizable=True) as i:
             b.emit(f"store {t} 0.0, ptr {b.at(t, ot, i)}, align {es}")
         # causal: the keys up to the unit's last query
         last = b.add(r0, nq)
@@ -188,13 +150,13 @@ def _attention(cfg: GemmConfig, name: str, micro: str) -> str:
                 out = b.at(t, st, b.mul(p, str(mr * mb)))
                 b.emit(f"call void @{micro}(ptr {a}, ptr {qp}, i64 {e_n}, ptr {out}, i64 {mb}, i64 {mr}, i64 {mb}, i1 0)")
             # scale, mask, the block's max per query
-            with b.vloop("0", str(mb)) as j:
+            with b.loop("0", str(mb), vectorizable=True) as j:
                 b.emit(f"store {t} {b.value(f'load {t}, ptr {b.at(t, mx, j)}, align {es}')}, ptr {b.at(t, mloc, j)}, align {es}")
             with b.loop("0", kb) as kk:
                 srow = b.at(t, st, b.mul(kk, str(mb)))
                 key = b.add(c0, kk)
                 mcol = b.value(f"getelementptr {t}, ptr {mbase}, i64 {b.mul(key, c['mcs'])}")
-                with b.vloop("0", str(mb)) as j:
+                with b.loop("0", str(mb), vectorizable=True) as j:
                     sp = b.at(t, srow, j)
                     x = b.value(f"fmul {t} {b.value(f'load {t}, ptr {sp}, align {es}')}, {scale}")
                     inside = b.value(f"icmp slt i64 {j}, {nq}")
@@ -213,7 +175,7 @@ def _attention(cfg: GemmConfig, name: str, micro: str) -> str:
                     m = b.value(f"call {t} @llvm.maximum.{fs}({t} {b.value(f'load {t}, ptr {lp}, align {es}')}, {t} {x})")
                     b.emit(f"store {t} {m}, ptr {lp}, align {es}")
             # rescale what was summed so far: exp(m - m'), m' = 0 while a query has kept no key
-            with b.vloop("0", str(mb)) as j:
+            with b.loop("0", str(mb), vectorizable=True) as j:
                 new = b.value(f"load {t}, ptr {b.at(t, mloc, j)}, align {es}")
                 none = b.value(f"fcmp oeq {t} {new}, {ninf}")
                 use = b.value(f"select i1 {none}, {t} 0.0, {t} {new}")
@@ -226,14 +188,14 @@ def _attention(cfg: GemmConfig, name: str, micro: str) -> str:
                 b.emit(f"store {t} {b.value(f'fmul {t} {b.ld(t, lp)}, {al}')}, ptr {lp}, align {es}")
             with b.loop("0", ev) as e:
                 orow = b.at(t, ot, b.mul(e, str(mb)))
-                with b.vloop("0", str(mb)) as j:
+                with b.loop("0", str(mb), vectorizable=True) as j:
                     op = b.at(t, orow, j)
                     al = b.value(f"load {t}, ptr {b.at(t, alpha, j)}, align {es}")
                     b.emit(f"store {t} {b.value(f'fmul {t} {b.ld(t, op)}, {al}')}, ptr {op}, align {es}")
             # p = exp(x - m'), over S^T; l += p
             with b.loop("0", kb) as kk:
                 srow = b.at(t, st, b.mul(kk, str(mb)))
-                with b.vloop("0", str(mb)) as j:
+                with b.loop("0", str(mb), vectorizable=True) as j:
                     sp = b.at(t, srow, j)
                     m = b.value(f"load {t}, ptr {b.at(t, mloc, j)}, align {es}")
                     pv = b.value(f"call {t} @ug_exp_{fs}({t} {b.value(f'fsub {t} {b.ld(t, sp)}, {m}')})")

@@ -11,6 +11,8 @@ from .config import FIELD, POINTER_FIELDS, GemmConfig
 
 
 class Builder(IRBuilder):
+    fields: dict[str, int] = FIELD   # the context's field indices (`units` reads two of them)
+
     def __init__(self, md_base: int) -> None:
         super().__init__(stem="%v")
         self.md_base = md_base          # numbers of this function's metadata nodes start here
@@ -48,8 +50,10 @@ class Builder(IRBuilder):
         return head + "\n" + "\n".join(self.lines) + "\n}\n" + "\n".join(self.metadata)
 
     @contextmanager
-    def loop(self, start: str, end: str, step: str = "1") -> Iterator[str]:
-        """for (i = start; i < end; i += step) — yields i."""
+    def loop(self, start: str, end: str, step: str = "1", vectorizable: bool = False) -> Iterator[str]:
+        """for (i = start; i < end; i += step) — yields i. The loop carries metadata that keeps
+        LLVM's loop vectorizer off it (the gemm's loops are vectorized by hand), unless
+        `vectorizable` (the attention kernel's softmax loops over its queries)."""
         name = self.fresh("L")
         pred = self.block
         self.emit(f"br label %{name}.head")
@@ -63,6 +67,10 @@ class Builder(IRBuilder):
         self.emit(f"br label %{name}.latch")
         self.label(f"{name}.latch")
         self.emit(f"%{name}.next = add nsw i64 {i}, {step}")
+        if vectorizable:
+            self.emit(f"br label %{name}.head")
+            self.label(f"{name}.exit")
+            return
         md = self.md_base + self.n
         self.n += 1
         self.emit(f"br label %{name}.head, !llvm.loop !{md}")
@@ -77,8 +85,8 @@ class Builder(IRBuilder):
         share the units through the counter, so a thread that is slowed down (a busy core on a
         shared machine) simply takes fewer; `done` counts the finished units (released: what the
         body wrote is visible to whoever reads the count, see pool.wait_until_ir)."""
-        counter = self.value(f"getelementptr inbounds i64, ptr %ctx, i64 {FIELD[next_field]}")
-        done = self.value(f"getelementptr inbounds i64, ptr %ctx, i64 {FIELD[done_field]}")
+        counter = self.value(f"getelementptr inbounds i64, ptr %ctx, i64 {self.fields[next_field]}")
+        done = self.value(f"getelementptr inbounds i64, ptr %ctx, i64 {self.fields[done_field]}")
         total, chunk = "%units", "%chunk"
         name = self.fresh("C")
         self.emit(f"br label %{name}.head")
