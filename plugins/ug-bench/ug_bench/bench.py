@@ -1,5 +1,6 @@
 """`ug bench`: ug on each usable device against numpy, torch eager and torch.compile, in one run;
-and training steps (rows T1..., ug_bench.training) against torch, torch.compile and JAX.
+training steps (rows T1..., ug_bench.training) and complex / FFT rows (F1..., ug_bench.spectral)
+against torch, torch.compile and JAX.
 
 Every output is checked against numpy; the implementations of a workload are timed
 round-robin (see `_interleaved_medians`); the table gives the median time, the achieved GB/s (memory
@@ -24,6 +25,7 @@ import numpy as np
 
 import ug_core as ug
 
+from .spectral import SPECTRAL
 from .training import run_training
 
 # numpy's OpenBLAS keeps its threads spinning for 2^OPENBLAS_THREAD_TIMEOUT cycles (default 2^28,
@@ -521,6 +523,9 @@ def main(argv: list[str] | None = None) -> int:
     bad = [(w.name, r.impl) for w, rows, _ in results for r in rows if r.seconds is not None and not r.ok]
     trained = run_training(devices, names, args.scale, args.repeat, not args.no_torch_compile, _interleaved_medians)
     bad += [(name, impl) for name, impl, ok in trained if not ok]
+    spectral = run_training(devices, names, args.scale, args.repeat, not args.no_torch_compile, _interleaved_medians,
+                            rows=SPECTRAL)
+    bad += [(name, impl) for name, impl, ok in spectral if not ok]
     if bad:
         print(f"MISMATCH against numpy: {bad}")
         return 1

@@ -25,6 +25,10 @@ class Training:
     make: Callable[[np.random.Generator, int], dict[str, np.ndarray]]   # (rng, scale) -> params and data
     build: dict[str, Callable[[dict[str, np.ndarray], str], Step]]       # framework -> (arrays, device) -> step
     rtol: float = 2e-3
+    # rows that are not training steps (ug_bench.spectral): each implementation's first result is
+    # compared with this float64 reference of the arrays (max error relative to its largest
+    # magnitude) instead of its first losses with torch eager's
+    reference: Callable[[dict[str, np.ndarray]], np.ndarray] | None = None
 
 
 ADAM = dict(lr=1e-3, b1=0.9, b2=0.999, eps=1e-8)
@@ -238,12 +242,14 @@ TRAININGS = [
 
 
 def run_training(devices: list[str], names: list[str] | None, scale: int, repeat: int, torch_compile: bool,
-                 timer: Callable[[list[Step], int], list[float]], out: Callable[[str], None] = print) -> list[tuple[str, str, bool]]:
-    """Each training row: build every framework's step, check its first losses against torch
-    eager's, time it (`timer`: bench's round-robin medians) and print a row per implementation.
-    Returns the (row, implementation, ok) of every implementation that ran."""
+                 timer: Callable[[list[Step], int], list[float]], out: Callable[[str], None] = print,
+                 rows: list[Training] | None = None) -> list[tuple[str, str, bool]]:
+    """Each training row (or `rows`): build every framework's step, check its first losses
+    against torch eager's (or its result against the row's reference), time it (`timer`:
+    bench's round-robin medians) and print a row per implementation. Returns the (row,
+    implementation, ok) of every implementation that ran."""
     results = []
-    for tr in TRAININGS:
+    for tr in TRAININGS if rows is None else rows:
         if names and tr.name not in names:
             continue
         arrays = tr.make(np.random.default_rng(0), scale)
@@ -258,21 +264,27 @@ def run_training(devices: list[str], names: list[str] | None, scale: int, repeat
         for impl, build, device in impls:
             try:
                 step = build(arrays, device)
-                losses = [float(np.asarray(step()).reshape(())) for _ in range(3)]
-                steps.append((impl, step, losses))
+                if tr.reference is not None:
+                    steps.append((impl, step, [_relative_error(step(), tr.reference(arrays))]))
+                else:
+                    steps.append((impl, step, [float(np.asarray(step()).reshape(())) for _ in range(3)]))
             except ImportError as e:
                 notes[impl] = f"unavailable: {e}"
             except Exception as e:
                 notes[impl] = f"failed: {type(e).__name__}: {str(e)[:80]}"
-        reference = next((losses for impl, _, losses in steps if impl == "torch"), None)
-        ok = {impl: reference is None or bool(np.allclose(losses, reference, rtol=tr.rtol, atol=1e-5))
-              for impl, _, losses in steps}
+        if tr.reference is not None:
+            ok = {impl: errors[0] <= tr.rtol for impl, _, errors in steps}
+        else:
+            reference = next((losses for impl, _, losses in steps if impl == "torch"), None)
+            ok = {impl: reference is None or bool(np.allclose(losses, reference, rtol=tr.rtol, atol=1e-5))
+                  for impl, _, losses in steps}
         medians = timer([step for _, step, _ in steps], repeat) if steps else []
         peers = [(impl, t) for (impl, _, _), t in zip(steps, medians) if not impl.startswith("ug:") and ok[impl]]
         best = min(peers, key=lambda p: p[1]) if peers else None
         for (impl, _, losses), t in zip(steps, medians):
             ratio = f"{t / best[1]:.2f}x vs {best[0]}" if impl.startswith("ug:") and best else ""
-            check = "ok" if ok[impl] else f"MISMATCH losses {np.round(losses, 5).tolist()}"
+            check = "ok" if ok[impl] else (f"MISMATCH error {losses[0]:.2e}" if tr.reference is not None
+                                           else f"MISMATCH losses {np.round(losses, 5).tolist()}")
             out(f"| {tr.name:4} | {tr.title[:28]:28} | {impl:14} | {t * 1e3:10.3f} ms | {'per step':>15} | {ratio:22} | {check}")
             results.append((tr.name, impl, ok[impl]))
         for impl, note in notes.items():
@@ -280,3 +292,11 @@ def run_training(devices: list[str], names: list[str] | None, scale: int, repeat
             if impl.startswith("ug:"):
                 results.append((tr.name, impl, False))
     return results
+
+
+def _relative_error(got: Any, want: np.ndarray) -> float:
+    """max |got - want| / max |want| (inf where the shapes differ)."""
+    got = np.asarray(got)
+    if got.shape != want.shape:
+        return math.inf
+    return float(np.max(np.abs(got.astype(want.dtype) - want)) / max(float(np.max(np.abs(want))), 1e-30))
