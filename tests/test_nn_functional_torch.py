@@ -125,6 +125,29 @@ def test_embedding():
     check(F.embedding(ug.tensor(idx), ug.tensor(w)), TF.embedding(t(idx), t(w)))
 
 
+@pytest.mark.parametrize("kw", [dict(padding_idx=2), dict(padding_idx=-1), dict(max_norm=1.0),
+                                dict(max_norm=1.5, norm_type=1.0, padding_idx=0)])
+def test_embedding_padding_idx_and_max_norm(kw):
+    """padding_idx: no gradient to that row; max_norm: the rows read renormalized, in the weight too."""
+    w = randn(10, 4, scale=2.0)
+    idx = np.array([[1, 2, 2], [5, 0, 9]])
+    m = randn(2, 3, 4)
+    tw = t(w.copy()).requires_grad_(True)
+    want = TF.embedding(t(idx), tw, **kw)
+    (want * t(m)).sum().backward()
+    grad = ug.grad(lambda uw: (F.embedding(ug.tensor(idx), uw, **kw) * ug.tensor(m)).sum())(ug.tensor(w))
+    check(grad, tw.grad)
+    uw = ug.tensor(w)
+    check(F.embedding(ug.tensor(idx), uw, **kw), want)
+    check(uw, tw)   # max_norm renormalized the rows read in place, as torch's
+
+
+def test_softmin():
+    x = randn(3, 5)
+    check(F.softmin(ug.tensor(x), 1), TF.softmin(t(x), 1))
+    check(F.softmin(ug.tensor(x), 0), TF.softmin(t(x), 0))
+
+
 @pytest.mark.parametrize("num_classes", [-1, 7])
 def test_one_hot(num_classes):
     idx = RNG.integers(0, 5, (3, 4))

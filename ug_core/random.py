@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from . import dtypes, graph, scalars
+from .array_api.elementwise import clip
 from .array_api.indexing import take
 from .array_api.manipulation import stack
 from .array_api.searching import searchsorted
@@ -46,7 +47,7 @@ from .mathlib import LN2_HI, LN2_LO, LOG_POLY
 from .tensor import Tensor, _resolve_device, _shape_arg, tensor, where
 
 __all__ = ["key", "split", "fold_in", "bits", "uniform", "normal", "truncated_normal", "randint", "bernoulli",
-           "permutation", "choice"]
+           "gumbel", "permutation", "choice"]
 
 U32, U64 = np.dtype(np.uint32), np.dtype(np.uint64)
 I32, I64 = np.dtype(np.int32), np.dtype(np.int64)
@@ -452,17 +453,22 @@ def truncated_normal(key: Tensor, lower: float, upper: float, shape: Any = (), d
 
 # --- integers ------------------------------------------------------------------------------------
 
-def randint(key: Tensor, shape: Any, minval: int, maxval: int, dtype: Any = I64) -> Tensor:
-    """Integers uniform in [minval, maxval) (minval < maxval, Python ints the dtype can reach:
-    maxval up to its max + 1), as JAX's `random.randint`: two words of random bits from two
-    subkeys, combined modulo the span."""
+def randint(key: Tensor, shape: Any, minval: Any, maxval: Any, dtype: Any = I64) -> Tensor:
+    """Integers uniform in [minval, maxval), as JAX's `random.randint`: two words of random bits
+    from two subkeys, combined modulo the span. minval / maxval: Python ints the dtype can reach
+    (maxval up to its max + 1; minval < maxval), or integer tensors that broadcast to `shape`
+    (JAX's rule there: bounds are clipped into the dtype's range, and where maxval <= minval the
+    result is minval)."""
     k = _check_key(key, "randint")
     dt = dtypes.to_dtype(dtype)
     if dt.kind not in "iu":
         raise TypeError(f"ug.random.randint: dtype must be an integer dtype, got {dt}")
+    shp = _shape(shape)
+    if isinstance(minval, Tensor) or isinstance(maxval, Tensor):
+        return _randint_tensor_bounds(k, shp, minval, maxval, dt)
     for name, v in (("minval", minval), ("maxval", maxval)):
         if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
-            raise TypeError(f"ug.random.randint: {name} must be an int, got {v!r}")
+            raise TypeError(f"ug.random.randint: {name} must be an int or an integer tensor, got {v!r}")
     lo_v, hi_v = int(minval), int(maxval)
     info = np.iinfo(dt)
     if not lo_v < hi_v:
@@ -470,10 +476,55 @@ def randint(key: Tensor, shape: Any, minval: int, maxval: int, dtype: Any = I64)
     if lo_v < int(info.min) or hi_v > int(info.max) + 1:
         raise ValueError(f"ug.random.randint: [{lo_v}, {hi_v}) is outside the range of {dt} "
                          f"([{info.min}, {int(info.max) + 1}))")
-    shp = _shape(shape)
     if dt.itemsize < 4:   # (JAX: 8- and 16-bit integers are drawn as int32, then cast)
         return _randint(k, shp, lo_v, hi_v, 32, I32).astype(dt)
     return _randint(k, shp, lo_v, hi_v, dt.itemsize * 8, dt)
+
+
+def _randint_tensor_bounds(k: Tensor, shp: tuple[int, ...], minval: Any, maxval: Any, dt: np.dtype) -> Tensor:
+    """randint with per-element bounds, JAX's arithmetic: the span maxval - minval as an
+    unsigned word (1 where maxval <= minval), offset = (hi % span * (2**(nbits/2) % span)**2 %
+    span + lo % span) % span in unsigned nbits-bit arithmetic, minval + offset."""
+    info = np.iinfo(dt)
+    bounds = []
+    for name, v in (("minval", minval), ("maxval", maxval)):
+        if isinstance(v, Tensor):
+            if v.dtype.kind not in "iu":
+                raise TypeError(f"ug.random.randint: {name} must be an int or an integer tensor, got a {v.dtype} tensor")
+            # clipped into dt's range in int64 (JAX clips before converting); uint64 bounds above
+            # int64's max are out of scope of the clip and taken modulo 2**64 by astype
+            wide = v.astype(I64) if v.dtype != U64 else v
+            if dt != U64 and v.dtype != dt:
+                wide = clip(wide, max(int(info.min), int(np.iinfo(wide.dtype).min)),
+                            min(int(info.max), int(np.iinfo(wide.dtype).max)))
+            bounds.append(wide.astype(dt))
+        elif isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise TypeError(f"ug.random.randint: {name} must be an int or an integer tensor, got {v!r}")
+        else:
+            bounds.append(Tensor(graph.const(min(max(int(v), int(info.min)), int(info.max)), dt, k.device, ())))
+    lo, hi = bounds
+    try:
+        np.broadcast_shapes(lo.shape, hi.shape, shp)
+    except ValueError:
+        raise ValueError(f"ug.random.randint: minval / maxval of shapes {lo.shape}, {hi.shape} do not "
+                         f"broadcast to shape {shp}") from None
+    if np.broadcast_shapes(lo.shape, hi.shape, shp) != shp:
+        raise ValueError(f"ug.random.randint: minval / maxval of shapes {lo.shape}, {hi.shape} do not "
+                         f"broadcast to shape {shp}")
+    nbits = max(32, dt.itemsize * 8)
+    work = dt if dt.itemsize >= 4 else I32
+    unsigned = _UINTS[nbits]
+    lo_w, hi_w = lo.astype(work), hi.astype(work)
+    k1, k2 = split(k)
+    higher, lower = _bits(k1, shp, nbits), _bits(k2, shp, nbits)
+    span = where(hi_w <= lo_w, _c(1, unsigned, k.device), (hi_w - lo_w).astype(unsigned))
+    half = _c(2 ** (nbits // 2), unsigned, k.device)
+    multiplier = half % span
+    multiplier = multiplier * multiplier % span
+    offset = (higher % span * multiplier + lower % span) % span
+    out = lo_w + offset.astype(work)
+    out = out.astype(dt) if out.dtype != dt else out
+    return out.reshape(shp) if out.shape != shp else out
 
 
 def _randint(k: Tensor, shp: tuple[int, ...], lo_v: int, hi_v: int, nbits: int, dt: np.dtype) -> Tensor:
@@ -504,6 +555,15 @@ def bernoulli(key: Tensor, p: Any = 0.5, shape: Any = None) -> Tensor:
     if not 0.0 <= pv <= 1.0:
         raise ValueError(f"ug.random.bernoulli: p must be in [0, 1], got {p!r}")
     return uniform(k, _shape(shape), F32) < float(np.float32(pv))
+
+
+def gumbel(key: Tensor, shape: Any = (), dtype: Any = F32) -> Tensor:
+    """Standard Gumbel samples, as JAX's `random.gumbel`: -log(-log(u)) for u uniform in
+    [tiny, 1) (tiny: the dtype's smallest normal number, so no log of 0)."""
+    k = _check_key(key, "gumbel")
+    dt = _float_dtype(dtype, "gumbel")
+    u = uniform(k, _shape(shape), dt, minval=float(np.finfo(dt).tiny), maxval=1.0)
+    return -_log(-_log(u))
 
 
 # --- permutations --------------------------------------------------------------------------------
@@ -544,8 +604,8 @@ def choice(key: Tensor, a: int | Tensor, shape: Any = (), replace: bool = True, 
            axis: int = 0) -> Tensor:
     """Random elements of range(a) (an int) or slices of a along `axis`, as JAX's `random.choice`:
     with replacement, uniform (randint) or by the probabilities p (a cumulative sum searched with
-    uniform numbers); without, the first of a permutation (p is not supported there: a
-    NotImplementedError)."""
+    uniform numbers); without, the first of a permutation, or with p the `draws` largest of
+    gumbel + log(p) (the Gumbel top-k trick: a sample without replacement by weights)."""
     k = _check_key(key, "choice")
     shp = _shape(shape)
     if isinstance(a, Tensor):
@@ -570,7 +630,10 @@ def choice(key: Tensor, a: int | Tensor, shape: Any = (), replace: bool = True, 
             raise ValueError(f"ug.random.choice: p must be a float tensor of shape ({n},), got "
                              f"{getattr(p, 'dtype', type(p).__name__)} {getattr(p, 'shape', '')}")
         if not replace:
-            raise NotImplementedError("ug.random.choice: p with replace=False is not implemented")
+            g = -gumbel(k, (n,), p.dtype) - p.log()
+            index = argsort(g, stable=True)[:draws].reshape(shp)
+            return index if not isinstance(a, Tensor) else \
+                take(a, index.reshape(-1), axis=ax).reshape(a.shape[:ax] + shp + a.shape[ax + 1:])
         cumulative = p.cumsum()
         r = cumulative[-1] * (1.0 - uniform(k, shp, p.dtype))
         index = searchsorted(cumulative, r).astype(I64)

@@ -29,6 +29,7 @@ from ..array_api._common import check_tensor, iota
 from ..array_api.elementwise import isnan
 from ..array_api.extras import erf, erfc, logsumexp
 from ..array_api.indexing import take, take_along_axis
+from ..scatter import scatter_add
 from ..array_api.statistical import cumulative_max, cumulative_min
 from ..array_api.transcendental import expm1, log1p
 from ..tensor import Tensor, _as_tensor, _normalize_axis, matmul, maximum, minimum, where
@@ -173,6 +174,12 @@ def softmax(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
     return x.softmax(_normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
 
 
+def softmin(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
+    """softmax(-x) along `dim`."""
+    x = _dtype_first(check_tensor(input, "softmin"), dtype)
+    return (-x).softmax(_normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
+
+
 def log_softmax(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
     """x - logsumexp(x) along `dim` (max-shifted)."""
     x = _dtype_first(check_tensor(input, "log_softmax"), dtype)
@@ -204,14 +211,36 @@ def linear(input: Tensor, weight: Tensor, bias: Tensor | None = None) -> Tensor:
     return out if bias is None else out + bias
 
 
-def embedding(input: Any, weight: Tensor) -> Tensor:
-    """weight's rows at the indices `input` (any shape): shape input.shape + (embedding_dim,)."""
+def embedding(input: Any, weight: Tensor, padding_idx: int | None = None, max_norm: float | None = None,
+              norm_type: float = 2.0) -> Tensor:
+    """weight's rows at the indices `input` (any shape): shape input.shape + (embedding_dim,), as
+    torch's F.embedding. padding_idx: that row's gradient is zero (its value is read as it is;
+    negative counts from the end). max_norm: the rows `input` reads whose norm_type-norm exceeds
+    max_norm are first scaled to max_norm / (norm + 1e-7) and written back into `weight` (torch's
+    in-place renormalization; not differentiated: the gradient reaches the rows as read)."""
     w = check_tensor(weight, "embedding", "weight")
     if w.ndim != 2:
         raise ValueError(f"embedding: weight must be 2-d (num_embeddings, embedding_dim), got shape {w.shape}")
     if isinstance(input, Tensor) and input.dtype.kind not in "iu":
         raise TypeError(f"embedding: indices must be integers, got {input.dtype}")
-    return take(w, input, axis=0)
+    num = w.shape[0]
+    if padding_idx is not None:
+        if not -num <= operator.index(padding_idx) < num:
+            raise ValueError(f"embedding: padding_idx {padding_idx} is out of range for {num} embeddings")
+        padding_idx = operator.index(padding_idx) % num
+    rows = take(w, input, axis=0)
+    if max_norm is not None:
+        index = _as_tensor(input, w.device) if not isinstance(input, Tensor) else input
+        read = scatter_add(iota(num, w.device).astype(np.int64) * 0, 0, index.reshape(-1), 1) > 0
+        norms = (w.detach().abs() ** norm_type).sum(axis=1) ** (1.0 / norm_type)
+        scale = where(read & (norms > max_norm), max_norm / (norms + 1e-7), 1.0).astype(w.dtype)
+        renormed = w.detach() * scale.reshape(num, 1)
+        rows = rows + (take(renormed, input, axis=0) - rows).detach()   # the value renormed, the gradient as read
+        w.assign(renormed)
+    if padding_idx is not None:
+        index = _as_tensor(input, w.device) if not isinstance(input, Tensor) else input
+        rows = where((index == padding_idx).reshape(*index.shape, 1), rows.detach(), rows)
+    return rows
 
 
 def one_hot(tensor: Tensor, num_classes: int = -1) -> Tensor:
@@ -615,7 +644,7 @@ __all__ = [
     "cummax", "cummin", "elu", "embedding", "erf", "erfc", "gelu", "glu", "group_norm", "hardsigmoid", "hardswish",
     "hardtanh", "huber_loss", "kl_div", "l1_loss", "layer_norm", "leaky_relu", "linear", "log_softmax", "logsigmoid",
     "logsumexp", "mish", "mse_loss", "nll_loss", "one_hot", "relu", "relu6", "rms_norm", "selu", "sigmoid", "silu",
-    "scaled_dot_product_attention", "smooth_l1_loss", "softmax", "softplus", "softsign", "split", "tanh",
+    "scaled_dot_product_attention", "smooth_l1_loss", "softmax", "softmin", "softplus", "softsign", "split", "tanh",
 ]
 
 from ..array_api import aliasing as _aliasing  # noqa: E402

@@ -118,6 +118,16 @@ def test_integers_match_jax(device):
     assert R.choice(k, 10, (5,), replace=False).numpy().tolist() == JAX["choice_norep"]
     p = ug.tensor(np.array([0.1, 0.2, 0.3, 0.4], np.float32), device=device)
     assert R.choice(k, 4, (6,), p=p).numpy().tolist() == JAX["choice_p"]
+    # (jax 0.10.2, the same key) tensor bounds, broadcast; a maxval <= minval gives minval
+    lo = ug.tensor(np.array([-5, 0, 3, 100], np.int32), device=device)
+    hi = ug.tensor(np.array([[17], [4]], np.int32), device=device)
+    assert R.randint(k, (2, 4), lo, hi, np.int32).numpy().tolist() == [[7, 9, 14, 100], [-3, 3, 3, 100]]
+    lo8 = ug.tensor(np.array([0, 10, -3, 7, 250, 9], np.int64), device=device)
+    assert R.randint(k, (6,), lo8, 200, np.uint8).numpy().tolist() == [44, 114, 71, 10, 250, 20]
+    # without replacement by weights: the Gumbel top-k, JAX's draws
+    p6 = ug.tensor(np.array([0.05, 0.1, 0.3, 0.15, 0.25, 0.15], np.float32), device=device)
+    assert R.choice(k, 6, (4,), replace=False, p=p6).numpy().tolist() == [2, 4, 5, 3]
+    np.testing.assert_allclose(R.gumbel(k, (4,)).numpy(), [0.33409339, 0.95201945, 0.72553056, 0.54817152], rtol=3e-7)
 
 
 def test_normal_is_close_to_jax(device):
@@ -286,6 +296,14 @@ def test_choice(device):
     assert freq[1] == 0 and np.all(np.abs(freq - [0.5, 0, 0.25, 0.25]) < 5 * math.sqrt(0.25 / cp.size))
     no = R.choice(key(10, device), 50, (50,), replace=False).numpy()
     np.testing.assert_array_equal(np.sort(no), np.arange(50))
+    # without replacement by weights: the first draw follows p; no index twice; a 0 weight never
+    w = np.array([0.4, 0.0, 0.3, 0.2, 0.1], np.float32)
+    pw = ug.tensor(w, device=device)
+    draws = np.stack([R.choice(ug.tensor(kk, device=device), 5, (3,), replace=False, p=pw).numpy()
+                      for kk in R.split(key(11, device), 300).numpy()])
+    assert all(len(set(d)) == 3 and 1 not in d for d in draws.tolist())
+    first = np.bincount(draws[:, 0], minlength=5) / len(draws)
+    assert np.all(np.abs(first - w) < 5 * math.sqrt(0.25 / len(draws))), first
     a = ug.tensor(np.arange(12.0, dtype=np.float32).reshape(3, 4), device=device)
     cols = R.choice(key(10, device), a, (2, 5), axis=1).numpy()
     assert cols.shape == (3, 2, 5) and np.all(cols % 4 == cols[0:1] % 4) and np.all(np.diff(cols, axis=0) == 4)
