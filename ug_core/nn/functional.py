@@ -32,7 +32,7 @@ from ..array_api.indexing import take, take_along_axis
 from ..scatter import scatter_add
 from ..array_api.statistical import cumulative_max, cumulative_min
 from ..array_api.transcendental import expm1, log1p
-from ..tensor import Tensor, _as_tensor, _normalize_axis, matmul, maximum, minimum, where
+from ..tensor import Tensor, _as_tensor, _normalize_axis, matmul, maximum, minimum, tensor, where
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -230,7 +230,7 @@ def embedding(input: Any, weight: Tensor, padding_idx: int | None = None, max_no
         padding_idx = operator.index(padding_idx) % num
     rows = take(w, input, axis=0)
     if max_norm is not None:
-        index = _as_tensor(input, w.device) if not isinstance(input, Tensor) else input
+        index = input if isinstance(input, Tensor) else tensor(input, device=w.device)
         read = scatter_add(iota(num, w.device).astype(np.int64) * 0, 0, index.reshape(-1), 1) > 0
         norms = (w.detach().abs() ** norm_type).sum(axis=1) ** (1.0 / norm_type)
         scale = where(read & (norms > max_norm), max_norm / (norms + 1e-7), 1.0).astype(w.dtype)
@@ -238,7 +238,7 @@ def embedding(input: Any, weight: Tensor, padding_idx: int | None = None, max_no
         rows = rows + (take(renormed, input, axis=0) - rows).detach()   # the value renormed, the gradient as read
         w.assign(renormed)
     if padding_idx is not None:
-        index = _as_tensor(input, w.device) if not isinstance(input, Tensor) else input
+        index = input if isinstance(input, Tensor) else tensor(input, device=w.device)
         rows = where((index == padding_idx).reshape(*index.shape, 1), rows.detach(), rows)
     return rows
 
