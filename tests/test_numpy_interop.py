@@ -68,6 +68,16 @@ LAZY = {
 }
 
 
+def test_numpy_split_gives_lazy_views(dev):
+    x = ug.tensor(X, device=dev)
+    for got, want in ((np.split(x, 2, axis=1), np.split(X, 2, axis=1)), (np.split(x, [1, 2]), np.split(X, [1, 2])),
+                      (np.array_split(x, 3, 1), np.array_split(X, 3, 1))):
+        assert isinstance(got, list) and len(got) == len(want)
+        for g, w in zip(got, want):
+            assert isinstance(g, ug.Tensor) and g.device == dev
+            np.testing.assert_array_equal(g.numpy(), w)
+
+
 @pytest.mark.parametrize("name", list(LAZY))
 def test_numpy_calls_on_tensors_run_ug_functions(dev, name):
     fn = LAZY[name]

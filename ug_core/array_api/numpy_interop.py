@@ -602,7 +602,7 @@ _FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     np.lib.stride_tricks.sliding_window_view: sliding_window_view,
     **{getattr(np, name): _numpy_args(getattr(np, name), name) for name in (
         "stack", "moveaxis", "expand_dims", "broadcast_to", "flip", "roll", "repeat", "count_nonzero",
-        "tril", "triu", "matrix_transpose", "astype")},
+        "tril", "triu", "matrix_transpose", "astype", "split", "array_split")},
     # (numpy's diff makes its prepend/append arrays: a Python 0 is an int64 one, which promotes)
     np.diff: _numpy_args(np.diff, "diff", convert={"prepend": _typed, "append": _typed}),
     np.tensordot: _numpy_args(np.tensordot, "tensordot", {"b": "x2"}),
