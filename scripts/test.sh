@@ -28,6 +28,9 @@ python -m mypy ug_core   # the core is typed (pyproject.toml [tool.mypy])
 # the kit runs once per usable device (the `device` fixture; --ug-device NAME picks devices), then
 # tests/ and each plugin's own tests (--pyargs: ug_core.testing is a package, the rest are paths)
 python -m pytest -q --pyargs ug_core.testing "${paths[@]}" "$@"
+# tinygrad's own op tests (0.12.0's test_ops.py, forward and backward, downloaded from PyPI once) through
+# a name translation onto ug (docs/tinygrad-ops.md): the floor is today's count, so a regression fails
+python scripts/tinygrad_ops.py --device cpu --min-passed 372 | tail -n 8
 # the Array API standard's conformance suite on the ref device, with few examples (its expected
 # failures, each with its reason, are in tests/array_api_xfails.txt); skipped when the suite is not
 # beside the repository (CI, which has it in ../shared, fails instead)

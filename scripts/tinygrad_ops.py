@@ -159,6 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", help="ug device (sets UG_DEVICE)")
     ap.add_argument("--json", type=Path, help="write per-test results here")
     ap.add_argument("-v", "--verbose", action="store_true", help="print each failure's traceback tail")
+    ap.add_argument("--min-passed", type=int, default=0,
+                    help="exit 1 when fewer tests pass (the test command's floor: a regression fails it)")
     args = ap.parse_args(argv)
 
     if args.forward_only:
@@ -236,6 +238,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps({"mode": mode, "test_file": str(path), "counts": counts, "tests": rows}, indent=1))
     print(f"{counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+    if counts["passed"] < args.min_passed:
+        print(f"error: {counts['passed']} passed, fewer than --min-passed {args.min_passed}", file=sys.stderr)
+        return 1
     return 0
 
 
