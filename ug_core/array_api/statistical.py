@@ -13,6 +13,7 @@ from ..tensor import _check_supported, _normalize_axes, _normalize_axis, graph_s
 from ..ops import Op
 from ..view import View
 from ..tensor import Tensor
+from . import _complex
 from ._common import check_tensor
 
 Axis = int | tuple[int, ...] | None
@@ -125,6 +126,17 @@ def _cumulative(x: Tensor, op: Op, fn: str, axis: int | None, dtype: Any, includ
         if op is Op.PROD:
             valid = graph.view(graph.const(True, dtypes.BOOL, x.device, x.shape), before)
             node = graph.alu(Op.WHERE, (valid, node, graph.const(1, dt, x.device, node.shape)), dt)
+    if dt.kind == "c" and op is not Op.SUM:
+        if op is not Op.PROD:
+            raise _complex.refused(fn, dt)
+        # a doubling scan of complex multiplies along the last axis (no componentwise running product)
+        t = Tensor(node)
+        moved = t.permute(*(d for d in range(t.ndim) if d != axis), axis)
+        rows = math.prod(moved.shape[:-1])
+        out = _complex.cumprod_rows(moved.reshape(rows, moved.shape[-1])).reshape(moved.shape)
+        back = list(range(t.ndim - 1))
+        back.insert(axis, t.ndim - 1)
+        return out.permute(*back)
     return Tensor(scans.scan(node, op, axis, dt))
 
 
