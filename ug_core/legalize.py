@@ -164,7 +164,11 @@ def _split(sp: _Splitter, inst: Inst) -> Value:
             re, im = sp.pair(x)
             if _is_complex(inst.dtype):   # complex64 <-> complex128: each part
                 return sp.cast(re, _PART[inst.dtype]), sp.cast(im, _PART[inst.dtype])
-            return sp.cast(re, inst.dtype)   # to a real dtype: the real part (numpy's cast)
+            if inst.dtype == _BOOL:   # truth: either part nonzero (numpy's)
+                zero = sp.emit(Opc.CONST, re.dtype, (), 0.0)
+                nonzero = tuple(sp.emit(Opc.ALU, _BOOL, (p, zero), Op.CMPNE) for p in (re, im))
+                return sp.emit(Opc.ALU, _BOOL, nonzero, Op.OR)
+            return sp.cast(re, inst.dtype)   # to another real dtype: the real part (numpy's cast)
         part = _PART[inst.dtype]   # a real value: the imaginary part is 0
         return sp.cast(sp.real(x), part), sp.emit(Opc.CONST, part, (), 0.0)
     if opc is Opc.ALU:

@@ -1387,6 +1387,16 @@ def matmul(a: Any, b: Any) -> Tensor:
                          f"({a2.shape[-1]} != {b2.shape[-2]})")
     batch = _broadcast_shape(a2.shape[:-2], b2.shape[:-2])
     dt = dtypes.ufunc_result(np.matmul, a.dtype, b.dtype)
+    if dt.kind == "c":   # real matmuls of the parts (4, or 2 where an operand is real)
+        from .array_api._complex import parts, combine
+        part = dtypes.part_dtype(dt)
+        (ar, ai), (br, bi) = ((p.astype(part) for p in parts(x)) if x.dtype.kind == "c" else (x.astype(part), None)
+                              for x in (a, b))
+        if ai is None:
+            return combine(matmul(ar, br), matmul(ar, bi))
+        if bi is None:
+            return combine(matmul(ar, br), matmul(ai, br))
+        return combine(matmul(ar, br) - matmul(ai, bi), matmul(ar, bi) + matmul(ai, br))
     an = _broadcast(a2._node, batch + a2.shape[-2:])
     bn = _broadcast(b2._node, batch + b2.shape[-2:])
     out = _make(graph.matmul(an, bn, dt))

@@ -54,10 +54,17 @@ def _variance(x: Tensor, axis: Axis, correction: int | float, keepdims: bool, fn
     """(the variance in the dtype it is computed in, the result's dtype): floats in their own
     dtype, but float16 in float32 (its count and its sums of squares overflow float16: a
     variance of 1000 values of 100 was inf), rounded once by the caller; ints and bools in
-    float64, as their mean (numpy's)."""
+    float64, as their mean (numpy's); complex numbers as numpy's: the mean of |x - mean|^2, in
+    their parts' dtype."""
     check_tensor(x, fn)
     if not dtypes.is_scalar(correction) or isinstance(correction, (bool, np.bool_)) or correction < 0:
         raise ValueError(f"{fn}: correction must be a non-negative number, got {correction!r}")
+    if x.dtype.kind == "c":   # numpy's: the mean of |x - mean|^2, in the parts' dtype
+        centered = x - x.mean(axis, keepdims=True)
+        re, im = _complex.parts(centered)
+        squares, dt = (re * re + im * im).sum(axis, keepdims), dtypes.part_dtype(x.dtype)
+        divisor = float(_count(x, axis)) - float(correction)
+        return squares / _graph_scalar(divisor if divisor > 0 else 0.0, dt, x.device), dt
     dt = x.dtype if x.dtype.kind == "f" else dtypes.ufunc_result(np.true_divide, x.dtype, x.dtype)
     work = _F32 if dt == _F16 else dt
     xw = x.astype(work)
