@@ -84,12 +84,26 @@ def _isinf(x: Tensor) -> Tensor:
 def _copysign(magnitude: Tensor, sign: Tensor) -> Tensor:
     """|magnitude| with sign's sign bit."""
     m = magnitude.abs()
-    return where(_make(graph.alu(Op.SIGNBIT, (sign.node,), dtypes.BOOL)), -m, m)
+    return where(_signbit(sign), -m, m)
 
 
 def _box(v: Tensor) -> Tensor:
     """Annex G's "box the infinity": +-1 for +-inf, +-0 for a finite or NaN value (its sign)."""
     return _copysign(where(_isinf(v), _k(v, 1.0), _k(v, 0.0)), v)
+
+
+def _signbit(v: Tensor) -> Tensor:
+    return _make(graph.alu(Op.SIGNBIT, (v.node,), dtypes.BOOL))
+
+
+def _infinite(t: Tensor, sign: Tensor | None = None) -> Tensor:
+    """inf * t (times sign's sign: copysign(inf, sign) * t), as a selection, not a product: NaN
+    for a zero or NaN t, else an infinity of the product's sign. A product with a constant
+    infinity would make the derivative of every branch a where() leaves unselected 0 * inf =
+    NaN (the recovered values are constants to ug.grad)."""
+    negative = _signbit(t) if sign is None else _signbit(t) != _signbit(sign)
+    inf = _k(t, math.inf)
+    return where(_isnan(t) | (t == 0), _k(t, math.nan), where(negative, -inf, inf))
 
 
 def _zero_nan(v: Tensor) -> Tensor:
@@ -122,14 +136,13 @@ def multiply(x: Tensor, y: Tensor) -> Tensor:
                       for v, v_inf, own, other in ((a, inf[0], inf_z, inf_w | over), (b, inf[1], inf_z, inf_w | over),
                                                    (c, inf[2], inf_w, inf_z | over), (d, inf[3], inf_w, inf_z | over)))
     fix = _isnan(re) & _isnan(im) & (inf_z | inf_w | over)
-    big = _k(re, math.inf)
-    return combine(where(fix, big * (a3 * c3 - b3 * d3), re), where(fix, big * (a3 * d3 + b3 * c3), im))
+    return combine(where(fix, _infinite(a3 * c3 - b3 * d3), re), where(fix, _infinite(a3 * d3 + b3 * c3), im))
 
 
 def _recovered(v: Tensor, v_inf: Tensor, boxed: Tensor, zeroed: Tensor) -> Tensor:
     """Annex G's value of the part v for the recomputation: boxed (where `boxed`: +-1 for +-inf,
     +-0 else, v's sign), a NaN made a zero of its sign (where `zeroed`), else v."""
-    negative = _make(graph.alu(Op.SIGNBIT, (v.node,), dtypes.BOOL))
+    negative = _signbit(v)
     zero = where(negative, _k(v, -0.0), _k(v, 0.0))
     box = where(v_inf, where(negative, _k(v, -1.0), _k(v, 1.0)), zero)
     return where(boxed, box, where(zeroed & _isnan(v), zero, v))
@@ -158,19 +171,19 @@ def divide(x: Tensor, y: Tensor) -> Tensor:
     re = where(zero, a / c.abs(), re)
     im = where(zero, b / c.abs(), im)
     # Annex G
-    inf = _k(re, math.inf)
     finite_x = ~(_isinf(a) | _isinf(b) | _isnan(a) | _isnan(b))
     finite_y = ~(_isinf(c) | _isinf(d) | _isnan(c) | _isnan(d))
     both_nan = _isnan(re) & _isnan(im)
     over_zero = both_nan & zero & ~(_isnan(a) & _isnan(b))
-    inf_c = _copysign(inf, c)
     inf_x = both_nan & ~zero & (_isinf(a) | _isinf(b)) & finite_y
     ab, bb = _box(a), _box(b)
     inf_y = both_nan & ~zero & (_isinf(c) | _isinf(d)) & finite_x
     cb, db = _box(c), _box(d)
     zero_k = _k(re, 0.0)
-    re = where(over_zero, inf_c * a, where(inf_x, inf * (ab * c + bb * d), where(inf_y, zero_k * (a * cb + b * db), re)))
-    im = where(over_zero, inf_c * b, where(inf_x, inf * (bb * c - ab * d), where(inf_y, zero_k * (b * cb - a * db), im)))
+    re = where(over_zero, _infinite(a, c), where(inf_x, _infinite(ab * c + bb * d),
+                                                  where(inf_y, zero_k * (a * cb + b * db), re)))
+    im = where(over_zero, _infinite(b, c), where(inf_x, _infinite(bb * c - ab * d),
+                                                  where(inf_y, zero_k * (b * cb - a * db), im)))
     return combine(re, im)
 
 
