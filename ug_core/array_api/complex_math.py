@@ -101,11 +101,17 @@ def _isnan(v: Tensor) -> Tensor:
 
 
 def _isinf(v: Tensor) -> Tensor:
-    return v.abs() == INF
+    return v.abs() == _k(v, INF)
 
 
 def _isfinite(v: Tensor) -> Tensor:
-    return v.abs() < INF
+    return v.abs() < _k(v, INF)
+
+
+def _signed(value: float, sign_of: Tensor) -> Tensor:
+    """copysign(value, sign_of) for a constant value: +-value by sign_of's sign bit (a
+    constant's copysign would compute on a 0-d tensor, then broadcast it)."""
+    return where(_signbit(sign_of), _k(sign_of, -value), _k(sign_of, value))
 
 
 def _pi_2(like: Tensor) -> Tensor:
@@ -144,24 +150,22 @@ def _mul(a: Tensor, b: Tensor, c: Tensor, d: Tensor) -> Pair:
 
 
 def _mul_recovering(a: Tensor, b: Tensor, c: Tensor, d: Tensor) -> Pair:
-    """(a + bi)(c + di) with C99's Annex G recovery (its example G.5.1, gcc's __muldc3): a
-    product that the textbook formula gives as NaN + NaN i although a factor is infinite is
-    infinite."""
+    """(a + bi)(c + di) with C99's Annex G recovery (its example G.5.1, gcc's __muldc3, which
+    glibc's cpow multiplies with): a product that the textbook formula gives as NaN + NaN i
+    although a factor is infinite (or a partial product overflowed) is recomputed with the
+    infinite factor's parts as +-1 / +-0 and NaN parts as zeros, times infinity."""
     ac, bd, ad, bc = a * c, b * d, a * d, b * c
     re, im = ac - bd, ad + bc
     inf_ab = _isinf(a) | _isinf(b)
     inf_cd = _isinf(c) | _isinf(d)
+    zero = _k(a, 0.0)
+
+    def fixed(v: Tensor, boxed: Tensor) -> Tensor:
+        # boxed: an infinite part +-1, a finite one +-0; else a NaN part +-0 (only what a
+        # recomputation reads: recovery takes both factors so)
+        return _copysign(where(boxed & _isinf(v), _k(v, 1.0), where(boxed | _isnan(v), zero, v.abs())), v)
+    a2, b2, c2, d2 = fixed(a, inf_ab), fixed(b, inf_ab), fixed(c, inf_cd), fixed(d, inf_cd)
     overflowed = _isinf(ac) | _isinf(bd) | _isinf(ad) | _isinf(bc)
-
-    def box(v: Tensor) -> Tensor:           # an infinite part as +-1, a finite one as +-0
-        return _copysign(where(_isinf(v), _k(v, 1.0), _k(v, 0.0)), v)
-
-    def unnan(v: Tensor) -> Tensor:         # a NaN part as a zero
-        return where(_isnan(v), _copysign(_k(v, 0.0), v), v)
-    a2 = where(inf_ab, box(a), where(inf_cd | overflowed, unnan(a), a))
-    b2 = where(inf_ab, box(b), where(inf_cd | overflowed, unnan(b), b))
-    c2 = where(inf_cd, box(c), where(inf_ab | overflowed, unnan(c), c))
-    d2 = where(inf_cd, box(d), where(inf_ab | overflowed, unnan(d), d))
     recover = _isnan(re) & _isnan(im) & (inf_ab | inf_cd | overflowed)
     inf = _k(a, INF)
     return (where(recover, inf * (a2 * c2 - b2 * d2), re),
@@ -182,22 +186,27 @@ def _div(a: Tensor, b: Tensor, c: Tensor, d: Tensor) -> Pair:
 
 # --- exponentials and logarithms ---------------------------------------------------------------
 
-def _scaled_exp(x: Tensor, lim: _Limits) -> tuple[Tensor, Tensor, Tensor]:
-    """(u, big, factor) with exp(x) = u * factor: factor = exp(EXP_SHIFT) where x > EXP_SHIFT
-    (so that u * cos(y) * factor is finite where exp(x) cos(y) is), else 1."""
-    big = x > _k(x, lim.exp_shift)
-    u = where(big, x - _k(x, lim.exp_shift), x).exp()
-    return u, big, where(big, _k(x, lim.exp_of_shift), _k(x, 1.0))
+def _exp_times(x: Tensor, lim: _Limits, factors: tuple[Tensor, ...], half: bool = False) -> list[Tensor]:
+    """exp(x) * t (exp(x) / 2 * t if half) for each t in factors, finite wherever the product
+    is: exp(x) = exp(x - kC) * exp(C)**k for C = EXP_SHIFT and k = 0, 1 or 2 (x - kC exact),
+    multiplied in the order ((t * exp(C)) * exp(x - 2C)) * exp(C) for k == 2, so that a tiny t
+    (sin y of a subnormal y) times an exp(x) beyond float range is still right (up to
+    x = log(max / smallest subnormal), as numpy's scaled cexp)."""
+    c = lim.exp_shift
+    k1, k2 = x > _k(x, c), x > _k(x, 2 * c)
+    u = (x - where(k2, _k(x, 2 * c), where(k1, _k(x, c), _k(x, 0.0)))).exp()
+    one = _k(x, 1.0)
+    f1 = where(k2, _k(x, lim.exp_of_shift), one)
+    f2 = where(k1, _k(x, lim.exp_of_shift * (0.5 if half else 1.0)), _k(x, 0.5) if half else one)
+    return [t * f1 * u * f2 for t in factors]
 
 
 def _exp(x: Tensor, y: Tensor, lim: _Limits) -> Pair:
-    u, _, factor = _scaled_exp(x, lim)
-    re = u * y.cos() * factor
-    im = u * y.sin() * factor
+    re, im = _exp_times(x, lim, (y.cos(), y.sin()))
     # exp(+-inf + i(inf or NaN)): +inf + NaN i and +-0 +-0 i (cos and sin of inf are NaN)
     bad = _isinf(x) & ~_isfinite(y)
     re = where(bad, where(x > 0, _k(x, INF), _k(x, 0.0)), re)
-    im = where(bad & (x < 0), _k(x, 0.0), im)
+    im = where(bad & (x < 0), where(_isnan(y), _k(y, 0.0), _signed(0.0, y)), im)
     # exp(x + 0i) == exp(x) + 0i, x NaN or inf included
     return re, where(y == 0, y, im)
 
@@ -267,10 +276,20 @@ def log1p(re: Tensor, im: Tensor) -> Pair:
     return _holomorphic("log1p", re, im, value, lambda x, y: reciprocal(x + 1, y))
 
 
+def _times(v: Tensor, constant: tuple[float, float]) -> Tensor:
+    """v * constant, the constant float64 hi + lo split into v's dtype (transcendental's
+    _times), a product that rounds to zero (or overflows) left as v * hi: adding v * lo could
+    flip a zero's sign."""
+    hi = float(v.dtype.type(constant[0]))
+    lo = float(v.dtype.type((constant[0] - hi) + constant[1]))
+    big = v * _k(v, hi)
+    return where((big == 0) | _isinf(big), big, big + v * _k(v, lo))
+
+
 def _scaled_log(name: str, re: Tensor, im: Tensor, constant: tuple[float, float]) -> Pair:
     lim = _check(name, re, im)
     lr, li = _log(re, im, lim)
-    value = (_t._times(lr, constant), _t._times(li, constant))
+    value = (_times(lr, constant), _times(li, constant))
 
     def derivative(x: Tensor, y: Tensor) -> Pair:
         p, q = reciprocal(x, y)
@@ -309,7 +328,7 @@ def sqrt(re: Tensor, im: Tensor) -> Pair:
     i = _copysign(where(neg, t, w) * back, y)
     # sqrt(+-0 + yi) for y == 0: +0 + yi; sqrt(x + inf i) == inf + inf i, x NaN included
     zero = (x == 0) & (y == 0)
-    inf_y = ay == INF
+    inf_y = ay == _k(ay, INF)
     r = where(zero, _k(x, 0.0), where(inf_y, _k(x, INF), r))
     i = where(zero | inf_y, y, i)
     return _holomorphic("sqrt", re, im, (r, i), lambda x, y: _half_reciprocal_of(sqrt(x, y)))
@@ -354,58 +373,37 @@ def _integer_power_selected(x: Tensor, y: Tensor, c: Tensor) -> Pair:
     same multiplications as _integer_power, chosen by selects on c's bits."""
     m = c.abs()
     one, zero = _k(x, 1.0) + x * 0, _k(x, 0.0) + x * 0
+    # m's binary digits: floor(m / 2**k) - 2 floor(m / 2**(k+1)) (2**7 > 99)
+    h = [m] + [_floor(m * _k(m, 0.5 ** k)) for k in range(1, 7)]
     acc: Pair = (one, zero)
     p: Pair = (x, y)
-    for k in range(7):                                  # 2**7 > 99
-        half = _floor(m * (0.5 ** k))
-        bit = (half - _floor(half * 0.5) * 2) == 1
+    sq = p
+    for k in range(7):
+        bit = (h[k] - h[k + 1] * 2 if k < 6 else h[k]) == 1
         prod = _mul(*acc, *p)
         acc = (where(bit, prod[0], acc[0]), where(bit, prod[1], acc[1]))
         if k < 6:
             p = _mul(*p, *p)
+            if k == 0:
+                sq = p                                  # z*z, numpy's z**2
     inv = _div(one, zero, *acc)
     neg = c < 0
     acc = (where(neg, inv[0], acc[0]), where(neg, inv[1], acc[1]))
-    sq = _mul(x, y, x, y)
     cube = _mul(x, y, *sq)
-    re = where(c == 1, x, where(c == 2, sq[0], where(c == 3, cube[0], acc[0])))
-    im = where(c == 1, y, where(c == 2, sq[1], where(c == 3, cube[1], acc[1])))
+    three = c == _k(c, 3.0)
+    re = where(c == 1, x, where(c == 2, sq[0], where(three, cube[0], acc[0])))
+    im = where(c == 1, y, where(c == 2, sq[1], where(three, cube[1], acc[1])))
     return re, im
 
 
-def pow(re1: Tensor, im1: Tensor, re2: Any, im2: Tensor | None = None) -> Pair:
-    """z**w as numpy computes it: 1 for w == 0 (0**0 and NaN**0 included); for z == 0, 0 where
-    re(w) > 0, else NaN + NaN i; for w an integer of magnitude below 100, repeated
-    multiplication (z**2 == z*z exactly); else exp(w log z), the product by C99's rules (its
-    infinities recovered). `re2` may be a Python scalar (a real exponent, specialized when the
-    op is built: z**2 is two multiplies); im2 None: a real exponent."""
-    if not isinstance(re2, Tensor):
-        lim = _check("pow", re1, im1)
-        if not isinstance(re2, (int, float)) or isinstance(re2, bool):
-            raise TypeError(f"complex_math.pow: the exponent must be a tensor or a real Python scalar, got "
-                            f"{type(re2).__name__}")
-        e = float(re2)
-        if im2 is not None:
-            raise TypeError("complex_math.pow: a scalar exponent is real (im2 must be None)")
-        if e == 0:
-            return _k(re1, 1.0) + re1 * 0, re1 * 0
-        if e.is_integer() and abs(e) < 100:
-            n = int(e)
-            zero = (re1 == 0) & (im1 == 0)
-            r, i = _integer_power(re1, im1, n)
-            if n > 0:
-                return where(zero, _k(re1, 0.0), r), where(zero, _k(re1, 0.0), i)
-            return where(zero, _k(re1, NAN), r), where(zero, _k(re1, NAN), i)
-        re2 = _k(re1, e) + re1 * 0
-    lim = _check("pow", re1, im1, re2, *(() if im2 is None else (im2,)))
-    x, y, c = re1, im1, re2
-    d = c * 0 if im2 is None else im2
+def _pow_exp_log(x: Tensor, y: Tensor, c: Tensor, d: Tensor, lim: _Limits) -> Pair:
+    """exp(w log z) as glibc's cpow (the product by C99's rules)."""
     lr, li = _log(x, y, lim)
-    tr, ti = _mul_recovering(c, d, lr, li)
-    er, ei = _exp(tr, ti, lim)
-    integral = (d == 0) & (c.abs() < 100) & (_floor(c) == c)
-    ir, ii = _integer_power_selected(x, y, where(integral, c, _k(c, 4.0)))
-    r, i = where(integral, ir, er), where(integral, ii, ei)
+    return _exp(*_mul_recovering(c, d, lr, li), lim)
+
+
+def _pow_zeros(x: Tensor, y: Tensor, c: Tensor, d: Tensor, r: Tensor, i: Tensor) -> Pair:
+    """numpy's z**0 == 1 (for any z) and 0**w == 0 for re(w) > 0, else NaN + NaN i."""
     zero_z = (x == 0) & (y == 0)
     zr = where(c > 0, _k(x, 0.0), _k(x, NAN))
     r, i = where(zero_z, zr, r), where(zero_z, zr, i)
@@ -413,45 +411,112 @@ def pow(re1: Tensor, im1: Tensor, re2: Any, im2: Tensor | None = None) -> Pair:
     return where(zero_w, _k(x, 1.0), r), where(zero_w, _k(x, 0.0), i)
 
 
+def pow(re1: Tensor, im1: Tensor, re2: Any, im2: Tensor | None = None) -> Pair:
+    """z**w as numpy computes it: 1 for w == 0 (0**0 and NaN**0 included); for z == 0, 0 where
+    re(w) > 0, else NaN + NaN i; for w an integer of magnitude below 100, repeated
+    multiplication (z**2 == z*z exactly); else exp(w log z), the product by C99's rules (its
+    infinities recovered, as glibc's cpow). `re2` may be a Python scalar, a real exponent the
+    op is specialized for when built (z**2 is two multiplies); im2 None: a real exponent."""
+    if not isinstance(re2, Tensor):
+        lim = _check("pow", re1, im1)
+        if not isinstance(re2, (int, float)) or isinstance(re2, bool):
+            raise TypeError(f"complex_math.pow: the exponent must be a tensor or a real Python scalar, got "
+                            f"{type(re2).__name__}")
+        if im2 is not None:
+            raise TypeError("complex_math.pow: a Python scalar exponent is real (im2 must be None)")
+        e = float(re2)
+        c, d = _k(re1, e) + re1 * 0, re1 * 0
+        if e == 0:
+            return c + 1, d
+        if e.is_integer() and abs(e) < 100:
+            r, i = _integer_power(re1, im1, int(e))
+        else:
+            r, i = _pow_exp_log(re1, im1, c, d, lim)
+        value = _pow_zeros(re1, im1, c, d, r, i)
+        return _pow_derivative(value, re1, im1, e, None, lambda x, y: pow(x, y, e - 1))
+    lim = _check("pow", re1, im1, re2, *(() if im2 is None else (im2,)))
+    x, y, c = re1, im1, re2
+    d = c * 0 if im2 is None else im2
+    er, ei = _pow_exp_log(x, y, c, d, lim)
+    integral = (d == 0) & (c.abs() < _k(c, 100.0)) & (_floor(c) == c)
+    ir, ii = _integer_power_selected(x, y, where(integral, c, _k(c, 4.0)))
+    value = _pow_zeros(x, y, c, d, where(integral, ir, er), where(integral, ii, ei))
+    return _pow_derivative(value, x, y, c, im2, lambda x, y: pow(x, y, c - 1, im2))
+
+
+def _pow_derivative(value: Pair, x: Tensor, y: Tensor, c: Any, d: Tensor | None,
+                    lower: Callable[[Tensor, Tensor], Pair]) -> Pair:
+    """z**w's own derivative: d/dz = w z**(w-1) (lower(x, y): z**(w-1), so 2 * z**1 at z == 0,
+    not 2 * 0 / 0) and, for a tensor exponent, d/dw = z**w log z (0 at z == 0, as torch's).
+    Both holomorphic: the parts' rules as in _holomorphic, per argument."""
+    tensor_w = isinstance(c, Tensor)
+    inputs = [x, y] + ([c] if tensor_w else []) + ([d] if d is not None else [])
+    built: dict[str, Pair] = {}
+
+    def derivatives(a: Tensor, b: Tensor) -> tuple[Pair, Pair | None]:
+        if "z" not in built:
+            lr, li = lower(a, b)
+            if tensor_w:
+                w = (c, c * 0 if d is None else d)
+                built["z"] = _mul(*w, lr, li)
+                out = value
+                log_z = log(a, b)
+                fw = _mul(*out, *log_z)
+                zero = (a == 0) & (b == 0)
+                built["w"] = (where(zero, _k(a, 0.0), fw[0]), where(zero, _k(a, 0.0), fw[1]))
+            else:
+                built["z"] = (lr * float(c), li * float(c))
+        return built["z"], built.get("w")
+
+    def rule(part: int) -> Callable[..., tuple[Tensor | None, ...]]:
+        def r(g: Tensor, out: Tensor, a: Tensor, b: Tensor, *rest: Tensor) -> tuple[Tensor | None, ...]:
+            (p, q), fw = derivatives(a, b)
+            grads: list[Tensor | None] = [g * p, -(g * q)] if part == 0 else [g * q, g * p]
+            if fw is not None:
+                s_, t_ = fw
+                grads.append(g * s_ if part == 0 else g * t_)
+                if d is not None:
+                    grads.append(-(g * t_) if part == 0 else g * s_)
+            return tuple(grads)
+        return r
+    return define_vjp(value[0], inputs, rule(0)), define_vjp(value[1], inputs, rule(1))
+
+
 # --- hyperbolic and trigonometric --------------------------------------------------------------
 
-def _cosh_sinh_parts(x: Tensor, lim: _Limits) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-    """(cosh x, sinh x, big, u) where big is |x| > EXP_SHIFT: there cosh x and sinh x are
-    +-u * exp(EXP_SHIFT) / 2 (u = exp(|x| - EXP_SHIFT)), which the callers multiply by cos y or
-    sin y first (exp(|x|) / 2 overflows before the products do)."""
+def _cosh_sinh_parts(x: Tensor, y: Tensor, lim: _Limits) -> tuple[Tensor, ...]:
+    """(cosh x, sinh x, cos y, sin y, big, (exp(|x|) / 2 cos y, exp(|x|) / 2 sin y)) where big
+    is |x| > EXP_SHIFT: there cosh x and sinh x are +-exp(|x|) / 2, which overflows before its
+    products with cos y and sin y do (see _exp_times)."""
     ax = x.abs()
     big = ax > _k(x, lim.exp_shift)
-    u = where(big, ax - _k(x, lim.exp_shift), _k(x, 0.0)).exp()
-    return _t.cosh(x), _t.sinh(x), big, u
+    cy, sy = y.cos(), y.sin()
+    bc, bs = _exp_times(where(big, ax, _k(x, 0.0)), lim, (cy, sy), half=True)
+    return _t.cosh(x), _t.sinh(x), cy, sy, big, bc, bs
 
 
 def _sinh(x: Tensor, y: Tensor, lim: _Limits) -> Pair:
-    ch, sh, big, u = _cosh_sinh_parts(x, lim)
-    cy, sy = y.cos(), y.sin()
-    half = _k(x, lim.exp_of_shift / 2)
-    rb = u * cy * half
-    re = where(big, where(x < 0, -rb, rb), sh * cy)
-    im = where(big, u * sy * half, ch * sy)
+    ch, sh, cy, sy, big, bc, bs = _cosh_sinh_parts(x, y, lim)
+    re = where(big, where(x < 0, -bc, bc), sh * cy)
+    im = where(big, bs, ch * sy)
     fin_y = _isfinite(y)
-    # sinh(+-0 + i(inf or NaN)) == +0 + NaN i; sinh(+-inf + i(inf or NaN)) == +inf + NaN i
-    re = where((x == 0) & ~fin_y, _k(x, 0.0), where(_isinf(x) & ~fin_y, _k(x, INF), re))
+    # sinh(+-0 + i(inf or NaN)) == +-0 + NaN i; sinh(+-inf + i(inf or NaN)) == +inf + NaN i
+    # (the signs the standard leaves open: numpy's)
+    re = where((x == 0) & ~fin_y, x, where(_isinf(x) & ~fin_y, _k(x, INF), re))
     return re, where(y == 0, y, im)
 
 
 def _cosh(x: Tensor, y: Tensor, lim: _Limits) -> Pair:
-    ch, sh, big, u = _cosh_sinh_parts(x, lim)
-    cy, sy = y.cos(), y.sin()
-    half = _k(x, lim.exp_of_shift / 2)
-    ib = u * sy * half
-    re = where(big, u * cy * half, ch * cy)
-    im = where(big, where(x < 0, -ib, ib), sh * sy)
+    ch, sh, cy, sy, big, bc, bs = _cosh_sinh_parts(x, y, lim)
+    re = where(big, bc, ch * cy)
+    im = where(big, where(x < 0, -bs, bs), sh * sy)
     fin_y = _isfinite(y)
     # cosh(+-inf + i(inf or NaN)) == +inf + NaN i; cosh(+-0 + i(inf or NaN)) == NaN + 0i
     re = where(_isinf(x) & ~fin_y, _k(x, INF), re)
     im = where((x == 0) & ~fin_y, _k(x, 0.0), im)
     # cosh(x +- 0i): the imaginary part sinh(x) * (+-0), a zero of sign(x) sign(y) (also for x
-    # infinite or NaN, where the product is NaN)
-    return re, where(y == 0, _copysign(_k(x, 0.0), x) * y, im)
+    # infinite, where the product is NaN); y itself for x NaN (whose sign means nothing)
+    return re, where(y == 0, where(_isnan(x), y, _signed(0.0, x) * y), im)
 
 
 def _tanh(x: Tensor, y: Tensor, lim: _Limits) -> Pair:
@@ -468,15 +533,16 @@ def _tanh(x: Tensor, y: Tensor, lim: _Limits) -> Pair:
     rho = (s * s + 1).sqrt()
     denom = beta * s * s + 1
     e = (-ax).exp()
-    one = _copysign(_k(x, 1.0), x)
+    one = _signed(1.0, x)
     re = where(big, one, beta * rho * s / denom)
-    im = where(big, sy * cy * 4 * e * e, t / denom)
+    im = where(big, sy * cy * _k(x, 4.0) * e * e, t / denom)
     fin_y = _isfinite(y)
-    # tanh(+-inf + iy) == +-1 +- 0i (the zero's sign: sin 2y's, or y's where that is NaN)
+    # tanh(+-inf + iy) == +-1 + 0i with y's sign (the standard's: C99 and numpy take sin 2y's)
     inf_x = _isinf(x)
-    im = where(inf_x, _copysign(_k(x, 0.0), where(fin_y, sy * cy, y)), im)
-    # tanh(+-0 + i(inf or NaN)) == +-0 + NaN i
-    re = where((x == 0) & ~fin_y, x, re)
+    im = where(inf_x, _signed(0.0, y), im)
+    # tanh(x + i(inf or NaN)) for finite x: +-0 + NaN i for x == +-0, else NaN + NaN i (the
+    # |x| >= 22 branch would say +-1)
+    re = where(~fin_y & ~inf_x, where(x == 0, x, _k(x, NAN)), re)
     # tanh(NaN +- 0i) == NaN +- 0i
     return re, where(_isnan(x) & (y == 0), y, im)
 
@@ -514,7 +580,11 @@ def tanh(re: Tensor, im: Tensor) -> Pair:
 def sin(re: Tensor, im: Tensor) -> Pair:
     """-i sinh(iz) (the standard's special cases are sinh's, so rotated)."""
     lim = _check("sin", re, im)
-    return _holomorphic("sin", re, im, _rotated(_sinh, re, im, lim), lambda x, y: cos(x, y))
+    r, i = _rotated(_sinh, re, im, lim)
+    # sin(x +- inf i) for x infinite or NaN: NaN + inf i (the sign the standard leaves open:
+    # numpy's, whose csin is not the rotated csinh there)
+    i = where(_isinf(im) & ~_isfinite(re), _k(re, INF), i)
+    return _holomorphic("sin", re, im, (r, i), lambda x, y: cos(x, y))
 
 
 def cos(re: Tensor, im: Tensor) -> Pair:
@@ -697,7 +767,7 @@ def _real_part_reciprocal(x: Tensor, y: Tensor) -> Tensor:
     m = _maximum(x.abs(), y.abs())
     xs, ys = x / m, y / m
     r = xs / (xs * xs + ys * ys) / m
-    return where(_isinf(x) | _isinf(y), _copysign(_k(x, 0.0), x), r)
+    return where(_isinf(x) | _isinf(y), _signed(0.0, x), r)
 
 
 def _atanh(x: Tensor, y: Tensor, lim: _Limits) -> Pair:
@@ -710,9 +780,9 @@ def _atanh(x: Tensor, y: Tensor, lim: _Limits) -> Pair:
     am1 = ax - 1
     squares = where(ay < _k(y, lim.sqrt_min), am1 * am1, am1 * am1 + ay * ay)
     t = ax * 4 / squares
-    u = where(at_one, 2 / ay, t + 1)
+    u = where(at_one, ay, t + 1)
     log_u = u.log()
-    rx = where(at_one, log_u * 0.5, _t._log1p_from(t, u, log_u) * 0.25)
+    rx = where(at_one, (_k(x, LN2) - log_u) * 0.5, _t._log1p_from(t, u, log_u) * 0.25)
     rx = where(large, _real_part_reciprocal(ax, ay), where(tiny, ax, rx))
     # Im = atan2(2|y|, (1 - |x|)(1 + |x|) - y*y) / 2 (atan2(2, -|y|) / 2 at |x| == 1);
     # pi/2 for large |z|, atan(y) at x == 0
@@ -730,9 +800,8 @@ def _atanh(x: Tensor, y: Tensor, lim: _Limits) -> Pair:
     # atanh(+-0 + NaN i) == +-0 + NaN i (above); else NaN + NaN i
     nan_x, nan_y = _isnan(x), _isnan(y)
     nan = _k(x, NAN)
-    r = where(nan_x & _isinf(y), _copysign(_k(x, 0.0), x),
-              where(_isinf(x) & nan_y, _copysign(_k(x, 0.0), x), where((nan_x | nan_y) & ~zero_x, nan, r)))
-    i = where(nan_x & _isinf(y), _copysign(_pi_2(y), y), where((nan_x | nan_y) & ~(nan_x & _isinf(y)), nan, i))
+    r = where((nan_x & _isinf(y)) | (_isinf(x) & nan_y), _signed(0.0, x), where((nan_x | nan_y) & ~zero_x, nan, r))
+    i = where(nan_x & _isinf(y), _signed(PI_2[0], y), where((nan_x | nan_y) & ~(nan_x & _isinf(y)), nan, i))
     return r, i
 
 
@@ -796,8 +865,8 @@ def sign(re: Tensor, im: Tensor) -> Pair:
     zero = (x == 0) & (y == 0)
     inf_x, inf_y = _isinf(x), _isinf(y)
     one = _k(x, 1.0)
-    r = where(zero | (inf_y & _isfinite(x)), _k(x, 0.0), where(inf_x & _isfinite(y), _copysign(one, x), r))
-    i = where(zero | (inf_x & _isfinite(y)), _k(x, 0.0), where(inf_y & _isfinite(x), _copysign(one, y), i))
+    r = where(zero | (inf_y & _isfinite(x)), _k(x, 0.0), where(inf_x & _isfinite(y), _signed(1.0, x), r))
+    i = where(zero | (inf_x & _isfinite(y)), _k(x, 0.0), where(inf_y & _isfinite(x), _signed(1.0, y), i))
     return r, i
 
 
