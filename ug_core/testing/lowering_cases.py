@@ -21,6 +21,7 @@ from ug_core.plugins import registry
 from ug_core.view import View, chain_push
 
 F32 = np.dtype(np.float32)
+C64 = np.dtype(np.complex64)
 F64 = np.dtype(np.float64)
 I32 = np.dtype(np.int32)
 I64 = np.dtype(np.int64)
@@ -366,6 +367,10 @@ def alu_case(rng, op: Op) -> Case:
         dtypes_in, out_dtype = [BOOL], BOOL
     elif op is Op.WHERE:
         dtypes_in, out_dtype = [BOOL, F32, F32], F32
+    elif op in (Op.REAL, Op.IMAG):   # a complex value's part
+        dtypes_in, out_dtype = [C64], F32
+    elif op is Op.COMPLEX:
+        dtypes_in, out_dtype = [F32, F32], C64
     else:
         operand = F32 if defined(op, F32) else I32   # bitwise ops and shifts: ints
         dtypes_in, out_dtype = [operand] * arity, (BOOL if ALU[op].returns_bool else operand)
@@ -375,6 +380,8 @@ def alu_case(rng, op: Op) -> Case:
             inputs[i] = rng.random(n) < 0.5
         elif dt == I32:
             inputs[i] = rng.integers(-40, 1000, n).astype(I32)   # shift counts outside [0, 32) too
+        elif dt == C64:
+            inputs[i] = (rand(rng, n) + 1j * rand(rng, n)).astype(C64)
         elif op in (Op.LOG, Op.SQRT, Op.POW) and i == 0:
             inputs[i] = rng.random(n).astype(F32) + 0.1
         else:
