@@ -299,16 +299,16 @@ def conj(x: Tensor, /) -> Tensor:
 
 
 def real(x: Tensor, /) -> Tensor:
-    """The real part, in the complex dtype's part dtype (complex64: float32); of a real tensor,
-    the tensor itself."""
-    _numeric(x, "real")
+    """The real part, in the complex dtype's part dtype (complex64: float32); of a real (or
+    bool: numpy's, which xarray's reductions call) tensor, the tensor itself."""
+    check_tensor(x, "real")
     return _complex.parts(x)[0] if _is_complex(x) else Tensor(x.node)
 
 
 def imag(x: Tensor, /) -> Tensor:
-    """The imaginary part, in the complex dtype's part dtype; of a real tensor, zeros of its
-    dtype."""
-    _numeric(x, "imag")
+    """The imaginary part, in the complex dtype's part dtype; of a real (or bool) tensor, zeros
+    of its dtype."""
+    check_tensor(x, "imag")
     return _complex.parts(x)[1] if _is_complex(x) else _full(x.shape, 0, x.dtype, x.device)
 
 
