@@ -34,7 +34,9 @@ import numpy as np
 from . import mathlib
 from .device import RenderError
 from .loop_ir import CLOSES, OPENS, Inst, LoopProgram, Opc
-from .ops import Op, check_exhaustive, defined, defined_on
+from .ops import COMPLEX_KIND, Op, check_exhaustive, defined, defined_on
+
+COMPLEX_OPS = frozenset({Op.REAL, Op.IMAG, Op.COMPLEX})
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 
@@ -64,8 +66,11 @@ def legalize(program: LoopProgram, capabilities: Iterable[str], dtypes: Iterable
 
 def rendered(operand_kind: str) -> frozenset[Op]:
     """The ALU ops a renderer spells on operands of this dtype kind (one of ops.OPERAND_KINDS):
-    those ug_core.ops defines on it, but the ones every program has expanded."""
-    return defined_on(operand_kind) - set(mathlib.EXACT_OPS) - set(mathlib.FUNCTIONS)
+    those ug_core.ops defines on it, but the ones every program has expanded; none on complex
+    operands, and no REAL / IMAG / COMPLEX (split_complex leaves no complex value)."""
+    if operand_kind == COMPLEX_KIND:
+        return frozenset()
+    return defined_on(operand_kind) - set(mathlib.EXACT_OPS) - set(mathlib.FUNCTIONS) - COMPLEX_OPS
 
 
 def check_defined(program: LoopProgram) -> None:

@@ -177,9 +177,11 @@ def _to_array(data: Any, dtype: np.dtype | None) -> np.ndarray:
             raise ValueError(f"cannot make a tensor from a ragged nested sequence: {e}") from e
         if arr.dtype == np.float64 and dtype is None:
             arr = arr.astype(np.float32)  # Python floats default to float32, as for scalars
+        elif arr.dtype == np.complex128 and dtype is None:
+            arr = arr.astype(np.complex64)  # and Python complex numbers to complex64
     else:
         raise TypeError(f"cannot make a tensor from {type(data).__name__}; use a numpy array, nested lists or a scalar")
-    if arr.dtype.kind not in "biuf":
+    if arr.dtype.kind not in "biufc":
         raise TypeError(f"cannot make a tensor from data of dtype {arr.dtype} (e.g. strings or objects)")
     if dtype is None:
         if arr.dtype not in dtypes.SUPPORTED:
