@@ -266,7 +266,7 @@ def fft_vjp(g: Tensor, x: Tensor, spec: Any) -> Tensor:
     each of them twice, as a bin and its mirror). A real output from a Hermitian half (irfft) is
     the transpose: rfft of g, the inner bins doubled."""
     from .array_api._complex import combine, parts
-    from .array_api.manipulation import pad
+    from .array_api.manipulation import concat
 
     axis = _fft_axis(g.shape, spec.outer, spec.n_out, spec.inner)
     n, half = spec.n, spec.n // 2 + 1
@@ -299,8 +299,9 @@ def fft_vjp(g: Tensor, x: Tensor, spec: Any) -> Tensor:
     have = out.shape[axis]
     if spec.n_in < have:
         out = out[(slice(None),) * axis + (slice(0, spec.n_in),)]
-    elif spec.n_in > have:
-        out = pad(out, [(0, 0)] * axis + [(0, spec.n_in - have)] + [(0, 0)] * (out.ndim - axis - 1))
+    elif spec.n_in > have:   # (the source's elements past n got no gradient: zeros)
+        tail = out.shape[:axis] + (spec.n_in - have,) + out.shape[axis + 1:]
+        out = concat([out, zeros(tail, out.dtype, out.device)], axis=axis)
     return out.reshape(x.shape)
 
 
