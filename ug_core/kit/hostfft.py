@@ -18,19 +18,12 @@ from typing import Any
 import numpy as np
 
 from ..device import FftSpec
+from ..dtypes import complex_of
 
 try:   # (an optional dependency: numpy's pocketfft is the fallback)
-    import scipy.fft as _scipy_fft
+    import scipy.fft as _scipy_fft  # type: ignore[import-untyped]
 except ImportError:   # pragma: no cover - scipy is installed with the test extras
     _scipy_fft = None
-
-_COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128)}
-
-
-def complex_of(dtype: np.dtype) -> np.dtype:
-    """The complex dtype whose parts are `dtype` (float32: complex64, float64: complex128)."""
-    return _COMPLEX[np.dtype(dtype)]
-
 
 def shaped(src: np.ndarray, out: np.ndarray, spec: FftSpec) -> tuple[np.ndarray, np.ndarray]:
     """The source as (outer, n_in, inner) and the output as (outer, n_out, inner) arrays of
