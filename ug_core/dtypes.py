@@ -40,8 +40,8 @@ _FLOAT_MAX = {d: float(np.finfo(d).max) for d in SUPPORTED if d.kind == "f"}
 COMPLEX64, COMPLEX128 = np.dtype(np.complex64), np.dtype(np.complex128)
 DEFAULT_COMPLEX = COMPLEX64
 # each complex dtype's part dtype (its real and imaginary parts), and back
-_PART = {COMPLEX64: np.dtype(np.float32), COMPLEX128: np.dtype(np.float64)}
-_COMPLEX_OF = {np.dtype(np.float16): COMPLEX64, np.dtype(np.float32): COMPLEX64, np.dtype(np.float64): COMPLEX128}
+_PART: dict[np.dtype, np.dtype] = {COMPLEX64: np.dtype(np.float32), COMPLEX128: np.dtype(np.float64)}
+_COMPLEX_OF: dict[np.dtype, np.dtype] = {np.dtype(np.float16): COMPLEX64, np.dtype(np.float32): COMPLEX64, np.dtype(np.float64): COMPLEX128}
 
 
 def is_complex(dt: np.dtype) -> bool:

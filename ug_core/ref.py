@@ -128,7 +128,9 @@ def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], offs
 
 def _cast(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
     """numpy's astype; of a complex value to a real dtype, its real part (numpy's, without its
-    ComplexWarning)."""
+    ComplexWarning), to bool its truth (either part nonzero)."""
+    if value.dtype.kind == "c" and dtype.kind == "b":
+        return value != 0
     if value.dtype.kind == "c" and dtype.kind != "c":
         value = value.real
     return value.astype(dtype)
