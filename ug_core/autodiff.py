@@ -265,7 +265,6 @@ def fft_vjp(g: Tensor, x: Tensor, spec: Any) -> Tensor:
     to n, transformed back, the real part: irfft of g with its inner bins halved (irfft counts
     each of them twice, as a bin and its mirror). A real output from a Hermitian half (irfft) is
     the transpose: rfft of g, the inner bins doubled."""
-    from .array_api._complex import combine, parts
     from .array_api.manipulation import concat
 
     axis = _fft_axis(g.shape, spec.outer, spec.n_out, spec.inner)
@@ -281,9 +280,7 @@ def fft_vjp(g: Tensor, x: Tensor, spec: Any) -> Tensor:
 
     back = replace(spec, inverse=not spec.inverse, norm=norm)
     if spec.onesided and not spec.real_out:      # rfft / ihfft: an irfft / hfft of g, inner bins halved
-        re, im = parts(g)
-        w = bins(0.5)
-        source = combine(re * w, im * w)
+        source = g * bins(0.5)
         back = replace(back, real_in=False, real_out=True, n_in=half)
     elif spec.onesided:                          # irfft / hfft: an rfft / ihfft of g, inner bins doubled
         source = g
@@ -293,9 +290,7 @@ def fft_vjp(g: Tensor, x: Tensor, spec: Any) -> Tensor:
         back = replace(back, real_in=spec.real_out, real_out=spec.real_in, n_in=n)
     out = _make(graph.fft(source.node, back, axis))
     if spec.onesided and spec.real_out:
-        re, im = parts(out)
-        w = bins(2.0)
-        out = combine(re * w, im * w)
+        out = out * bins(2.0)
     have = out.shape[axis]
     if spec.n_in < have:
         out = out[(slice(None),) * axis + (slice(0, spec.n_in),)]
