@@ -24,8 +24,14 @@ mod 2n in integers) and rounded once to the transform's dtype: no sin/cos runs o
 and every factor is correctly rounded. Complex values are pairs of the dtype in every buffer (a
 complex64 buffer is float32 pairs), so the programs need nothing complex from a renderer.
 
+A row that fits a workgroup's shared memory (SHARED_BYTES: m <= 2048 complex64, 1024
+complex128) runs every pass in one program instead (`fused`): a workgroup per row, or per
+several short rows, the first pass reading the source, the others the row in shared memory (a
+pass's reads, a barrier, its writes, a barrier), the last writing the output: one launch, the
+source read once and the output written once, no scratch.
+
 Every program's parameters: the two scratch buffers (rows x m complex), the source, the
-output and the table (see FftPlan.params); one compiled program per pass of a plan.
+output and the table (see FftPlan.params); one compiled program per pass of a plan, or one.
 """
 
 from __future__ import annotations
@@ -73,6 +79,14 @@ class FftPlan:
     bluestein: bool
     local: int               # threads per workgroup
     max_grid: tuple[int, ...]
+    # a row fits a workgroup's shared memory: every pass in one program (tile_threads threads per
+    # row, group_rows rows per workgroup); 0: one program per pass, through the scratch buffers
+    tile_threads: int = 0
+    group_rows: int = 1
+
+    @property
+    def fused(self) -> bool:
+        return self.tile_threads > 0
 
     @property
     def table_size(self) -> int:
@@ -114,16 +128,31 @@ class FftPlan:
         return out
 
     def scratch_buffers(self) -> int:
-        """How many scratch buffers the passes use (0, 1 or 2)."""
-        return len({p.dst for p in self.passes()} - {OUT})
+        """How many scratch buffers the passes use (0, 1 or 2; none when fused)."""
+        return 0 if self.fused else len({p.dst for p in self.passes()} - {OUT})
 
 
-def plan(spec: FftSpec, local_size: int, max_grid: tuple[int, ...]) -> FftPlan:
+SHARED_BYTES = 16384
+"""The shared memory a fused transform may take per workgroup: Vulkan's guaranteed minimum of
+maxComputeSharedMemorySize (CUDA's default is 48 KiB): rows of up to 2048 complex64 or 1024
+complex128 run all their passes in one program."""
+
+
+def plan(spec: FftSpec, local_size: int, max_grid: tuple[int, ...], shared_bytes: int = SHARED_BYTES) -> FftPlan:
+    """The plan of a transform: the power-of-two length m (Bluestein's for other n), and whether
+    its rows fit shared memory (`shared_bytes` per workgroup; 0: never), which runs every pass
+    in one program, a workgroup per `group_rows` rows of `tile_threads` threads each."""
     n = spec.n
-    if n & (n - 1) == 0:
-        return FftPlan(spec, n, False, max(1, local_size), max_grid)
-    m = 1 << (2 * n - 2).bit_length()   # the least power of two >= 2n - 1
-    return FftPlan(spec, m, True, max(1, local_size), max_grid)
+    bluestein = n & (n - 1) != 0
+    m = 1 << (2 * n - 2).bit_length() if bluestein else n   # (the least power of two >= 2n - 1)
+    local = max(1, local_size)
+    row_bytes = 2 * m * spec.dtype.itemsize
+    if local == 1 or row_bytes > shared_bytes or spec.rows == 0:
+        return FftPlan(spec, m, bluestein, local, max_grid)
+    widest = 1 << (local.bit_length() - 1)             # a power of two <= the workgroup size
+    threads = min(widest, max(1, m // 4))             # (a radix-4 pass has m / 4 butterflies)
+    rows = max(1, min(widest // threads, shared_bytes // row_bytes, spec.rows))
+    return FftPlan(spec, m, bluestein, local, max_grid, threads, rows)
 
 
 def _radices(m: int) -> list[int]:
@@ -154,7 +183,9 @@ def table(p: FftPlan) -> np.ndarray:
 
 
 def programs(p: FftPlan) -> list[LoopProgram]:
-    """One program per pass (FftPlan.passes), in launch order."""
+    """The programs in launch order: one per pass (FftPlan.passes), or the fused one."""
+    if p.fused:
+        return [_fused_program(p)]
     return [_pass_program(p, fp, i) for i, fp in enumerate(p.passes())]
 
 
@@ -164,21 +195,21 @@ Complex = tuple[Inst, Inst]
 
 
 class _Program:
-    """A pass under construction: the builder, the parameters, the thread's ids, complex math."""
+    """A program under construction: the builder, the parameters, the workgroup's ids (`count`
+    workgroups of `local` threads, the last ones past the end skipped), complex math."""
 
-    def __init__(self, p: FftPlan, threads: int):
+    def __init__(self, p: FftPlan, local: int, count: int):
         self.p = p
         self.dt = p.spec.dtype
         self.b = b = LoopBuilder()
         self.params = [b.emit(Opc.PARAM, spec.dtype, (), i) for i, spec in enumerate(p.params())]
-        self.local = local = max(1, min(p.local, threads))
-        self.grid = split_grid(-(-threads // local), p.max_grid)
-        group = b.group_index(self.grid)
-        lid = b.emit(Opc.SPECIAL, INDEX, (), (Special.LOCAL_ID, 0)) if local > 1 else b.const(0)
-        self.tid = b.add(b.mul(group, local), lid)
-        self.guarded = prod(self.grid) * local != threads
-        if self.guarded:
-            b.if_(b.alu(Op.CMPLT, (self.tid, b.const(threads)), BOOL))
+        self.local = local
+        self.grid = split_grid(count, p.max_grid)
+        self.group = b.group_index(self.grid)
+        self.lid = b.emit(Opc.SPECIAL, INDEX, (), (Special.LOCAL_ID, 0)) if local > 1 else b.const(0)
+        self.guarded = prod(self.grid) != count
+        if self.guarded:   # (uniform in a workgroup: the fused program's barriers may sit inside)
+            b.if_(b.alu(Op.CMPLT, (self.group, b.const(count)), BOOL))
 
     def finish(self, name: str) -> LoopProgram:
         if self.guarded:
@@ -234,30 +265,105 @@ class _Program:
 
 
 def _pass_program(p: FftPlan, fp: FftPass, index: int) -> LoopProgram:
+    """One pass through global memory: a thread per group of R elements of a row."""
     s, m, R = p.spec, p.m, fp.radix
     q = m // R
     inner = s.inner
-    pr = _Program(p, s.rows * q)
+    threads = s.rows * q
+    local = max(1, min(p.local, threads))
+    pr = _Program(p, local, -(-threads // local))
     b = pr.b
+    tid = b.add(b.mul(pr.group, local), pr.lid)
+    if local * -(-threads // local) != threads:   # (the last workgroup's tail)
+        b.if_(b.alu(Op.CMPLT, (tid, b.const(threads)), BOOL))
     # thread -> (o, j, i) with i fastest: consecutive threads read consecutive elements
-    i = b.mod(pr.tid, inner)
-    rest = b.idiv(pr.tid, inner)
+    i = b.mod(tid, inner)
+    rest = b.idiv(tid, inner)
     j = b.mod(rest, q)
     o = b.idiv(rest, q)
-    k = b.mod(j, fp.span)
-    values: list[Complex] = []
-    for r in range(R):
-        at = b.add(j, b.const(r * q))
-        value = _load(pr, fp, o, at, i)
-        if fp.span > 1 and r > 0:   # the twiddle w^(r k m / (s R)), exp(sign 2 pi i ...)
-            w = pr.table_entry(b.mul(k, r * (m // (fp.span * R))), conjugate=fp.sign > 0)
-            value = pr.mul(value, w)
-        values.append(value)
-    outputs = _dft(pr, values, fp.sign)
-    first = b.add(b.mul(b.idiv(j, fp.span), fp.span * R), k)
-    for r, value in enumerate(outputs):
-        _store(pr, fp, o, b.add(first, b.const(r * fp.span)), i, value)
+    values = [_twiddled(pr, fp, j, r, _load(pr, fp, o, b.add(j, b.const(r * q)), i)) for r in range(R)]
+    for r, value in enumerate(_dft(pr, values, fp.sign)):
+        _store(pr, fp, o, _destination(pr, fp, j, r), i, value)
+    if local * -(-threads // local) != threads:
+        b.close()
     return pr.finish(f"fft_pass{index}_r{R}_s{fp.span}")
+
+
+def _twiddled(pr: _Program, fp: FftPass, j: Inst, r: int, value: Complex) -> Complex:
+    """Element r of butterfly j times its twiddle w^(r (j mod s) m / (s R)), exp(sign 2 pi i ...)."""
+    if fp.span == 1 or r == 0:
+        return value
+    b, m = pr.b, pr.p.m
+    k = b.mod(j, fp.span)
+    return pr.mul(value, pr.table_entry(b.mul(k, r * (m // (fp.span * fp.radix))), conjugate=fp.sign > 0))
+
+
+def _destination(pr: _Program, fp: FftPass, j: Inst, r: int) -> Inst:
+    """Where output r of butterfly j goes: (j div s) s R + (j mod s) + r s (Stockham's order)."""
+    b = pr.b
+    first = b.add(b.mul(b.idiv(j, fp.span), fp.span * fp.radix), b.mod(j, fp.span))
+    return b.add(first, b.const(r * fp.span))
+
+
+def _fused_program(p: FftPlan) -> LoopProgram:
+    """Every pass in one program: a workgroup takes group_rows rows, tile_threads threads each;
+    the first pass reads the source, the others the row in shared memory (all of a pass's reads,
+    a barrier, its writes, a barrier: Stockham in place), the last writes the output. A row past
+    the end (the last workgroup's) reads the last row and stores nothing, so that every thread
+    reaches every barrier."""
+    s, m, T, G = p.spec, p.m, p.tile_threads, p.group_rows
+    pr = _Program(p, G * T, -(-s.rows // G))
+    b = pr.b
+    t = b.mod(pr.lid, T)
+    g = b.idiv(pr.lid, T)
+    row = b.add(b.mul(pr.group, G), g)
+    valid: Inst | None = None
+    if -(-s.rows // G) * G != s.rows:
+        valid = b.alu(Op.CMPLT, (row, b.const(s.rows)), BOOL)
+        row = b.min(row, b.const(s.rows - 1))
+    o, i = b.idiv(row, s.inner), b.mod(row, s.inner)
+    shared = (b.emit(Opc.DEFINE_LOCAL, pr.dt, (), G * m), b.emit(Opc.DEFINE_LOCAL, pr.dt, (), G * m))
+    base = b.mul(g, m)
+
+    def read(at: Inst) -> Complex:
+        where = b.add(base, at)
+        return (b.emit(Opc.LOCAL_LOAD, pr.dt, (shared[0], where)), b.emit(Opc.LOCAL_LOAD, pr.dt, (shared[1], where)))
+
+    def write(at: Inst, value: Complex) -> None:
+        where = b.add(base, at)
+        b.emit(Opc.LOCAL_STORE, None, (shared[0], where, value[0]))
+        b.emit(Opc.LOCAL_STORE, None, (shared[1], where, value[1]))
+
+    passes = p.passes()
+    for index, fp in enumerate(passes):
+        q = m // fp.radix
+        butterflies = []
+        for u in range(max(1, q // T)):   # (q >= T: each thread has q / T butterflies; m = 1: one)
+            j = b.add(t, b.const(u * T)) if T > 1 else b.const(u)
+            values = []
+            for r in range(fp.radix):
+                at = b.add(j, b.const(r * q))
+                value = _load(pr, fp, o, at, i) if fp.load == SOURCE_LOAD else read(at)
+                values.append(_twiddled(pr, fp, j, r, value))
+            butterflies.append((j, values))
+        if index > 0:
+            b.emit(Opc.BARRIER, None)   # every read of the row done before it is overwritten
+        for j, values in butterflies:
+            for r, value in enumerate(_dft(pr, values, fp.sign)):
+                at = _destination(pr, fp, j, r)
+                if fp.store == OUT_STORE:
+                    if valid is not None:
+                        b.if_(valid)
+                    _store(pr, fp, o, at, i, value)
+                    if valid is not None:
+                        b.close()
+                elif fp.store == FILTER_STORE:
+                    write(at, pr.mul(value, pr.table_entry(b.add(at, b.const(m + s.n)))))
+                else:
+                    write(at, value)
+        if index < len(passes) - 1:
+            b.emit(Opc.BARRIER, None)   # the row written before the next pass reads it
+    return pr.finish(f"fft_fused_{m}")
 
 
 def _dft(pr: _Program, v: list[Complex], sign: int) -> list[Complex]:
