@@ -2,9 +2,10 @@
 the kit's devices whose allocator has host views, ref, and the default of Device, which copies
 to the host and back).
 
-pocketfft does the work: SciPy's (scipy.fft, C++, vectorized over rows, `workers=` threads over
-the batch) where it is importable, else numpy's (numpy.fft) over the device's threads, each
-taking a block of the batch and writing its part of the output in place (numpy 2's `out=`).
+pocketfft does the work: SciPy's (C++, vectorized over rows, threads over the batch) where it is
+importable, through its binding's `out=` so that the result is written straight into the
+device's buffer (scipy.fft's public functions return new arrays, a copy more), else numpy's
+(numpy.fft) over the device's threads, each taking a block of the batch.
 Both keep single precision (float32 in, complex64 out). The `ref` device, the oracle, computes
 in float64 and rounds the result once (`wide`), as its sums do.
 """
@@ -24,6 +25,10 @@ try:   # (an optional dependency: numpy's pocketfft is the fallback)
     import scipy.fft as _scipy_fft  # type: ignore[import-untyped]
 except ImportError:   # pragma: no cover - scipy is installed with the test extras
     _scipy_fft = None
+try:   # SciPy's binding of pocketfft itself, which writes into a given array (`out=`)
+    from scipy.fft._pocketfft import pypocketfft as _pocketfft  # type: ignore[import-untyped]
+except ImportError:   # pragma: no cover - a SciPy without it: scipy.fft's results are copied
+    _pocketfft = None
 
 def shaped(src: np.ndarray, out: np.ndarray, spec: FftSpec) -> tuple[np.ndarray, np.ndarray]:
     """The source as (outer, n_in, inner) and the output as (outer, n_out, inner) arrays of
@@ -73,6 +78,8 @@ class HostFft:
         if spec.rows == 0:
             return
         x, y = shaped(src, out, spec)
+        if _pocketfft is not None and self._in_place(x, y, spec):
+            return
         if _scipy_fft is not None:
             y[...] = transform(_scipy_fft, x, spec, workers=self.threads)
             return
@@ -89,6 +96,33 @@ class HostFft:
         def one(cut: tuple[slice, ...]) -> None:
             y[cut] = transform(np.fft, x[cut], spec)
         list(self._executor().map(one, cuts))
+
+    def _in_place(self, x: np.ndarray, y: np.ndarray, spec: FftSpec) -> bool:
+        """The transform by SciPy's pocketfft binding, written straight into y (scipy.fft's
+        functions return a new array, which costs a copy of the result). False (nothing done)
+        where the binding refuses the call (a SciPy whose private API changed)."""
+        used = spec.n_used
+        if x.shape[1] > used:       # (cut: a view)
+            x = x[:, :used]
+        elif x.shape[1] < used:     # (padded: a copy, as scipy.fft makes one)
+            padded = np.zeros((spec.outer, used, spec.inner), x.dtype)
+            padded[:, : x.shape[1]] = x
+            x = padded
+        inorm = 1 if spec.norm == "ortho" else 0 if spec.scale == 1.0 else 2
+        forward = not spec.inverse
+        try:
+            if spec.onesided and spec.real_out:
+                _pocketfft.c2r(x, axes=[1], lastsize=spec.n, forward=forward, inorm=inorm, out=y,
+                               nthreads=self.threads)
+            elif spec.onesided:
+                _pocketfft.r2c(x, axes=[1], forward=forward, inorm=inorm, out=y, nthreads=self.threads)
+            elif spec.real_out:     # (the real part of a complex transform: a gradient's)
+                y[...] = _pocketfft.c2c(x, axes=[1], forward=forward, inorm=inorm, nthreads=self.threads).real
+            else:                   # (a real x: pocketfft's real transform, every output)
+                _pocketfft.c2c(x, axes=[1], forward=forward, inorm=inorm, out=y, nthreads=self.threads)
+        except (TypeError, ValueError, AttributeError):   # pragma: no cover - another SciPy's binding
+            return False
+        return True
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
