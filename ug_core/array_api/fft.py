@@ -177,6 +177,8 @@ def _one(x: Tensor, n: int | None, axis: int, norm: str | None, fn: str, inverse
                    onesided_out or onesided_in, inverse, norm, part)
     shape = x.shape[:axis] + (spec.n_out,) + x.shape[axis + 1:]
     out_dtype = part if spec.real_out else dtypes.complex_of(part)
+    if out_dtype not in registry.get(x.device).dtypes:
+        raise TypeError(f"{fn}: device {x.device!r} has no {out_dtype.name}, the dtype of the transform of {x.dtype.name}")
     if spec.rows == 0 or m == 0:   # nothing to transform, or only zeros (an empty axis padded)
         return full(shape, 0, out_dtype, x.device)
     return Tensor(graph.fft(source.node, spec, axis))
