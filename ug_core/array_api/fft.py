@@ -99,8 +99,7 @@ def rfftn(x: Tensor, /, *, s: Sequence[int] | None = None, axes: Sequence[int] |
     x = check_tensor(x, "rfftn")
     sizes, axes_ = _sizes_axes(x, s, axes, "rfftn", half_last=False)
     if not axes_:
-        return _one(x, None, -1, norm, "rfftn", inverse=False, onesided_out=True) if x.ndim else \
-            _as_input(x, "rfftn", real=True)[0].astype(dtypes.complex_of(_part(x.dtype)))
+        raise ValueError(f"rfftn: needs at least one axis to transform; x has shape {x.shape}")
     out = _one(x, sizes[-1], axes_[-1], norm, "rfftn", inverse=False, onesided_out=True)
     for n, a in zip(reversed(sizes[:-1]), reversed(axes_[:-1])):
         out = _one(out, n, a, norm, "rfftn", inverse=False)
