@@ -192,6 +192,9 @@ class KitDevice(Device):
             super().fft(out, src, spec)
 
     _host_fft: HostFft | None = None
+    # the shared memory (bytes per workgroup) a gpu transform's rows may take to run all their
+    # passes in one program (kit.gpufft.plan); a backend that knows its limit sets it
+    fft_shared_bytes = gpufft.SHARED_BYTES
 
     def _gpu_fft(self, out: Buffer, src: Buffer, spec: FftSpec) -> None:
         """kit.gpufft's passes, compiled once per shape, with the shape's table (twiddles, chirp)
@@ -199,7 +202,7 @@ class KitDevice(Device):
         if spec.rows == 0:
             return
         opts = self.info.lower_options
-        plan = gpufft.plan(spec, opts.local_size, opts.max_global_size)
+        plan = gpufft.plan(spec, opts.local_size, opts.max_global_size, self.fft_shared_bytes)
         if self._gpu_ffts is None:
             self._gpu_ffts = {}
         prepared = self._gpu_ffts.get(plan)

@@ -24,8 +24,9 @@ mod 2n in integers) and rounded once to the transform's dtype: no sin/cos runs o
 and every factor is correctly rounded. Complex values are pairs of the dtype in every buffer (a
 complex64 buffer is float32 pairs), so the programs need nothing complex from a renderer.
 
-A row that fits a workgroup's shared memory (SHARED_BYTES: m <= 2048 complex64, 1024
-complex128) runs every pass in one program instead (`fused`): a workgroup per row, or per
+A row that fits a workgroup's shared memory (the device's KitDevice.fft_shared_bytes, by
+default SHARED_BYTES: m <= 2048 complex64, 1024 complex128) runs every pass in one program
+instead (`fused`): a workgroup per row, or per
 several short rows, the first pass reading the source, the others the row in shared memory (a
 pass's reads, a barrier, its writes, a barrier), the last writing the output: one launch, the
 source read once and the output written once, no scratch.
