@@ -65,6 +65,19 @@ LAZY = {
     "pad constant_values": lambda x, y: np.pad(x, ((1, 0), (2, 1)), constant_values=-1),
     "round decimals": lambda x, y: np.round(y, 1),
     "sliding_window_view": lambda x, y: np.lib.stride_tricks.sliding_window_view(x, 2, axis=1),
+    # np.fft's functions (ug.fft's): numpy's positions and keywords
+    "fft n, axis by position": lambda x, y: np.fft.fft(x, 6, 0),
+    "ifft norm": lambda x, y: np.fft.ifft(x, norm="ortho"),
+    "rfft": lambda x, y: np.fft.rfft(y),
+    "irfft of an rfft": lambda x, y: np.fft.irfft(np.fft.rfft(x), 4),
+    "hfft": lambda x, y: np.fft.hfft(x, 5),
+    "ihfft": lambda x, y: np.fft.ihfft(y, axis=0),
+    "fftn axes": lambda x, y: np.fft.fftn(x, axes=(0, 1)),
+    "ifftn s": lambda x, y: np.fft.ifftn(x, s=(2, 5), axes=(0, 1)),
+    "rfftn": lambda x, y: np.fft.rfftn(y),
+    "irfftn": lambda x, y: np.fft.irfftn(np.fft.rfftn(x), s=(3, 4), axes=(0, 1)),
+    "fftshift": lambda x, y: np.fft.fftshift(x),
+    "ifftshift axes": lambda x, y: np.fft.ifftshift(x, axes=1),
 }
 
 

@@ -17,7 +17,7 @@ from .memory import memory_stats, reset_peak_memory_stats
 from .plugins import DeviceUnavailableError, registry
 from .schedule import ScheduleError
 from .tensor import Tensor, custom, tensor, where
-from . import array_api, linalg, nn, random
+from . import array_api, fft, linalg, nn, random
 from .einsum import einsum
 # the Array API namespace (arange, full, zeros, ... included), group by group (each lists its names)
 from .array_api.creation import *  # noqa: F403
@@ -47,7 +47,7 @@ __all__ = [
     "custom", "devices", "hookimpl", "jit", "memory_stats", "realize", "registry", "reset_peak_memory_stats",
     "schedule", "tensor", "where", "__version__",
     "grad", "gradients", "jvp", "keep_graph", "stop_gradient", "value_and_grad", "vjp",
-    "bool", "einsum", "linalg", "nn", "random",
+    "bool", "einsum", "fft", "linalg", "nn", "random",
 ]
 __all__ += array_api.__all__   # the Array API namespace (arange, full, matmul, maximum, minimum, ones, zeros...)
 # numpy's aliasing rule: the namespace's view functions return views, every other function a

@@ -256,6 +256,59 @@ def sort_vjp(g: Tensor, x: Tensor, spec: Any) -> Tensor:
     return _scatter_add(zeros(x.shape, x.dtype, x.device), len(x.shape) - 1, index, g)
 
 
+def fft_vjp(g: Tensor, x: Tensor, spec: Any) -> Tensor:
+    """A discrete Fourier transform (ops.Op.FFT) is linear: y = s W x (W the DFT matrix of one
+    sign, s the norm's scale), so x's cotangent is s W^H g, the transform of g with the other
+    sign and the same scale (the other direction with the other norm), its length cut or padded
+    back to x's along the axis. A real input's cotangent is the real part of that. A half
+    spectrum (rfft: x real, y its first n // 2 + 1 values) is W's top rows: g padded with zeros
+    to n, transformed back, the real part: irfft of g with its inner bins halved (irfft counts
+    each of them twice, as a bin and its mirror). A real output from a Hermitian half (irfft) is
+    the transpose: rfft of g, the inner bins doubled."""
+    from .array_api.manipulation import concat
+
+    axis = _fft_axis(g.shape, spec.outer, spec.n_out, spec.inner)
+    n, half = spec.n, spec.n // 2 + 1
+    norm = {"backward": "forward", "forward": "backward"}.get(spec.norm, spec.norm)
+
+    def bins(weight_inner: float) -> Tensor:
+        """1 at bin 0 (and n / 2 for an even n), `weight_inner` at the others, along the axis."""
+        k = _make(graph.iota((half,), _INT64, g.device))
+        ends = (k == 0) | (k * 2 == n)
+        w = where(ends, 1.0, weight_inner).astype(spec.dtype)
+        return w.reshape((half,) + (1,) * (g.ndim - axis - 1))
+
+    back = replace(spec, inverse=not spec.inverse, norm=norm)
+    if spec.onesided and not spec.real_out:      # rfft / ihfft: an irfft / hfft of g, inner bins halved
+        source = g * bins(0.5)
+        back = replace(back, real_in=False, real_out=True, n_in=half)
+    elif spec.onesided:                          # irfft / hfft: an rfft / ihfft of g, inner bins doubled
+        source = g
+        back = replace(back, real_in=True, real_out=False, n_in=n)
+    else:                                        # complex (or real) in, complex (or real) out: the other way
+        source = g
+        back = replace(back, real_in=spec.real_out, real_out=spec.real_in, n_in=n)
+    out = _make(graph.fft(source.node, back, axis))
+    if spec.onesided and spec.real_out:
+        out = out * bins(2.0)
+    have = out.shape[axis]
+    if spec.n_in < have:
+        out = out[(slice(None),) * axis + (slice(0, spec.n_in),)]
+    elif spec.n_in > have:   # (the source's elements past n got no gradient: zeros)
+        tail = out.shape[:axis] + (spec.n_in - have,) + out.shape[axis + 1:]
+        out = concat([out, zeros(tail, out.dtype, out.device)], axis=axis)
+    return out.reshape(x.shape)
+
+
+def _fft_axis(shape: tuple[int, ...], outer: int, extent: int, inner: int) -> int:
+    """An axis of `shape` whose extent is `extent`, with `outer` elements before it and `inner`
+    after (any such axis: they lay the values out alike)."""
+    for axis, size in enumerate(shape):
+        if size == extent and prod(shape[:axis]) == outer and prod(shape[axis + 1:]) == inner:
+            return axis
+    raise AssertionError((shape, outer, extent, inner))
+
+
 def assign_vjp(g: Tensor, target: Tensor, value: Tensor, region: View | None) -> tuple[Tensor | None, Tensor]:
     """A write: the value gets g read through the region, the target g outside it."""
     if region is None:
@@ -656,7 +709,7 @@ def _tree_leaves(tree: Any) -> list[Tensor]:
     return leaves
 
 
-def _tree_replace(tree: Any, new: Sequence[Any]) -> Any:
+def _treereplace(tree: Any, new: Sequence[Any]) -> Any:
     from .jit import _map_tensors
     it = iter(new)
     return _map_tensors(tree, lambda t: next(it))
@@ -691,7 +744,7 @@ def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[A
     # new node (the write's), and the gradient is the argument's, from before the write
     wrt = [h.node for h in handles]
     with keep_graph():
-        result = fn(*_tree_replace(primals, handles))
+        result = fn(*_treereplace(primals, handles))
         out, aux = _split_aux(result, has_aux)
         out_leaves = _tree_leaves(out)
         out_nodes = [t.node for t in out_leaves]
@@ -712,7 +765,7 @@ def vjp(fn: Callable[..., Any], *primals: Any, has_aux: bool = False) -> tuple[A
         roots = [(n, _cotangent_for(Tensor(n), c, "vjp")) for n, c in zip(out_nodes, cts)]
         found = _backward(roots, wrt, sources)
         grads = [g if g is not None else zeros(t.shape, t.dtype, t.device) for g, t in zip(found, leaves)]
-        return tuple(_tree_replace(primals, grads))
+        return tuple(_treereplace(primals, grads))
     if has_aux:
         return out, vjp_fn, aux
     return out, vjp_fn
@@ -787,9 +840,9 @@ def jvp(fn: Callable[..., Any], primals: Sequence[Any], tangents: Sequence[Any])
     out, pullback = vjp(fn, *primals)
     out_leaves = _tree_leaves(out)
     dummies = [zeros(t.shape, t.dtype, t.device) for t in out_leaves]
-    _, transpose = vjp(lambda *us: pullback(_tree_replace(out, us)), *dummies)
+    _, transpose = vjp(lambda *us: pullback(_treereplace(out, us)), *dummies)
     t_out = transpose(tuple(_as_primal(t) for t in tangents))
-    return out, _tree_replace(out, list(t_out))
+    return out, _treereplace(out, list(t_out))
 
 
 _this = __import__(__name__, fromlist=["_"])

@@ -75,6 +75,70 @@ class SortSpec:
     indices: bool
 
 
+FFT_NORMS = ("backward", "ortho", "forward")
+"""The Array API's (numpy's) normalizations of a transform: which direction is scaled by 1/n
+("backward": the inverse; "forward": the forward one), or both by 1/sqrt(n) ("ortho")."""
+
+
+@dataclass(frozen=True)
+class FftSpec:
+    """A discrete Fourier transform of length `n` along the middle axis of the source, read as
+    (outer, n_in, inner) contiguous elements (`inner` is the axis's stride), into the output's
+    (outer, n_out, inner): out[o, k, i] = scale * sum_j x[o, j, i] exp(-+2 pi i j k / n), the sign
+    + where `inverse`. The source is zero-padded (n_in < n) or truncated (n_in > n) to the
+    length the transform uses; complex values are pairs of `dtype` (float32 / float64: a
+    complex64 buffer is byte for byte float32 pairs).
+
+    The variants (numpy's names for the common ones):
+    - complex in, complex out (real_in = real_out = onesided = False): fft / ifft;
+    - real in, complex out: every one of the n outputs (fft of a real array), or with `onesided`
+      the first n // 2 + 1 (rfft; ihfft when `inverse`);
+    - complex in, real out: with `onesided`, the first n // 2 + 1 inputs are the half of a
+      Hermitian spectrum (the rest are their conjugates; the imaginary parts of the first and,
+      for even n, the middle one do not count) and the result is real (irfft; hfft when not
+      `inverse`); without, the real part of the complex transform (a gradient's).
+    `norm` scales the result (`scale`): 1, 1 / sqrt(n) or 1 / n as FFT_NORMS says."""
+
+    outer: int
+    inner: int
+    n: int
+    n_in: int
+    real_in: bool
+    real_out: bool
+    onesided: bool
+    inverse: bool
+    norm: str
+    dtype: np.dtype
+
+    def __post_init__(self) -> None:
+        assert self.n >= 1 and self.n_in >= 1 and self.outer >= 0 and self.inner >= 0, self
+        assert not (self.real_in and self.real_out) and self.norm in FFT_NORMS, self
+        assert not self.onesided or self.real_in or self.real_out, self
+
+    @property
+    def rows(self) -> int:
+        """How many transforms: outer * inner."""
+        return self.outer * self.inner
+
+    @property
+    def n_used(self) -> int:
+        """How many of the source's elements along the axis the transform reads (before the
+        zeros of a padding): a half spectrum's n // 2 + 1, else n."""
+        return self.n // 2 + 1 if self.onesided and self.real_out else self.n
+
+    @property
+    def n_out(self) -> int:
+        """The output's extent along the axis: a half spectrum's n // 2 + 1, else n."""
+        return self.n // 2 + 1 if self.onesided and not self.real_out else self.n
+
+    @property
+    def scale(self) -> float:
+        """What the sums are multiplied by: 1, 1 / sqrt(n) or 1 / n (norm and direction)."""
+        if self.norm == "ortho":
+            return 1.0 / float(np.sqrt(self.n))
+        return 1.0 / self.n if (self.norm == "backward") == self.inverse else 1.0
+
+
 @dataclass(frozen=True)
 class AttentionSpec:
     """out[b..., i, :] = softmax_j(q[b..., i, :] . k[b..., j, :] * scale + mask[b..., i, j]) @ v[b..., :, :]
@@ -191,6 +255,21 @@ class Device(abc.ABC):
     def sorts(self) -> bool:
         """Whether `sort` works here (the default: whether a subclass defines it)."""
         return type(self).sort is not Device.sort
+
+    def fft(self, out: "Buffer", src: "Buffer", spec: FftSpec) -> None:
+        """A discrete Fourier transform as `spec` says, from `src` into `out` (a schedule item of
+        its own, as sort is). The default copies the source to the host, runs numpy's pocketfft
+        there (in float64, rounded to the output's precision) and copies the result in; the
+        kit's devices run it in their own memory (ug_core.kit.hostfft, ug_core.kit.gpufft)."""
+        from .kit.hostfft import run_numpy   # (the kit imports this module)
+
+        x = np.empty(src.size, src.dtype)
+        if src.size:
+            self.copy_out(src.handle, x)
+        y = np.empty(out.size, out.dtype)
+        run_numpy(x, y, spec, wide=True)
+        if out.size:
+            self.copy_in(out.handle, y)
 
     def attention(self, out: "Buffer", q: "Buffer", k: "Buffer", v: "Buffer", mask: "Buffer | None",
                   spec: AttentionSpec) -> None:

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from .ops import ALU, REDUCE, SCANS, Op
-from .view import View, chain_push
+from .view import View, chain_push, prod
 
 if TYPE_CHECKING:
     from .device import Buffer
@@ -282,6 +282,21 @@ def sort(src: Node, spec: Any, dtype: np.dtype) -> Node:
     an integer for indices."""
     assert src.shape and src.shape[-1] == spec.n and 0 <= spec.k <= spec.n, (src.shape, spec)
     return new_node(Op.SORT, (src,), spec, (src.shape[:-1] + (spec.k,), dtype, src.device))
+
+
+def fft(src: Node, spec: Any, axis: int) -> Node:
+    """The discrete Fourier transform of `src` along `axis` by its device (ops.Op.FFT,
+    device.FftSpec: src's contiguous layout is (spec.outer, spec.n_in, spec.inner) around the
+    axis). Shape rule: src's with spec.n_out on the axis; dtype: spec.dtype for a real output,
+    else its complex dtype."""
+    from .dtypes import complex_of
+
+    shape = src.shape
+    assert 0 <= axis < len(shape) and shape[axis] == spec.n_in, (shape, axis, spec)
+    assert prod(shape[:axis]) == spec.outer and prod(shape[axis + 1:]) == spec.inner, (shape, axis, spec)
+    assert src.dtype == (spec.dtype if spec.real_in else complex_of(spec.dtype)), (src.dtype, spec)
+    dtype = spec.dtype if spec.real_out else complex_of(spec.dtype)
+    return new_node(Op.FFT, (src,), spec, (shape[:axis] + (spec.n_out,) + shape[axis + 1:], dtype, src.device))
 
 
 def attention(srcs: tuple[Node, ...], scale: float, causal: bool) -> Node:

@@ -93,6 +93,7 @@ class Op(enum.Enum):
     COPY = enum.auto()     # srcs (x,) on another device
     SORT = enum.auto()     # srcs (x (rows, n),); arg: device.SortSpec; the rows sorted (a device's own sort)
     ATTENTION = enum.auto()  # srcs (q, k, v[, mask]); arg: (scale, causal); a device's fused attention (device.AttentionSpec)
+    FFT = enum.auto()      # srcs (x,); arg: device.FftSpec; a discrete Fourier transform along one axis (a device's own)
     ASSIGN = enum.auto()   # srcs (target, value); arg: region View into target or None
     # a read at a computed element, in the graph and in kernel IR (INDEXED):
     # graph: srcs (x, index), arg: axis; out[i] = x[i with i[axis] replaced by index[i]] (numpy's
@@ -529,7 +530,7 @@ SCAN_VJP: dict[Op, Callable[..., Any]] = {
 }
 
 GRAPH_ONLY = frozenset({Op.BUFFER, Op.VIEW, Op.REDUCE, Op.SCAN, Op.MATMUL, Op.CUSTOM, Op.COPY, Op.SORT, Op.ATTENTION,
-                        Op.ASSIGN})
+                        Op.FFT, Op.ASSIGN})
 LEAVES = frozenset({Op.CONST, Op.IOTA, Op.LOAD, Op.ACC})
 INDEXED = frozenset({Op.GATHER, Op.SCATTER})
 
@@ -560,6 +561,10 @@ STRUCTURAL_VJP: dict[Op, Vjp] = {
     Op.SCATTER: lambda d, g, out, srcs, arg: (d.scatter_vjp(g, out, srcs[0], srcs[1], arg), None),
     Op.SORT: lambda d, g, out, srcs, arg: (d.sort_vjp(g, srcs[0], arg),),
     Op.ATTENTION: lambda d, g, out, srcs, arg: d.attention_vjp(g, srcs, arg),
+    # a transform's is the transform the other way (the adjoint of a DFT matrix W is conj(W),
+    # the other sign), the same scale, its length cut or padded back to the source's; a half
+    # spectrum's counts its inner bins twice (see autodiff.fft_vjp)
+    Op.FFT: lambda d, g, out, srcs, arg: (d.fft_vjp(g, srcs[0], arg),),
     Op.ASSIGN: lambda d, g, out, srcs, arg: d.assign_vjp(g, srcs[0], srcs[1], arg),
     Op.COPY: lambda d, g, out, srcs, arg: (d.copy_vjp(g, srcs[0]),),
     Op.CUSTOM: lambda d, g, out, srcs, arg: d.custom_vjp(g, out, srcs, arg),

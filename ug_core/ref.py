@@ -15,9 +15,10 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import hookspecs
-from .device import Buffer, Device, DeviceSpec, MatmulSpec, Program, SortSpec
+from .device import Buffer, Device, DeviceSpec, FftSpec, MatmulSpec, Program, SortSpec
 from .dtypes import SUPPORTED
 from .kernel_ir import Expr, Kernel, Store, toposort
+from .kit.hostfft import run_numpy
 from .kit.hostsort import sort_rows
 from .ops import ALU, CONVERSIONS, INDEXED, LEAVES, REDUCE, SCANS, Op, check_exhaustive
 from .view import View, ViewChain
@@ -218,6 +219,9 @@ class RefDevice(Device):
 
     def sort(self, out: Buffer, src: Buffer, spec: SortSpec) -> None:
         sort_rows(self.array(src).reshape(spec.rows, spec.n), self.array(out).reshape(spec.rows, spec.k), spec)
+
+    def fft(self, out: Buffer, src: Buffer, spec: FftSpec) -> None:
+        run_numpy(self.array(src), self.array(out), spec, wide=True)
 
     def memory_usage(self) -> int:
         return self._allocated

@@ -26,7 +26,7 @@ from .graph import Node, graph_lock
 from .kernel_ir import Kernel, toposort
 from .ops import Op
 from .plugins import registry
-from .schedule import (AttentionItem, CopyItem, CustomItem, KernelItem, MatmulItem, Schedule, SortItem, create_schedule,
+from .schedule import (AttentionItem, CopyItem, CustomItem, FftItem, KernelItem, MatmulItem, Schedule, SortItem, create_schedule,
                        unrealized, walk)
 from .structure import graph_key
 from .view import View, contiguous_strides, prod
@@ -234,7 +234,7 @@ class CompiledSchedule:
                 bufs[i] = Buffer(device, size, dtype)
         return ensure
 
-    def _compile(self, item: KernelItem | MatmulItem | CustomItem | CopyItem | SortItem | AttentionItem) -> _Step:
+    def _compile(self, item: KernelItem | MatmulItem | CustomItem | CopyItem | SortItem | FftItem | AttentionItem) -> _Step:
         idx = [self.slot(n) for n in item.buffers]
         if isinstance(item, KernelItem):
             device = registry.get(item.outputs[0].device)
@@ -297,6 +297,14 @@ class CompiledSchedule:
                 alloc(bufs)
                 sort(bufs[idx[0]], bufs[idx[1]], sort_spec)  # type: ignore[arg-type]
             return _Step(run_sort, item.describe(), tuple(idx), (idx[0],))
+        if isinstance(item, FftItem):
+            alloc = self._allocator(item.out)
+            fft, fft_spec = registry.get(item.out.device).fft, item.spec
+
+            def run_fft(bufs: list[Buffer | None]) -> None:
+                alloc(bufs)
+                fft(bufs[idx[0]], bufs[idx[1]], fft_spec)  # type: ignore[arg-type]
+            return _Step(run_fft, item.describe(), tuple(idx), (idx[0],))
         if isinstance(item, AttentionItem):
             alloc = self._allocator(item.out)
             attention, attention_spec = registry.get(item.out.device).attention, item.spec

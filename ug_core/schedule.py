@@ -32,7 +32,7 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
-from .device import AttentionSpec, MatmulSpec, SortSpec, is_writable
+from .device import AttentionSpec, FftSpec, MatmulSpec, SortSpec, is_writable
 from .dtypes import BOOL, identity, name as dtype_name
 from . import dag, graph
 from .graph import Node
@@ -143,6 +143,19 @@ class SortItem(_OneSourceItem):
 
 
 @dataclass
+class FftItem(_OneSourceItem):
+    spec: FftSpec
+    kind: str = "fft"
+
+    def describe(self) -> str:
+        s = self.spec
+        what = ("irfft" if s.inverse else "hfft") if s.real_out and s.onesided else \
+            ("ihfft" if s.inverse else "rfft") if s.onesided else ("ifft" if s.inverse else "fft")
+        resized = f" from {s.n_in}" if s.n_in != s.n_used else ""
+        return f"{what} {s.rows} rows of {s.n}{resized} {dtype_name(s.dtype)} ({s.norm})"
+
+
+@dataclass
 class AttentionItem:
     """A device's fused attention (Device.attention): out from q, k, v (and an additive mask),
     read through the views in `spec`."""
@@ -166,7 +179,7 @@ class AttentionItem:
                 f"{', causal' if s.causal else ''} -> {self.out.shape} {dtype_name(self.out.dtype)}")
 
 
-Item = KernelItem | MatmulItem | CustomItem | CopyItem | SortItem | AttentionItem
+Item = KernelItem | MatmulItem | CustomItem | CopyItem | SortItem | FftItem | AttentionItem
 
 
 @dataclass
@@ -208,7 +221,7 @@ class _NeedsBuffer(Exception):
 INDEX = np.dtype(np.int64)
 """A gather's element index (the loop IR's index type)."""
 
-ITEM_OPS = frozenset({Op.MATMUL, Op.CUSTOM, Op.COPY, Op.SORT, Op.ATTENTION})
+ITEM_OPS = frozenset({Op.MATMUL, Op.CUSTOM, Op.COPY, Op.SORT, Op.FFT, Op.ATTENTION})
 """Ops that are schedule items of their own, never fused into a kernel."""
 
 
@@ -682,7 +695,7 @@ def _must_realize(nodes: list[Node], targets: list[Node]) -> set[Node]:
                 realize.add(base)
         elif node.op is Op.SCATTER:  # a kernel of its own (a scatter store), which fuses its sources
             realize.add(node)
-        elif node.op in (Op.CUSTOM, Op.COPY, Op.SORT):
+        elif node.op in (Op.CUSTOM, Op.COPY, Op.SORT, Op.FFT):
             realize.update(s for s in node.srcs if not s.realized)
         elif node.op is Op.ASSIGN and not node.srcs[0].realized:
             realize.add(node.srcs[0])
@@ -1345,6 +1358,8 @@ def _item_for(node: Node) -> Item:
         return CopyItem(node, node.srcs[0])
     if node.op is Op.SORT:
         return SortItem(node, node.srcs[0], node.arg)
+    if node.op is Op.FFT:
+        return FftItem(node, node.srcs[0], node.arg)
     if node.op is Op.ATTENTION:
         # (the operands as _must_realize realized them: the same rule as a matmul's)
         bases, views = zip(*(_matmul_operand(s) for s in node.srcs))

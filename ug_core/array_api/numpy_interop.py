@@ -585,6 +585,26 @@ def _reps(value: Any) -> tuple[int, ...]:
     return (int(value),) if isinstance(value, (int, np.integer)) else tuple(value)
 
 
+def _fft(name: str) -> Callable[..., Any]:
+    """np.fft.<name>(a, ...) as ug.fft.<name> (lazy, on a's device): numpy's arguments bound by
+    its signature and given to ug's by name (the same names: n, axis, s, axes, norm); `out=`
+    runs numpy's own."""
+    np_fn = getattr(np.fft, name)
+    signature = inspect.signature(np_fn)
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            bound = signature.bind(*args, **kwargs)
+        except TypeError:
+            return NotImplemented
+        arguments = dict(bound.arguments)
+        if arguments.pop("out", None) is not None:
+            return NotImplemented
+        first = arguments.pop(next(iter(signature.parameters)))
+        return getattr(xp.fft, name)(first, **arguments)
+    return call
+
+
 _FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.mean: _reduction("mean"),
     np.max: _extreme("max"), np.min: _extreme("min"), np.amax: _extreme("max"), np.amin: _extreme("min"),
@@ -612,6 +632,8 @@ _FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
     np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
     np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
     np.transpose: _transpose,  # (after the names above: numpy 2's permute_dims is transpose)
+    **{getattr(np.fft, name): _fft(name) for name in (
+        "fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft", "fftshift", "ifftshift")},
 }
 
 

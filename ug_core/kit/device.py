@@ -16,14 +16,15 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..device import Buffer, CompileError, Device, MatmulSpec, Program, RenderError, SortSpec
+from ..device import Buffer, CompileError, Device, FftSpec, MatmulSpec, Program, RenderError, SortSpec
 from ..kernel_ir import Kernel
 from ..loop_ir import LoopProgram
 from ..legalize import legalize
 from ..lower import LowerOptions, lower
 from .allocator import Allocator, CachingAllocator
 from .compiler import CachedCompiler, Compiler
-from . import gpusort
+from . import gpufft, gpusort
+from .hostfft import HostFft
 from .hostsort import HostSort
 from .matmul import matmul_kernel
 from .renderer import Renderer
@@ -175,6 +176,59 @@ class KitDevice(Device):
 
     _gpu_sorts: dict[gpusort.SortPlan, list[tuple[Any, Buffer]]] | None = None
 
+    # -- fft: on host memory, pocketfft in place (kit.hostfft, over sort_threads threads); a gpu
+    # target's, Stockham / Bluestein passes (kit.gpufft); else the default's host round trip
+    def fft(self, out: Buffer, src: Buffer, spec: FftSpec) -> None:
+        if self._sorts_on_host():
+            if self._host_fft is None:
+                self._host_fft = HostFft(self.sort_threads)
+            self.synchronize()
+            x, y = self.host_view(src.handle, src.nbytes), self.host_view(out.handle, out.nbytes)
+            assert x is not None and y is not None
+            self._host_fft.run(x, y, spec)
+        elif self.info.lower_options.target == "gpu":
+            self._gpu_fft(out, src, spec)
+        else:
+            super().fft(out, src, spec)
+
+    _host_fft: HostFft | None = None
+    # the shared memory (bytes per workgroup) a gpu transform's rows may take to run all their
+    # passes in one program (kit.gpufft.plan); a backend that knows its limit sets it
+    fft_shared_bytes = gpufft.SHARED_BYTES
+
+    def _gpu_fft(self, out: Buffer, src: Buffer, spec: FftSpec) -> None:
+        """kit.gpufft's passes, compiled once per shape, with the shape's table (twiddles, chirp)
+        in a buffer kept with them."""
+        if spec.rows == 0:
+            return
+        opts = self.info.lower_options
+        plan = gpufft.plan(spec, opts.local_size, opts.max_global_size, self.fft_shared_bytes)
+        if self._gpu_ffts is None:
+            self._gpu_ffts = {}
+        prepared = self._gpu_ffts.get(plan)
+        if prepared is None:
+            programs = [self.compile_program(legalize(p, self.info.capabilities, self.dtypes), p.name).handle
+                        for p in gpufft.programs(plan)]
+            table = gpufft.table(plan)
+            if len(self._gpu_ffts) >= 64:   # (a bound: the first shape goes)
+                del self._gpu_ffts[next(iter(self._gpu_ffts))]
+            prepared = self._gpu_ffts[plan] = (programs, Buffer(self, table.size, table.dtype).copy_in(table))
+        programs, table_buffer = prepared
+        nbytes = plan.scratch_size * spec.dtype.itemsize
+        used = plan.scratch_buffers()
+        scratch = [self.memory.allocate(nbytes if i < used else 16) for i in range(2)]
+        try:
+            handles = [scratch[0], scratch[1], src.handle, out.handle, table_buffer.handle]
+            for loaded in programs:
+                if loaded.entry is not None:
+                    self.runtime.launch(loaded.entry, loaded.program, handles)
+            self.synchronize()   # (before the scratch goes back to the pool)
+        finally:
+            for handle in scratch:
+                self.memory.free(handle)
+
+    _gpu_ffts: dict[gpufft.FftPlan, tuple[list[Any], Buffer]] | None = None
+
     def wrap_host(self, array: np.ndarray) -> Any | None:
         return self.raw.wrap_host(array)
 
@@ -184,6 +238,8 @@ class KitDevice(Device):
         self.memory.after_fork()
         if self._host_sort is not None:
             self._host_sort.after_fork()
+        if self._host_fft is not None:
+            self._host_fft.after_fork()
         return True
 
     def pool_bytes(self) -> int:

@@ -30,6 +30,7 @@ from .runtime import CudaRuntime, LoadedKernel
 class CudaDevice(KitDevice):
     raw: CudaAllocator
     runtime: CudaRuntime
+    fft_shared_bytes = 48 * 1024   # (static __shared__ memory a block may declare: a transform's rows that fit run as one program)
 
     def __init__(self, ordinal: int | None = None, config: Config | None = None, driver: Any = None):
         """GPU `ordinal` (default $UG_CUDA_DEVICE, else 0); `driver`: cuda.bindings.driver, or a

@@ -59,6 +59,7 @@ class VulkanDevice(KitDevice):
         super().__init__(info, functools.partial(SpirvRenderer, ctx.caps), self.assembler,
                          VulkanAllocator(ctx, runtime, staged="mapped" in disable), runtime)
         self.matmuls: dict[Any, Program] = {}
+        self.fft_shared_bytes = self.max_shared   # (a transform's rows that fit run as one program)
         if "llvmpipe" in self.device_name:   # its loop limiter ends a loop after 65535 trips, silently
             self.max_loop_iterations = 65535
 
