@@ -97,7 +97,13 @@ class FftSpec:
       Hermitian spectrum (the rest are their conjugates; the imaginary parts of the first and,
       for even n, the middle one do not count) and the result is real (irfft; hfft when not
       `inverse`); without, the real part of the complex transform (a gradient's).
-    `norm` scales the result (`scale`): 1, 1 / sqrt(n) or 1 / n as FFT_NORMS says."""
+    `norm` scales the result (`scale`): 1, 1 / sqrt(n) or 1 / n as FFT_NORMS says.
+
+    `packed`: the source is a real array of 2 n_in elements of `dtype` along the axis (inner ==
+    1), read as n_in complex pairs (a complex transform of its even and odd elements, which an
+    rfft of twice the length finishes in a fused kernel: array_api.fft). Its buffer is byte for
+    byte those pairs, so a device that reads the source's bytes as the spec's complex values
+    (every implementation in the kit does) has nothing else to do."""
 
     outer: int
     inner: int
@@ -109,10 +115,12 @@ class FftSpec:
     inverse: bool
     norm: str
     dtype: np.dtype
+    packed: bool = False
 
     def __post_init__(self) -> None:
         assert self.n >= 1 and self.n_in >= 1 and self.outer >= 0 and self.inner >= 0, self
         assert not (self.real_in and self.real_out) and self.norm in FFT_NORMS, self
+        assert not self.packed or (self.inner == 1 and not self.real_in), self
         assert not self.onesided or self.real_in or self.real_out, self
 
     @property

@@ -292,9 +292,10 @@ def fft(src: Node, spec: Any, axis: int) -> Node:
     from .dtypes import complex_of
 
     shape = src.shape
-    assert 0 <= axis < len(shape) and shape[axis] == spec.n_in, (shape, axis, spec)
+    pairs = 2 if spec.packed else 1   # (a packed source: real, its pairs read as complex values)
+    assert 0 <= axis < len(shape) and shape[axis] == spec.n_in * pairs, (shape, axis, spec)
     assert prod(shape[:axis]) == spec.outer and prod(shape[axis + 1:]) == spec.inner, (shape, axis, spec)
-    assert src.dtype == (spec.dtype if spec.real_in else complex_of(spec.dtype)), (src.dtype, spec)
+    assert src.dtype == (spec.dtype if spec.real_in or spec.packed else complex_of(spec.dtype)), (src.dtype, spec)
     dtype = spec.dtype if spec.real_out else complex_of(spec.dtype)
     return new_node(Op.FFT, (src,), spec, (shape[:axis] + (spec.n_out,) + shape[axis + 1:], dtype, src.device))
 

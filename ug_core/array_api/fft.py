@@ -25,6 +25,7 @@ goes through every function here.
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -35,7 +36,7 @@ from ..plugins import registry
 from ..tensor import Tensor, _normalize_axis, _resolve_device, full, where
 from ..view import prod
 from ._common import check_tensor
-from ._complex import combine
+from ._complex import combine, parts
 from .manipulation import roll
 
 __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
@@ -180,7 +181,53 @@ def _one(x: Tensor, n: int | None, axis: int, norm: str | None, fn: str, inverse
         raise TypeError(f"{fn}: device {x.device!r} has no {out_dtype.name}, the dtype of the transform of {x.dtype.name}")
     if spec.rows == 0 or m == 0:   # nothing to transform, or only zeros (an empty axis padded)
         return full(shape, 0, out_dtype, x.device)
+    if _packs(spec):
+        return _packed_rfft(source, spec, axis)
     return Tensor(graph.fft(source.node, spec, axis))
+
+
+# A long rfft (contiguous along its axis, an even length) is a complex transform of half the
+# length, of the signal's even and odd samples as the real and imaginary parts (its buffer read
+# as complex pairs: no copy), finished by one fused elementwise kernel: half the work of a full
+# complex transform, and on the host pocketfft's complex transform of n / 2 took 60 % of the
+# time of its real transform of n (a 16M float32 rfft).
+PACKED_RFFT_MIN = 1 << 14
+
+
+def _packs(spec: FftSpec) -> bool:
+    return (spec.real_in and spec.onesided and not spec.real_out and not spec.inverse and spec.inner == 1
+            and spec.n == spec.n_in and spec.n % 2 == 0 and spec.n >= PACKED_RFFT_MIN)
+
+
+def _packed_rfft(x: Tensor, spec: FftSpec, axis: int) -> Tensor:
+    """rfft of the real x (n samples along the last-like axis) from Z, the complex transform of
+    the n / 2 pairs z[j] = x[2j] + i x[2j+1]: with E[k] = (Z[k] + conj(Z[h-k])) / 2 and
+    O[k] = (Z[k] - conj(Z[h-k])) / 2i (the transforms of the even and odd samples; indices mod
+    h = n / 2), X[k] = E[k] + exp(-2 pi i k / n) O[k] for k = 0 ... h. Its derivative is rfft's
+    (the packing is an implementation detail)."""
+    from ..autodiff import define_vjp, fft_vjp
+    from .manipulation import concat, flip
+
+    h = spec.n // 2
+    half = replace(spec, n=h, n_in=h, real_in=False, onesided=False, norm="backward", packed=True)
+    z = Tensor(graph.fft(x.node, half, axis))
+    first = z[(slice(None),) * axis + (slice(0, 1),)]
+    a, b = parts(concat([z, first], axis=axis))                 # Z[k mod h], k = 0 ... h
+    c, d = parts(concat([first, flip(z, axis=axis)], axis=axis))   # Z[(h - k) mod h]
+    k = _index(h + 1, x.device).reshape((h + 1,) + (1,) * (x.ndim - axis - 1))
+    wide = _F64 if spec.dtype == _F64 else _F32
+    angle = k.astype(wide) * (-2 * math.pi / spec.n)
+    cos, sin = angle.cos(), angle.sin()                        # exp(-2 pi i k / n)
+    # in real arithmetic (the complex operators' care for infinities is not needed: a transform
+    # of a non-finite signal is NaN everywhere): E = (Z + conj(Zm)) / 2, O = (Z - conj(Zm)) / 2i
+    even_re, even_im = (a + c) * 0.5, (b - d) * 0.5
+    odd_re, odd_im = (b + d) * 0.5, (c - a) * 0.5
+    re = even_re + cos * odd_re - sin * odd_im
+    im = even_im + cos * odd_im + sin * odd_re
+    if spec.scale != 1.0:
+        re, im = re * spec.scale, im * spec.scale
+    out = combine(re, im)
+    return define_vjp(out, [x], lambda g, out, x: (fft_vjp(g, x, spec),))
 
 
 def _as_input(x: Tensor, fn: str, real: bool = False, complex_: bool = False) -> tuple[Tensor, bool]:

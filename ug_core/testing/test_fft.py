@@ -72,6 +72,28 @@ def test_rfft_ihfft(device, require_dtype, rng, name, n, dtype):
         check(got, getattr(np.fft, name)(x.astype(F64), norm=norm), n)
 
 
+@pytest.mark.parametrize("n", [1 << 14, 3 << 14, (1 << 14) + 2], ids=["n16384", "n49152", "n16386"])
+@pytest.mark.parametrize("dtype", [F32, F64], ids=str)
+def test_long_rfft_is_a_packed_half_length_transform(device, require_dtype, rng, n, dtype):
+    """A long rfft (even n, contiguous axis) transforms the n / 2 (even, odd) sample pairs as
+    complex numbers and finishes in one fused kernel: the item and a kernel after it, numpy's
+    values within the bound, rfft's derivative."""
+    require_dtype(dtype, C64 if dtype == F32 else C128)
+    x = rng.standard_normal((2, n)).astype(dtype)
+    t = ug.tensor(x, device=device)
+    for norm in NORMS:
+        check(ug.fft.rfft(t, norm=norm), np.fft.rfft(x.astype(F64), norm=norm), n)
+    assert [i.kind for i in ug.schedule(ug.fft.rfft(t)).items] == ["fft", "kernel"]
+    w = rng.standard_normal((2, n // 2 + 1))
+    grad = ug.grad(lambda v: ug.real(ug.fft.rfft(v) * ug.tensor(w.astype(dtype), device=device)).sum())(t).numpy()
+    # d/dx of sum(real(rfft(x) * w)) = sum_k w_k cos(2 pi j k / n): numpy's irfft of w, times n,
+    # with the inner bins counted twice
+    want = np.fft.irfft(w * np.where((np.arange(n // 2 + 1) == 0) | (np.arange(n // 2 + 1) * 2 == n), 1.0, 0.5),
+                        n=n) * n
+    np.testing.assert_allclose(grad, want, rtol=1e-4 if dtype == F32 else 1e-10,
+                               atol=(1e-3 if dtype == F32 else 1e-9) * np.abs(want).max())
+
+
 @pytest.mark.parametrize("n", [n for n in SIZES if n > 1], ids=[f"n{n}" for n in SIZES if n > 1])
 @pytest.mark.parametrize("name", ["irfft", "hfft"])
 @pytest.mark.parametrize("dtype", [C64, C128], ids=str)
