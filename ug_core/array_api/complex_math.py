@@ -873,7 +873,17 @@ def sign(re: Tensor, im: Tensor) -> Pair:
     one = _k(x, 1.0)
     r = where(zero, _k(x, 0.0), where(inf_y & _isfinite(x), _signed(0.0, x), where(inf_x & _isfinite(y), _signed(1.0, x), r)))
     i = where(zero, _k(x, 0.0), where(inf_x & _isfinite(y), _signed(0.0, y), where(inf_y & _isfinite(x), _signed(1.0, y), i)))
-    return r, i
+    # its own derivative (not holomorphic): with (u, v) = sign(z) and r = |z|, d(u, v)/dx =
+    # v (v, -u) / r and d(u, v)/dy = u (-v, u) / r; 0 at 0 and at infinity (torch's sgn); the
+    # graph's would be NaN at 0 (the unused branch's x / 0)
+    def rule(part: int) -> Callable[..., tuple[Tensor, Tensor]]:
+        def vjp(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+            u, v = sign(a, b)
+            h = _t.hypot(a, b)
+            scale = where((h == 0) | _isinf(h), _k(h, 0.0), g / where(h == 0, _k(h, 1.0), h))
+            return (scale * v * v, -(scale * u * v)) if part == 0 else (-(scale * u * v), scale * u * u)
+        return vjp
+    return define_vjp(r, [re, im], rule(0)), define_vjp(i, [re, im], rule(1))
 
 
 def round(re: Tensor, im: Tensor) -> Pair:
