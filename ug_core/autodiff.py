@@ -11,13 +11,16 @@ tensors: the backward graph fuses and compiles like any other, and under ug.jit 
 training step is one compiled schedule.
 
 Rules of the road (as JAX's):
-- Gradients flow through float values only. Integer and bool results (comparisons, argmax,
-  indices, bitwise ops) carry none, and differentiating with respect to an integer argument is
+- Gradients flow through float and complex values only. Integer and bool results (comparisons,
+  argmax, indices, bitwise ops) carry none, and differentiating with respect to an integer argument is
   a TypeError. Piecewise-constant float ops (floor, round, floor division, sign) have zero
   gradient.
 - Ties: max / min reductions and maximum / minimum split the gradient equally between equal
   elements; cummax / cummin give it to the element the running extreme was taken from (the
   last of equal ones, torch's rule); sort / topk to the element each output came from.
+- A complex value is the pair of reals (re, im): its cotangent is dL/dre + i dL/dim, so the
+  gradient of a real loss with respect to a complex input is torch's (twice the conjugate
+  Wirtinger derivative; JAX's is its conjugate). See docs/autodiff.md.
 - An index (gather's, scatter's, sort's indices) gets no gradient; a gather's transpose is a
   scatter-add and a scatter-add's a gather.
 - `ug.custom` ops are differentiated by the `vjp` given to `ug.custom`, or raise a TypeError.
@@ -71,8 +74,38 @@ def _reshape(node: Node, shape: tuple[int, ...]) -> Node:
 
 def cast_vjp(g: Tensor, src: Tensor) -> Tensor | None:
     """A float -> float conversion passes g back in the source's dtype; from ints or bools no
-    gradient flows (a cast to an integer has none: its output is not a float)."""
-    return g.astype(src.dtype) if src.dtype.kind == "f" else None
+    gradient flows (a cast to an integer has none: its output is not a float). A complex value
+    is the pair of its parts: a real -> complex cast gives the real source g's real part, a
+    complex -> real cast (the real part) the complex source g + 0j."""
+    if src.dtype.kind not in "fc":
+        return None
+    if src.dtype.kind == "c" and g.dtype.kind != "c":
+        return make_complex(g, zeros_like(g)).astype(src.dtype)
+    if src.dtype.kind == "f" and g.dtype.kind == "c":
+        return real(g).astype(src.dtype)
+    return g.astype(src.dtype)
+
+
+def zeros_like(t: Tensor) -> Tensor:
+    return zeros(t.shape, t.dtype, t.device)
+
+
+def real(z: Tensor) -> Tensor:
+    """The real part of a complex cotangent."""
+    from .array_api._complex import parts
+    return parts(z)[0]
+
+
+def imag(z: Tensor) -> Tensor:
+    """The imaginary part of a complex cotangent."""
+    from .array_api._complex import parts
+    return parts(z)[1]
+
+
+def make_complex(re: Tensor, im: Tensor) -> Tensor:
+    """The complex cotangent re + im j (of a complex operand, from its parts' cotangents)."""
+    from .array_api._complex import combine
+    return combine(re, im)
 
 
 def reduce_vjp(g: Tensor, out: Tensor, x: Tensor, arg: tuple[Op, tuple[int, ...]]) -> Tensor:
@@ -499,7 +532,7 @@ def _backward(roots: Sequence[tuple[Node, Tensor]], wrt: Sequence[Node], sources
     # which nodes lie on a path from a target to a root, through float values
     on_path: set[int] = set()
     for node in order:
-        if node.dtype.kind != "f":
+        if node.dtype.kind not in "fc":
             continue
         if id(node) in targets or (node not in graph.detached and any(id(s) in on_path for s in sources(node))):
             on_path.add(id(node))
@@ -585,7 +618,7 @@ def gradients(output: Tensor, wrt: Sequence[Tensor], cotangent: Tensor | None = 
 
 
 def _check_float(t: Tensor, what: str) -> None:
-    if t.dtype.kind != "f":
+    if t.dtype.kind not in "fc":
         raise TypeError(f"differentiation needs floating-point inputs: {what} has dtype {t.dtype.name} "
                         f"(cast it with .astype(ug.float32), or leave it out of argnums)")
 
@@ -596,6 +629,9 @@ def _cotangent_for(out: Tensor, cotangent: Tensor | None, fn: str) -> Tensor:
             raise ValueError(f"{fn}: the output has shape {out.shape}: a cotangent is needed unless it has one "
                              f"element (grad's function must return a scalar)")
         _check_float(out, "the output")
+        if out.dtype.kind == "c":
+            raise TypeError(f"{fn}: the output is complex ({out.dtype.name}): a gradient needs a real-valued "
+                            f"function (take .real, abs(), ...), or pass a cotangent (ug.vjp)")
         return Tensor(graph.const(1, out.dtype, out.device, out.shape))
     ct = cotangent if isinstance(cotangent, Tensor) else _as_like(cotangent, out)
     if ct.shape != out.shape:

@@ -8,6 +8,14 @@ OverflowError; numpy scalars (np.int64(3), np.float32(0.5), a 0-d array) are typ
 promote with the tensor's dtype as a 0-d array of theirs would (`operand`). A scalar written
 into a tensor (`x[i] = v`, `full`, `pad`'s value, a scatter's values) must fit its dtype
 (`written`).
+
+Complex: complex64 and complex128 (pairs of float32 / float64, the real part first, as numpy
+lays them out). Tensors promote as numpy's (float32 + complex64 is complex64, float64 +
+complex64 complex128, an integer tensor + complex64 numpy's complex64 or complex128). A Python
+complex is weak like a float: it takes a complex tensor's dtype, makes a float tensor's the
+complex dtype of its width (float32 * 1j is complex64), and next to an int or bool tensor is
+ug's default complex, complex64 (the complex of ug's default float, float32, where numpy 2
+gives complex128, as it gives float64 for int * 1.0).
 """
 
 from __future__ import annotations
@@ -18,7 +26,7 @@ import numpy as np
 
 SUPPORTED: tuple[np.dtype, ...] = tuple(
     np.dtype(name) for name in ("float32", "float64", "float16", "int8", "int16", "int32", "int64",
-                                "uint8", "uint16", "uint32", "uint64", "bool")
+                                "uint8", "uint16", "uint32", "uint64", "bool", "complex64", "complex128")
 )
 _SUPPORTED_SET = frozenset(SUPPORTED)  # membership by hash: `in` on the tuple compares one by one
 BOOL = np.dtype(bool)
@@ -29,6 +37,29 @@ _NAMES = {d: d.name for d in SUPPORTED}
 # tensor with a Python int asks for it (beyond_range)
 _INT_RANGES = {d: (int(np.iinfo(d).min), int(np.iinfo(d).max)) for d in SUPPORTED if d.kind in "iu"}
 _FLOAT_MAX = {d: float(np.finfo(d).max) for d in SUPPORTED if d.kind == "f"}
+COMPLEX64, COMPLEX128 = np.dtype(np.complex64), np.dtype(np.complex128)
+DEFAULT_COMPLEX = COMPLEX64
+# each complex dtype's part dtype (its real and imaginary parts), and back
+_PART: dict[np.dtype, np.dtype] = {COMPLEX64: np.dtype(np.float32), COMPLEX128: np.dtype(np.float64)}
+_COMPLEX_OF: dict[np.dtype, np.dtype] = {np.dtype(np.float16): COMPLEX64, np.dtype(np.float32): COMPLEX64, np.dtype(np.float64): COMPLEX128}
+
+
+def is_complex(dt: np.dtype) -> bool:
+    """Whether `dt` is complex64 or complex128."""
+    return dt.kind == "c"
+
+
+def part_dtype(dt: np.dtype) -> np.dtype:
+    """The real dtype of a complex dtype's parts (complex64: float32); a real dtype itself."""
+    return _PART.get(dt, dt)
+
+
+def complex_of(dt: np.dtype) -> np.dtype:
+    """The complex dtype whose parts are the float dtype `dt` (float16's is complex64, numpy's);
+    a complex dtype itself; the default complex for ints and bools (ug's, see the module doc)."""
+    if dt.kind == "c":
+        return dt
+    return _COMPLEX_OF.get(dt, DEFAULT_COMPLEX)
 
 
 def name(dt: np.dtype) -> str:
@@ -86,9 +117,9 @@ def promote(a: np.dtype, b: np.dtype) -> np.dtype:
 
 
 def is_weak(value: Any) -> bool:
-    """Whether `value` is a Python bool, int or float: a weak scalar. A numpy scalar is typed,
-    np.float64 too (a subclass of float)."""
-    return isinstance(value, (bool, int, float)) and not isinstance(value, np.generic)
+    """Whether `value` is a Python bool, int, float or complex: a weak scalar. A numpy scalar is
+    typed, np.float64 and np.complex128 too (subclasses of float and complex)."""
+    return isinstance(value, (bool, int, float, complex)) and not isinstance(value, np.generic)
 
 
 def scalar_dtype(value: Any, tensor_dtype: np.dtype) -> np.dtype:
@@ -104,7 +135,9 @@ def scalar_dtype(value: Any, tensor_dtype: np.dtype) -> np.dtype:
     if isinstance(value, (int, np.integer)):
         return tensor_dtype if tensor_dtype != BOOL else np.dtype(np.int64)
     if isinstance(value, (float, np.floating)):
-        return tensor_dtype if tensor_dtype.kind == "f" else np.dtype(np.float32)
+        return tensor_dtype if tensor_dtype.kind in "fc" else np.dtype(np.float32)
+    if isinstance(value, complex):
+        return complex_of(tensor_dtype)
     raise TypeError(f"unsupported scalar {value!r} of type {type(value).__name__}")
 
 
@@ -134,6 +167,11 @@ def operand(value: Any, dtype: np.dtype) -> np.generic:
 def _converted(value: Any, dtype: np.dtype) -> np.generic:
     """dtype.type(value), without numpy's overflow warning for a float beyond dtype's range (inf);
     the warning state is set only for such values (it costs more than the conversion)."""
+    if dtype.kind == "c":
+        if isinstance(value, (complex, np.complexfloating)):   # each part rounds on its own
+            part = _PART[dtype]
+            return dtype.type(complex(_converted(value.real, part), _converted(value.imag, part)))
+        return dtype.type(_converted(value, _PART[dtype]))
     if dtype.kind != "f" or isinstance(value, (bool, np.bool_)):
         return dtype.type(value)
     # as a Python number (abs of int64's min wraps; a numpy float would convert the bound to its
@@ -152,7 +190,11 @@ def written(value: Any, dtype: np.dtype) -> np.generic:
     and mask writes would wrap a numpy int silently); a float written to an integer dtype is
     truncated toward zero and must then fit (NaN: ValueError, inf: OverflowError, as Python's
     int()); a bool dtype stores the value's truth; floats round to the dtype (beyond its range:
-    inf). An array (not a scalar) is cast instead, as numpy casts one (wrapping)."""
+    inf); a complex value is written into a complex dtype only (numpy's TypeError for a real one).
+    An array (not a scalar) is cast instead, as numpy casts one (wrapping)."""
+    if isinstance(value, (complex, np.complexfloating)) and dtype.kind != "c":
+        raise TypeError(f"cannot write the complex value {value!r} into a {dtype.name} tensor (numpy's rule: "
+                        f"take its .real or .imag)")
     if dtype == BOOL:
         return np.bool_(bool(value))
     if dtype.kind in "iu" and not isinstance(value, (bool, np.bool_)):
@@ -184,11 +226,13 @@ def default_dtype(value: Any) -> np.dtype:
         return np.dtype(np.int64)
     if isinstance(value, (float, np.floating)):
         return np.dtype(np.float32)
+    if isinstance(value, complex):
+        return DEFAULT_COMPLEX
     raise TypeError(f"unsupported scalar {value!r} of type {type(value).__name__}")
 
 
 def is_scalar(value: Any) -> bool:
-    return isinstance(value, (bool, int, float, np.bool_, np.integer, np.floating))
+    return isinstance(value, (bool, int, float, complex, np.bool_, np.integer, np.floating, np.complexfloating))
 
 
 def identity(reduce_name: str, dtype: np.dtype) -> Any:
@@ -197,6 +241,8 @@ def identity(reduce_name: str, dtype: np.dtype) -> Any:
         return dtype.type(0)
     if reduce_name == "prod":
         return dtype.type(1)
+    if dtype.kind == "c":
+        raise TypeError(f"{reduce_name} is not defined on {dtype.name} (complex numbers are not ordered)")
     if dtype.kind == "f":
         return dtype.type(-np.inf if reduce_name == "max" else np.inf)
     if dtype == BOOL:

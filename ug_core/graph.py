@@ -231,8 +231,8 @@ def alu(op: Op, srcs: tuple[Node, ...], dtype: np.dtype) -> Node:
 def cast(src: Node, dtype: np.dtype) -> Node:
     if src.dtype == dtype:
         return src
-    if src.op is Op.CONST:
-        return const(src.arg, dtype, src.device)
+    if src.op is Op.CONST:   # (a complex one cast to a real dtype: its real part, numpy's cast)
+        return const(src.arg.real if isinstance(src.arg, complex) and dtype.kind != "c" else src.arg, dtype, src.device)
     return new_node(Op.CAST, (src,), dtype, (src.shape, dtype, src.device))
 
 

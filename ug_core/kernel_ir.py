@@ -103,8 +103,8 @@ class ExprBuilder:
     def cast(self, src: Expr, dtype: np.dtype) -> Expr:
         if src.dtype == dtype:
             return src
-        if src.op is Op.CONST:
-            return self.const(src.arg, dtype)
+        if src.op is Op.CONST:   # (a complex one cast to a real dtype: its real part, numpy's cast)
+            return self.const(src.arg.real if isinstance(src.arg, complex) and dtype.kind != "c" else src.arg, dtype)
         return self.make(Op.CAST, (src,), dtype, dtype)
 
     def bitcast(self, src: Expr, dtype: np.dtype) -> Expr:

@@ -22,6 +22,15 @@ as a plain table, so the rules below live here once instead of in each backend:
    it they stay the target's), and float64 functions need int64 for their bit manipulation
    (without it they stay the target's, which for most GPUs means a RenderError naming them).
 
+0. First of all, every complex value (complex64, complex128) is split into a pair of real
+   values of its part dtype (`split_complex`): a complex buffer is addressed as its part dtype,
+   the real part of element i at 2 i and the imaginary part at 2 i + 1 (numpy's layout), and
+   loads, stores, constants, selects, casts, equality tests, sum accumulators and local memory
+   of complex values become two of each. REAL / IMAG / COMPLEX, which connect the two worlds,
+   disappear. So no renderer sees a complex dtype: every device computes complex numbers
+   without a line of its own (the frontend expands complex arithmetic into real ops, see
+   ug_core.array_api._complex). Any other complex instruction is a RenderError naming it.
+
 A legalized program is a new program (the lowering's is left as it was) and verifies.
 """
 
@@ -33,8 +42,10 @@ import numpy as np
 
 from . import mathlib
 from .device import RenderError
-from .loop_ir import CLOSES, OPENS, Inst, LoopProgram, Opc
-from .ops import Op, check_exhaustive, defined, defined_on
+from .loop_ir import CLOSES, OPENS, Inst, LoopProgram, Opc, ParamSpec
+from .ops import COMPLEX_KIND, Op, check_exhaustive, defined, defined_on
+
+COMPLEX_OPS = frozenset({Op.REAL, Op.IMAG, Op.COMPLEX})
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 
@@ -52,6 +63,7 @@ def legalize(program: LoopProgram, capabilities: Iterable[str], dtypes: Iterable
     if unknown:
         raise ValueError(f"unknown capabilities {sorted(unknown)} (known: {sorted(CAPABILITIES)})")
     check_defined(program)
+    program = split_complex(program)
     have = {np.dtype(d) for d in dtypes}
     program = mathlib.expand_exact(program, int64=np.dtype(np.int64) in have)
     program = mathlib.expand_functions(program)
@@ -64,8 +76,11 @@ def legalize(program: LoopProgram, capabilities: Iterable[str], dtypes: Iterable
 
 def rendered(operand_kind: str) -> frozenset[Op]:
     """The ALU ops a renderer spells on operands of this dtype kind (one of ops.OPERAND_KINDS):
-    those ug_core.ops defines on it, but the ones every program has expanded."""
-    return defined_on(operand_kind) - set(mathlib.EXACT_OPS) - set(mathlib.FUNCTIONS)
+    those ug_core.ops defines on it, but the ones every program has expanded; none on complex
+    operands, and no REAL / IMAG / COMPLEX (split_complex leaves no complex value)."""
+    if operand_kind == COMPLEX_KIND:
+        return frozenset()
+    return defined_on(operand_kind) - set(mathlib.EXACT_OPS) - set(mathlib.FUNCTIONS) - COMPLEX_OPS
 
 
 def check_defined(program: LoopProgram) -> None:
@@ -75,6 +90,161 @@ def check_defined(program: LoopProgram) -> None:
             if not defined(inst.arg, operand):
                 raise RenderError(f"{inst.arg.name} on {operand} is not defined (ug_core.ops); "
                                     f"instruction %{inst.id} of {program.name}")
+
+
+# --- complex values as pairs of real ones -------------------------------------------------------
+
+_PART: dict[np.dtype, np.dtype] = {np.dtype(np.complex64): F32, np.dtype(np.complex128): F64}
+_INDEX, _BOOL = np.dtype(np.int64), np.dtype(bool)
+Value = Inst | tuple[Inst, Inst]   # a new real instruction, or the (re, im) pair of a complex value
+
+
+class _Splitter:
+    """Copies instructions, each complex value as a (re, im) pair of real instructions."""
+
+    def __init__(self) -> None:
+        self.out: list[Inst] = []
+        self.new: dict[int, Value] = {}
+
+    def emit(self, opc: Opc, dtype: np.dtype | None, srcs: tuple[Inst, ...] = (), arg: object = None) -> Inst:
+        inst = Inst(opc, dtype, srcs, arg)
+        self.out.append(inst)
+        return inst
+
+    def real(self, old: Inst) -> Inst:
+        value = self.new[id(old)]
+        assert isinstance(value, Inst), old
+        return value
+
+    def pair(self, old: Inst) -> tuple[Inst, Inst]:
+        value = self.new[id(old)]
+        assert isinstance(value, tuple), old
+        return value
+
+    def index(self, i: Inst, part: int) -> Inst:
+        """The element index of part 0 (re) or 1 (im) of complex element i: 2 i + part."""
+        twice = self.emit(Opc.ALU, _INDEX, (i, self.emit(Opc.CONST, _INDEX, (), 2)), Op.MUL)
+        return twice if part == 0 else self.emit(Opc.ALU, _INDEX, (twice, self.emit(Opc.CONST, _INDEX, (), 1)), Op.ADD)
+
+    def cast(self, x: Inst, dtype: np.dtype) -> Inst:
+        return x if x.dtype == dtype else self.emit(Opc.CAST, dtype, (x,))
+
+
+def _is_complex(dt: np.dtype | None) -> bool:
+    return dt is not None and dt.kind == "c"
+
+
+def _refuse(inst: Inst, why: str = "") -> RenderError:
+    return RenderError(f"{inst.opc.name}{'.' + inst.arg.name if inst.opc is Opc.ALU else ''} of complex values "
+                       f"has no real expansion in the core's legalization{why} (instruction %{inst.id})")
+
+
+def _split(sp: _Splitter, inst: Inst) -> Value:
+    """The new instruction(s) for `inst`, which makes or reads a complex value."""
+    opc = inst.opc
+    if opc is Opc.PARAM:
+        return sp.emit(Opc.PARAM, _PART[inst.dtype], (), inst.arg)
+    if opc is Opc.CONST:
+        number = complex(inst.arg)
+        part = _PART[inst.dtype]
+        return sp.emit(Opc.CONST, part, (), number.real), sp.emit(Opc.CONST, part, (), number.imag)
+    if opc in (Opc.LOAD, Opc.GATED_LOAD):
+        param, i = sp.real(inst.srcs[0]), sp.real(inst.srcs[1])
+        gate = tuple(sp.real(g) for g in inst.srcs[2:])
+        re, im = (sp.emit(opc, param.dtype, (param, sp.index(i, k), *gate)) for k in (0, 1))
+        return re, im
+    if opc is Opc.STORE:
+        param, i = sp.real(inst.srcs[0]), sp.real(inst.srcs[1])
+        for k, value in enumerate(sp.pair(inst.srcs[2])):
+            sp.emit(Opc.STORE, None, (param, sp.index(i, k), value))
+        return sp.out[-1]
+    if opc is Opc.CAST:
+        (x,) = inst.srcs
+        if _is_complex(x.dtype):
+            re, im = sp.pair(x)
+            if _is_complex(inst.dtype):   # complex64 <-> complex128: each part
+                return sp.cast(re, _PART[inst.dtype]), sp.cast(im, _PART[inst.dtype])
+            if inst.dtype == _BOOL:   # truth: either part nonzero (numpy's)
+                zero = sp.emit(Opc.CONST, re.dtype, (), 0.0)
+                nonzero = tuple(sp.emit(Opc.ALU, _BOOL, (p, zero), Op.CMPNE) for p in (re, im))
+                return sp.emit(Opc.ALU, _BOOL, nonzero, Op.OR)
+            return sp.cast(re, inst.dtype)   # to another real dtype: the real part (numpy's cast)
+        part = _PART[inst.dtype]   # a real value: the imaginary part is 0
+        return sp.cast(sp.real(x), part), sp.emit(Opc.CONST, part, (), 0.0)
+    if opc is Opc.ALU:
+        return _split_alu(sp, inst)
+    if opc is Opc.DEFINE_ACC:
+        init = complex(inst.arg)
+        part = _PART[inst.dtype]
+        return sp.emit(Opc.DEFINE_ACC, part, (), init.real), sp.emit(Opc.DEFINE_ACC, part, (), init.imag)
+    if opc is Opc.ACC_UPDATE:
+        if inst.arg is not Op.ADD:
+            raise _refuse(inst, f" (an accumulator combining with {inst.arg.name}: only sums of complex values are "
+                                f"componentwise)")
+        for acc, value in zip(sp.pair(inst.srcs[0]), sp.pair(inst.srcs[1])):
+            sp.emit(Opc.ACC_UPDATE, None, (acc, value), Op.ADD)
+        return sp.out[-1]
+    if opc is Opc.ACC_READ:
+        re, im = sp.pair(inst.srcs[0])
+        return sp.emit(Opc.ACC_READ, re.dtype, (re,)), sp.emit(Opc.ACC_READ, im.dtype, (im,))
+    if opc is Opc.DEFINE_LOCAL:   # two arrays: the real parts and the imaginary parts
+        part = _PART[inst.dtype]
+        return sp.emit(Opc.DEFINE_LOCAL, part, (), inst.arg), sp.emit(Opc.DEFINE_LOCAL, part, (), inst.arg)
+    if opc is Opc.LOCAL_LOAD:
+        i = sp.real(inst.srcs[1])
+        re, im = (sp.emit(Opc.LOCAL_LOAD, local.dtype, (local, i)) for local in sp.pair(inst.srcs[0]))
+        return re, im
+    if opc is Opc.LOCAL_STORE:
+        i = sp.real(inst.srcs[1])
+        for local, value in zip(sp.pair(inst.srcs[0]), sp.pair(inst.srcs[2])):
+            sp.emit(Opc.LOCAL_STORE, None, (local, i, value))
+        return sp.out[-1]
+    raise _refuse(inst)
+
+
+def _split_alu(sp: _Splitter, inst: Inst) -> Value:
+    op = inst.arg
+    if op is Op.REAL:
+        return sp.pair(inst.srcs[0])[0]
+    if op is Op.IMAG:
+        return sp.pair(inst.srcs[0])[1]
+    if op is Op.COMPLEX:
+        return sp.real(inst.srcs[0]), sp.real(inst.srcs[1])
+    if op is Op.WHERE:
+        cond = sp.real(inst.srcs[0])
+        a, b = sp.pair(inst.srcs[1]), sp.pair(inst.srcs[2])
+        return tuple(sp.emit(Opc.ALU, x.dtype, (cond, x, y), Op.WHERE) for x, y in zip(a, b))  # type: ignore[return-value]
+    if op is Op.ADD:
+        a, b = sp.pair(inst.srcs[0]), sp.pair(inst.srcs[1])
+        return tuple(sp.emit(Opc.ALU, x.dtype, (x, y), Op.ADD) for x, y in zip(a, b))  # type: ignore[return-value]
+    if op in (Op.CMPEQ, Op.CMPNE):   # equal: both parts equal; not equal: either part differs
+        a, b = sp.pair(inst.srcs[0]), sp.pair(inst.srcs[1])
+        re, im = (sp.emit(Opc.ALU, _BOOL, (x, y), op) for x, y in zip(a, b))
+        return sp.emit(Opc.ALU, _BOOL, (re, im), Op.AND if op is Op.CMPEQ else Op.OR)
+    raise _refuse(inst)
+
+
+def split_complex(program: LoopProgram) -> LoopProgram:
+    """A copy of `program` in which every complex value is a pair of real values (see rule 0 of
+    the module doc); `program` itself where it has none."""
+    if not any(_is_complex(p.dtype) for p in program.params) and \
+            not any(_is_complex(inst.dtype) for inst in program.instructions):
+        return program
+    sp = _Splitter()
+    for inst in program.instructions:
+        complex_srcs = any(_is_complex(s.dtype) for s in inst.srcs)
+        if _is_complex(inst.dtype) or complex_srcs:
+            sp.new[id(inst)] = _split(sp, inst)
+        else:
+            sp.new[id(inst)] = sp.emit(inst.opc, inst.dtype, tuple(sp.real(s) for s in inst.srcs), inst.arg)
+    out = _without_unused_constants(sp.out)
+    for pos, inst in enumerate(out):
+        inst.id = pos
+    params = tuple(ParamSpec(_PART[p.dtype], p.is_output, 2 * p.size) if _is_complex(p.dtype) else p
+                   for p in program.params)
+    legal = LoopProgram(program.name, program.target, params, program.global_size, program.local_size, out)
+    legal.verify()
+    return legal
 
 
 # --- float16 in float32 ---------------------------------------------------------------------

@@ -201,6 +201,6 @@ class LoopBuilder:
     def cast(self, x: Inst, dtype: np.dtype) -> Inst:
         if x.dtype == dtype:
             return x
-        if x.opc is Opc.CONST:
-            return self.const(x.arg, dtype)
+        if x.opc is Opc.CONST:   # (a complex constant cast to a real dtype: its real part, numpy's cast)
+            return self.const(x.arg.real if isinstance(x.arg, complex) and dtype.kind != "c" else x.arg, dtype)
         return self.emit(Opc.CAST, dtype, (x,))

@@ -71,6 +71,7 @@ from .ops import ALU, Op, check_exhaustive
 
 INDEX = np.dtype(np.int64)
 BOOL = np.dtype(bool)
+_PARTS = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
 
 
 class Opc(enum.Enum):
@@ -332,6 +333,13 @@ def _sig_alu(inst: Inst) -> None:
         _check(inst.dtype == BOOL, inst, "comparison must return bool")
     if inst.arg is Op.WHERE:
         _check(inst.srcs[0].dtype == BOOL and inst.srcs[1].dtype == inst.srcs[2].dtype == inst.dtype, inst, "bad where")
+        return
+    if inst.arg in (Op.REAL, Op.IMAG):   # complex -> its part dtype
+        _check(inst.srcs[0].dtype in _PARTS and inst.dtype == _PARTS[inst.srcs[0].dtype], inst, "bad complex part")
+        return
+    if inst.arg is Op.COMPLEX:           # two parts of one float dtype -> its complex dtype
+        _check(inst.dtype in _PARTS and inst.srcs[0].dtype == inst.srcs[1].dtype == _PARTS[inst.dtype], inst,
+               "bad complex")
         return
     # no implicit conversions: operands share one dtype, which is also the result's (but for comparisons)
     first = inst.srcs[0].dtype

@@ -151,6 +151,8 @@ def _scan_acc(s: Store, out_dtype: np.dtype) -> tuple[np.dtype, Any]:
     dt = F32 if out_dtype == F16 else out_dtype
     if s.scan is Op.SUM and dt.kind == "f":
         return dt, -0.0
+    if s.scan is Op.SUM and dt.kind == "c":
+        return dt, complex(-0.0, -0.0)
     return dt, dt.type(dtypes.identity(REDUCE[s.scan].name, dt)).item()
 
 

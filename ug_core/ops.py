@@ -59,6 +59,11 @@ class Op(enum.Enum):
     CMPLE = enum.auto()
     CMPEQ = enum.auto()
     CMPNE = enum.auto()
+    # complex numbers: a complex value's parts (complex -> its part dtype), and two parts of one
+    # float dtype made a complex value (see "Complex numbers" below)
+    REAL = enum.auto()
+    IMAG = enum.auto()
+    COMPLEX = enum.auto()
     # elementwise, three operands
     WHERE = enum.auto()
     # dtype conversion (arg: target dtype)
@@ -256,6 +261,25 @@ def power(a: Any, b: Any) -> Any:
     return np.where(negative, one_over, out)
 
 
+def real_part(z: Any) -> Any:
+    """REAL: the real part of a complex value, in its part dtype (complex64: float32)."""
+    return np.real(z)
+
+
+def imag_part(z: Any) -> Any:
+    """IMAG: the imaginary part of a complex value, in its part dtype."""
+    return np.imag(z)
+
+
+def make_complex(re: Any, im: Any) -> Any:
+    """COMPLEX: the complex value re + im j, its parts exactly `re` and `im` (bit for bit: -0.0,
+    inf and NaN parts are kept, which `re + 1j * im` would not: 1j * inf has a NaN real part)."""
+    re, im = np.broadcast_arrays(np.asarray(re), np.asarray(im))
+    out = np.empty(re.shape, dtype=np.result_type(re.dtype, np.complex64))
+    out.real, out.imag = re, im
+    return out
+
+
 ALU: dict[Op, Alu] = {
     # float: -x (flips the sign of 0 and NaN). int: wraps (-INT_MIN == INT_MIN). uint: 2**bits - x
     # (wraps: -0 == 0, -1 == max). bool: never built.
@@ -338,15 +362,25 @@ ALU: dict[Op, Alu] = {
     Op.CMPLE: Alu(2, np.less_equal, "<=", NO_GRADIENT, returns_bool=True),
     Op.CMPEQ: Alu(2, np.equal, "==", NO_GRADIENT, returns_bool=True),
     Op.CMPNE: Alu(2, np.not_equal, "!=", NO_GRADIENT, returns_bool=True),
+    # Complex numbers. complex64 / complex128 are a value kind of their own (COMPLEX_KIND); the
+    # frontend expands complex arithmetic and functions into real ops on the parts
+    # (ug_core.array_api._complex), which these three ops connect to the complex values, and the
+    # core's legalization splits what is left complex in a kernel into pairs of real values. So
+    # complex kernels need nothing of a renderer. The derivatives treat a complex value as the
+    # pair (re, im) of reals: the cotangent of a complex value z is g = dL/dre + i dL/dim (for a
+    # real loss L: torch's convention for a complex input's .grad; JAX's is its conjugate).
+    Op.REAL: Alu(1, real_part, "real", lambda d, g, out, z: (d.make_complex(g, d.zeros_like(g)),)),
+    Op.IMAG: Alu(1, imag_part, "imag", lambda d, g, out, z: (d.make_complex(d.zeros_like(g), g),)),
+    Op.COMPLEX: Alu(2, make_complex, "complex", lambda d, g, out, re, im: (d.real(g), d.imag(g))),
     # cond ? a : b, for every kind of a and b (cond is bool).
     Op.WHERE: Alu(3, np.where, "where", lambda d, g, out, c, a, b: (None, d.where(c, g, 0.0), d.where(c, 0.0, g))),
 }
 
-FLOAT, INT, UINT, BOOL_KIND = "f", "i", "u", "b"
-OPERAND_KINDS = (FLOAT, INT, UINT, BOOL_KIND)
+FLOAT, INT, UINT, BOOL_KIND, COMPLEX_KIND = "f", "i", "u", "b", "c"
+OPERAND_KINDS = (FLOAT, INT, UINT, BOOL_KIND, COMPLEX_KIND)
 _INTS = frozenset({INT, UINT})
 _NUMBERS = frozenset({FLOAT, INT, UINT})
-_EVERY_KIND = frozenset(OPERAND_KINDS)
+_REAL_KINDS = frozenset({FLOAT, INT, UINT, BOOL_KIND})
 _INT_AND_BOOL = frozenset({INT, UINT, BOOL_KIND})
 KINDS: dict[Op, frozenset[str]] = {
     **{op: frozenset({FLOAT}) for op in (Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH, Op.ATAN2)},
@@ -355,13 +389,21 @@ KINDS: dict[Op, frozenset[str]] = {
     Op.RECIP: frozenset({FLOAT, INT}),
     **{op: _INT_AND_BOOL for op in (Op.AND, Op.OR, Op.XOR)},
     **{op: _NUMBERS for op in (Op.NEG, Op.SUB, Op.DIV, Op.POW, Op.FLOORDIV, Op.MOD)},
-    **{op: _EVERY_KIND for op in (Op.ABS, Op.NOT, Op.ADD, Op.MUL, Op.MAX, Op.MIN,
-                                  Op.CMPLT, Op.CMPLE, Op.CMPEQ, Op.CMPNE, Op.WHERE)},
+    **{op: _REAL_KINDS for op in (Op.ABS, Op.NOT, Op.MUL, Op.MAX, Op.MIN, Op.CMPLT, Op.CMPLE)},
+    # complex values in a kernel: selected, compared for equality, taken apart, and added (the
+    # lowering's SUM accumulators, gpu tree reductions and scatter sums combine with ADD); the
+    # frontend builds no other op on them (it expands complex arithmetic into real ops)
+    **{op: _REAL_KINDS | {COMPLEX_KIND} for op in (Op.ADD, Op.CMPEQ, Op.CMPNE, Op.WHERE)},
+    Op.REAL: frozenset({COMPLEX_KIND}),
+    Op.IMAG: frozenset({COMPLEX_KIND}),
+    Op.COMPLEX: frozenset({FLOAT}),
 }
-"""The operand dtype kinds (numpy's dtype.kind: FLOAT, INT, UINT, BOOL_KIND) each ALU op is
-defined on, as the comments above say: the pairs the frontend never builds (bool NEG, int EXP,
-uint RECIP, ...) are not. The core's legalization (ug_core.legalize) refuses the rest, the same on every device, so
-a renderer spells exactly these pairs. WHERE's kind is its value operands'."""
+"""The operand dtype kinds (numpy's dtype.kind: FLOAT, INT, UINT, BOOL_KIND, COMPLEX_KIND) each
+ALU op is defined on, as the comments above say: the pairs the frontend never builds (bool NEG,
+int EXP, uint RECIP, complex MUL, ...) are not. The core's legalization (ug_core.legalize)
+refuses the rest, the same on every device, so a renderer spells exactly these pairs (and no
+complex one: the legalization splits those into real ops first). WHERE's kind is its value
+operands'."""
 
 def kind(dtype: np.dtype) -> str:
     return np.dtype(dtype).kind
@@ -403,6 +445,8 @@ def _reduce_wide(ufunc: np.ufunc, values: np.ndarray, axis: tuple[int, ...], kee
     if np.dtype(dtype).kind == "f" and np.dtype(dtype).itemsize < 8:
         wide = ufunc.reduce(values, axis=axis, keepdims=keepdims, dtype=np.float64)
         return wide.astype(dtype)
+    if np.dtype(dtype) == np.complex64:   # (each part as a float32 sum)
+        return ufunc.reduce(values, axis=axis, keepdims=keepdims, dtype=np.complex128).astype(dtype)
     return ufunc.reduce(values, axis=axis, keepdims=keepdims, dtype=dtype)
 
 
@@ -439,6 +483,8 @@ def _scan_wide(ufunc: np.ufunc, values: np.ndarray, axis: int, dtype: np.dtype) 
     round each output once (as _reduce_wide does for reductions). ints wrap; bool: or (and)."""
     if np.dtype(dtype).kind == "f" and np.dtype(dtype).itemsize < 8:
         return ufunc.accumulate(values, axis=axis, dtype=np.float64).astype(dtype)
+    if np.dtype(dtype) == np.complex64:
+        return ufunc.accumulate(values, axis=axis, dtype=np.complex128).astype(dtype)
     return ufunc.accumulate(values, axis=axis, dtype=dtype)
 
 

@@ -111,7 +111,7 @@ def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], offs
         elif op is Op.GATHER:  # (the element is in range: the scheduler clamped it)
             value = arrays[node.arg][memo[id(node.srcs[0])]]
         elif op is Op.CAST:
-            value = memo[id(node.srcs[0])].astype(node.dtype)
+            value = _cast(memo[id(node.srcs[0])], node.dtype)
         elif op is Op.BITCAST:
             value = np.ascontiguousarray(memo[id(node.srcs[0])]).view(node.dtype)
         else:
@@ -123,6 +123,16 @@ def _evaluate(root: Expr, arrays: list[np.ndarray], accs: list[np.ndarray], offs
             if left == 0:
                 del memo[id(src)]
     return memo[id(root)]
+
+
+def _cast(value: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """numpy's astype; of a complex value to a real dtype, its real part (numpy's, without its
+    ComplexWarning), to bool its truth (either part nonzero)."""
+    if value.dtype.kind == "c" and dtype.kind == "b":
+        return value != 0
+    if value.dtype.kind == "c" and dtype.kind != "c":
+        value = value.real
+    return value.astype(dtype)
 
 
 _AT = {Op.SUM: np.add, Op.PROD: np.multiply, Op.RMAX: np.maximum, Op.RMIN: np.minimum}

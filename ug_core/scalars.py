@@ -99,6 +99,8 @@ def folds(value: np.generic) -> bool:
     """Whether the scalar `value` stays in the kernel's code (see the module docstring)."""
     if value.dtype.kind == "b":
         return True
+    if value.dtype.kind == "c":   # a complex one whose parts fold (the legalization splits it into two constants)
+        return bool(value.imag == 0 and not np.signbit(value.imag) and folds(value.real))
     if value.dtype.kind == "f" and value == 0:
         return not np.signbit(value)  # +0.0 folds; -0.0 is a parameter (a renderer need not spell it)
     return bool(value in _FOLDED_VALUES)

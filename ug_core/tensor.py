@@ -177,9 +177,11 @@ def _to_array(data: Any, dtype: np.dtype | None) -> np.ndarray:
             raise ValueError(f"cannot make a tensor from a ragged nested sequence: {e}") from e
         if arr.dtype == np.float64 and dtype is None:
             arr = arr.astype(np.float32)  # Python floats default to float32, as for scalars
+        elif arr.dtype == np.complex128 and dtype is None:
+            arr = arr.astype(np.complex64)  # and Python complex numbers to complex64
     else:
         raise TypeError(f"cannot make a tensor from {type(data).__name__}; use a numpy array, nested lists or a scalar")
-    if arr.dtype.kind not in "biuf":
+    if arr.dtype.kind not in "biufc":
         raise TypeError(f"cannot make a tensor from data of dtype {arr.dtype} (e.g. strings or objects)")
     if dtype is None:
         if arr.dtype not in dtypes.SUPPORTED:
@@ -579,6 +581,8 @@ class Tensor:
             answer = op is Op.CMPNE if op in (Op.CMPEQ, Op.CMPNE) else (side > 0) != reverse
             return full(self.shape, answer, dtypes.BOOL, self.device)
         a, b, common = self._other(other)
+        if common.kind == "c":
+            return self._complex_binary(op, other, reverse, common)
         if ufunc is not None:  # numpy decides the compute dtype (e.g. int / int -> float64)
             common = dtypes.ufunc_result(ufunc, common, common)
         a, b = graph.cast(a, common), graph.cast(b, common)
@@ -591,6 +595,30 @@ class Tensor:
         shape = _broadcast_pair(a.shape, b.shape)
         out_dtype = dtypes.BOOL if op in _COMPARISONS else common
         return _make(graph.alu(op, (_broadcast(a, shape), _broadcast(b, shape)), out_dtype))
+
+    def _complex_binary(self, op: Op, other: Any, reverse: bool, common: np.dtype) -> "Tensor":
+        """A binary op whose operands promote to the complex dtype `common`: built from real ops
+        on the parts (array_api._complex). An operand that is real (a real tensor, a Python
+        int or float) stays real, in common's part dtype: Annex G's componentwise rule for it."""
+        from .array_api import _complex
+        part = dtypes.part_dtype(common)
+        if op is Op.POW and not reverse and _complex.small_integer(other):   # z ** n: multiplies, as numpy's
+            return _complex.integer_power(self.astype(common), int(complex(other).real))
+
+        def operand(v: Any) -> Node:
+            if isinstance(v, Tensor):
+                return graph.cast(v._node, common if v.dtype.kind == "c" else part)
+            if not dtypes.is_scalar(v):
+                return operand(tensor(v, device=self.device))
+            dt = common if isinstance(v, (complex, np.complexfloating)) else part
+            # a user's scalar: a kernel argument unless it folds (see scalars)
+            return scalars.parameter(graph.const(dtypes.operand(v, dt).item(), dt, self.device))
+
+        a, b = operand(self), operand(other)
+        if reverse:
+            a, b = b, a
+        shape = _broadcast_pair(a.shape, b.shape)
+        return _complex.binary(op, Tensor(_broadcast(a, shape)), Tensor(_broadcast(b, shape)))
 
     def __add__(self, o: Any) -> "Tensor": return self._binary(Op.ADD, o, ufunc=np.add)
     def __radd__(self, o: Any) -> "Tensor": return self._binary(Op.ADD, o, True, ufunc=np.add)
@@ -676,6 +704,9 @@ class Tensor:
         return _make(graph.alu(Op.NOT if self.dtype == dtypes.BOOL else Op.INVERT, (self._node,), self.dtype))
 
     def _unary(self, op: Op, ufunc: Callable[..., Any]) -> "Tensor":
+        if self.dtype.kind == "c":   # built from real ops on the parts
+            from .array_api import _complex
+            return _complex.unary(op, self)
         dt = dtypes.ufunc_result(ufunc, self.dtype)
         return _make(graph.alu(op, (graph.cast(self._node, dt),), dt))
 
@@ -690,7 +721,29 @@ class Tensor:
     def tanh(self) -> "Tensor": return self._unary(Op.TANH, np.tanh)
     def abs(self) -> "Tensor": return self._unary(Op.ABS, np.abs)
 
+    @property
+    def real(self) -> "Tensor":
+        """The real part (numpy's attribute): of a complex tensor, its part dtype's; of a real
+        tensor, the tensor."""
+        from .array_api.elementwise import real
+        return real(self)
+
+    @property
+    def imag(self) -> "Tensor":
+        """The imaginary part (numpy's attribute); zeros of a real tensor."""
+        from .array_api.elementwise import imag
+        return imag(self)
+
+    def conj(self) -> "Tensor":
+        """The complex conjugate (numpy's method); a real tensor itself."""
+        from .array_api.elementwise import conj
+        return conj(self)
+
+    conjugate = conj
+
     def reciprocal(self) -> "Tensor":
+        if self.dtype.kind == "c":
+            return self._unary(Op.RECIP, np.reciprocal)
         dt = dtypes.ufunc_result(np.true_divide, self.dtype, self.dtype)
         return _make(graph.alu(Op.RECIP, (graph.cast(self._node, dt),), dt))
 
@@ -741,6 +794,8 @@ class Tensor:
             name = "maximum" if op is Op.RMAX else "minimum"
             raise ValueError(f"zero-size array to reduction operation {name} which has no identity "
                              f"(shape {self.shape}, axis {axis})")
+        if dtype.kind == "c" and op is not Op.SUM:
+            return self._complex_reduce(op, axes, keepdims, dtype)
         node = graph.cast(self._node, dtype)
         if axes:
             node = _split_reduce(node, op, axes, dtype) or graph.reduce(node, op, axes, dtype)
@@ -748,6 +803,21 @@ class Tensor:
         if not keepdims:
             out = out.reshape(tuple(s for d, s in enumerate(self.shape) if d not in axes))
         return out
+
+    def _complex_reduce(self, op: Op, axes: tuple[int, ...], keepdims: bool, dtype: np.dtype) -> "Tensor":
+        """A product of complex numbers (a tree of complex multiplies, array_api._complex);
+        max and min are a TypeError (complex numbers are not ordered)."""
+        from .array_api import _complex
+        if op is not Op.PROD:
+            raise _complex.refused("max" if op is Op.RMAX else "min", dtype)
+        x = self.astype(dtype)
+        kept = [d for d in range(x.ndim) if d not in axes]
+        rows = prod([x.shape[d] for d in kept])
+        flat = x.permute(*kept, *axes).reshape(rows, prod([x.shape[d] for d in axes]))
+        out = _complex.prod_rows(flat)
+        shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape)) if keepdims else \
+            tuple(x.shape[d] for d in kept)
+        return out.reshape(shape)
 
     def _dtype_arg(self, dtype: Any) -> np.dtype:
         return _check_supported(dtypes.to_dtype(dtype), self.device)
@@ -794,7 +864,8 @@ class Tensor:
         dt = dtypes.ufunc_result(np.true_divide, self.dtype, self.dtype) if self.dtype.kind != "f" else self.dtype
         work = _F32 if dt == _F16 else dt
         count = prod([self.shape[a] for a in axes])
-        result = self.astype(work).sum(axis, keepdims) / graph_scalar(count, work, self.device)
+        # (a complex sum is divided by a real count: each part)
+        result = self.astype(work).sum(axis, keepdims) / graph_scalar(count, dtypes.part_dtype(work), self.device)
         return _into(out, result.astype(dt) if work != dt else result)
 
     def var(self, axis: Any = None, *, dtype: Any = None, out: Any = None, ddof: float = 0, keepdims: bool = False,
@@ -1316,6 +1387,16 @@ def matmul(a: Any, b: Any) -> Tensor:
                          f"({a2.shape[-1]} != {b2.shape[-2]})")
     batch = _broadcast_shape(a2.shape[:-2], b2.shape[:-2])
     dt = dtypes.ufunc_result(np.matmul, a.dtype, b.dtype)
+    if dt.kind == "c":   # real matmuls of the parts (4, or 2 where an operand is real)
+        from .array_api._complex import parts, combine
+        part = dtypes.part_dtype(dt)
+        (ar, ai), (br, bi) = ((p.astype(part) for p in parts(x)) if x.dtype.kind == "c" else (x.astype(part), None)
+                              for x in (a, b))
+        if ai is None:
+            return combine(matmul(ar, br), matmul(ar, bi))
+        if bi is None:
+            return combine(matmul(ar, br), matmul(ai, br))
+        return combine(matmul(ar, br) - matmul(ai, bi), matmul(ar, bi) + matmul(ai, br))
     an = _broadcast(a2._node, batch + a2.shape[-2:])
     bn = _broadcast(b2._node, batch + b2.shape[-2:])
     out = _make(graph.matmul(an, bn, dt))

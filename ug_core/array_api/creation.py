@@ -15,6 +15,7 @@ from .. import dtypes, graph
 from ..device import LentBuffer
 from ..tensor import _resolve_device, full as _full, registry as _registry, tensor as _tensor, zeros as _zeros
 from ..tensor import Tensor, _check_supported, snapshot, where
+from . import _complex
 from ._common import check_tensor, iota
 
 _DTYPE_LIKE = (type, np.dtype, str)
@@ -27,8 +28,6 @@ def _device(device: str | None) -> str:
 def _host_array(obj: Any) -> Any:
     """What numpy can read: dlpack and buffer-protocol objects become ndarrays; nested
     sequences and scalars pass through for `tensor` (whose default dtypes are ug's)."""
-    if isinstance(obj, complex) or (isinstance(obj, np.ndarray) and obj.dtype.kind == "c"):
-        raise TypeError("ug has no complex dtypes")
     if hasattr(obj, "__dlpack__") and not isinstance(obj, np.ndarray):
         return np.from_dlpack(obj)
     if isinstance(obj, (bytes, bytearray, memoryview)):
@@ -154,8 +153,17 @@ def linspace(start: Any, stop: Any, /, num: int, *, dtype: Any = None, device: s
     no float64) rounded down (floor, not torch's toward zero), then cast; bool: nonzero."""
     if not isinstance(num, (int, np.integer)) or num < 0:
         raise ValueError(f"linspace: num must be a non-negative int, got {num!r}")
-    dt = dtypes.to_dtype(dtype) if dtype is not None else np.dtype(np.float32)
+    complex_ends = any(isinstance(v, (complex, np.complexfloating)) for v in (start, stop))
+    dt = dtypes.to_dtype(dtype) if dtype is not None else dtypes.DEFAULT_COMPLEX if complex_ends else np.dtype(np.float32)
     dev = _device(device)
+    if dt.kind == "c":   # the real parts' and the imaginary parts' linspaces (numpy's, part by part)
+        part = dtypes.part_dtype(dt)
+        a, b = complex(start), complex(stop)
+        re = linspace(a.real, b.real, num, dtype=part, device=device, endpoint=endpoint)
+        im = linspace(a.imag, b.imag, num, dtype=part, device=device, endpoint=endpoint)
+        return _complex.combine(re, im)
+    if complex_ends:
+        raise TypeError(f"linspace: complex start or stop {start!r}, {stop!r} for the real dtype {dt.name}")
     if dt.kind != "f":
         _check_supported(dt, dev)
         work_dt = F64 if F64 in _registry.get(dev).dtypes else np.dtype(np.float32)
@@ -223,8 +231,6 @@ def triu(x: Tensor, /, *, k: int = 0) -> Tensor:
 
 def full(shape: Any, fill_value: Any, dtype: Any = None, device: str | None = None) -> Tensor:
     """A tensor of `fill_value` (dtype and device may be given positionally too, ug's older form)."""
-    if isinstance(fill_value, complex):
-        raise TypeError("full: ug has no complex dtypes")
     if isinstance(fill_value, Tensor):
         raise TypeError("full: fill_value must be a Python scalar, got a Tensor")
     return _full(shape, fill_value, dtype, device)

@@ -1,7 +1,8 @@
 """Data types of the Array API standard: the dtype objects, `astype`, `can_cast`, `result_type`,
 `finfo`, `iinfo`, `isdtype`.
 
-ug's dtypes are numpy dtype objects. Promotion follows the standard's table (numpy 2's, which
+ug's dtypes are numpy dtype objects (complex64 and complex128 included: see ug_core.dtypes for
+how complex values are promoted and ug_core.array_api._complex for how they are computed). Promotion follows the standard's table (numpy 2's, which
 agrees with it wherever the standard specifies a result; across kinds it is numpy's answer) and
 never looks at values; Python scalars are "weak": they take the other operand's dtype when their
 kind fits (`dtypes.scalar_dtype`), and numpy scalars are typed, as 0-d arrays (NEP 50)."""
@@ -20,6 +21,7 @@ bool_ = np.dtype("bool")
 int8, int16, int32, int64 = map(np.dtype, ("int8", "int16", "int32", "int64"))
 uint8, uint16, uint32, uint64 = map(np.dtype, ("uint8", "uint16", "uint32", "uint64"))
 float16, float32, float64 = map(np.dtype, ("float16", "float32", "float64"))
+complex64, complex128 = map(np.dtype, ("complex64", "complex128"))
 
 
 def _dtype_of(x: Any, what: str) -> np.dtype:
@@ -81,8 +83,6 @@ def result_type(*arrays_and_dtypes: Any) -> np.dtype:
     for dt in typed[1:]:
         out = dtypes.promote(out, dt)
     for value in scalars:
-        if isinstance(value, complex):
-            raise TypeError("result_type: ug has no complex dtypes")
         out = dtypes.scalar_dtype(value, out)
     return out
 
@@ -110,9 +110,12 @@ class iinfo_object:
 
 
 def finfo(type: Any, /) -> finfo_object:
+    """The limits of a floating dtype; of a complex one, those of its parts' dtype (the
+    standard's: finfo(complex64) is float32's, its `dtype` float32)."""
     dt = _dtype_of(type, "finfo")
-    if dt.kind != "f":
+    if dt.kind not in "fc":
         raise ValueError(f"finfo needs a floating dtype, got {dt.name}")
+    dt = dtypes.part_dtype(dt)
     info = np.finfo(dt)
     return finfo_object(int(info.bits), float(info.eps), float(info.max), float(info.min),
                         float(info.smallest_normal), dt)
@@ -152,5 +155,5 @@ def isdtype(dtype: Any, kind: Any) -> bool:
     raise TypeError(f"isdtype: kind must be a dtype, a kind name or a tuple of them, got {kind!r}")
 
 
-__all__ = ["astype", "bool_", "can_cast", "finfo", "float16", "float32", "float64", "iinfo", "int8", "int16", "int32",
+__all__ = ["astype", "bool_", "can_cast", "complex64", "complex128", "finfo", "float16", "float32", "float64", "iinfo", "int8", "int16", "int32",
            "int64", "isdtype", "result_type", "uint8", "uint16", "uint32", "uint64"]

@@ -19,6 +19,7 @@ from .. import dtypes, graph
 from ..ops import Op
 from ..tensor import _as_tensor, _make, full as _full, maximum as _maximum, minimum as _minimum
 from ..tensor import Tensor, where
+from . import _complex
 from ._common import check_tensor
 
 Binary = Callable[[Any, Any], Tensor]
@@ -115,26 +116,41 @@ def _is_float(x: Tensor) -> bool:
     return x.dtype.kind == "f"
 
 
+def _is_complex(x: Tensor) -> bool:
+    return x.dtype.kind == "c"
+
+
 def isnan(x: Tensor, /) -> Tensor:
+    """Of complex numbers: either part is NaN."""
     check_tensor(x, "isnan")
+    if _is_complex(x):
+        return _complex.isnan(x)
     return x != x if _is_float(x) else _full(x.shape, False, dtypes.BOOL, x.device)
 
 
 def isinf(x: Tensor, /) -> Tensor:
+    """Of complex numbers: either part is infinite (even with a NaN other part)."""
     check_tensor(x, "isinf")
+    if _is_complex(x):
+        return _complex.isinf(x)
     return x.abs() == math.inf if _is_float(x) else _full(x.shape, False, dtypes.BOOL, x.device)
 
 
 def isfinite(x: Tensor, /) -> Tensor:
-    """|x| < inf: False for NaN, as no comparison with NaN holds."""
+    """|x| < inf: False for NaN, as no comparison with NaN holds; of complex numbers, both
+    parts finite."""
     check_tensor(x, "isfinite")
+    if _is_complex(x):
+        return _complex.isfinite(x)
     return x.abs() < math.inf if _is_float(x) else _full(x.shape, True, dtypes.BOOL, x.device)
 
 
 def sign(x: Tensor, /) -> Tensor:
     """-1, 0 or 1 (+0 for both zeros), and NaN for NaN; of unsigned ints, 0 or 1 (-1 is not
-    one of their values)."""
+    one of their values); of complex numbers x / |x| (0 for 0, the standard's)."""
     _numeric(x, "sign")
+    if _is_complex(x):
+        return _complex.sign(x)
     if x.dtype.kind == "u":
         return (x > 0).astype(x.dtype)
     return where(x > 0, 1, where(x < 0, -1, where(x == 0, 0, x)))
@@ -143,6 +159,8 @@ def sign(x: Tensor, /) -> Tensor:
 def signbit(x: Tensor, /) -> Tensor:
     """Whether the sign bit is set: True for -0.0 and for NaNs with the sign bit (ints: x < 0)."""
     check_tensor(x, "signbit")
+    if _is_complex(x):
+        raise _complex.refused("signbit", x.dtype)
     if not _is_float(x):
         return x < 0
     return _make(graph.alu(Op.SIGNBIT, (x.node,), dtypes.BOOL))
@@ -150,6 +168,8 @@ def signbit(x: Tensor, /) -> Tensor:
 
 def _floats(x1: Any, x2: Any, fn: str) -> tuple[Tensor, Tensor]:
     a, b = _pair(x1, x2, fn)
+    if _is_complex(a):
+        raise _complex.refused(fn, a.dtype)
     if not _is_float(a):
         raise TypeError(f"{fn}: needs floating operands, got {a.dtype.name}")
     return a, b
@@ -171,6 +191,8 @@ def nextafter(x1: Any, x2: Any, /) -> Tensor:
 def _rounding(name: str, op: Op, ufunc: Callable[..., Any]) -> Unary:
     def fn(x: Tensor, /) -> Tensor:
         _numeric(x, name)
+        if _is_complex(x):
+            raise _complex.refused(name, x.dtype)
         return x._unary(op, ufunc) if _is_float(x) else Tensor(x.node)   # an integer is its own
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = f"numpy's {ufunc.__name__} of floats, exactly; integer tensors are returned as they are."
@@ -189,6 +211,9 @@ def round(x: Tensor, /, decimals: int = 0) -> Tensor:
     10**d (rint(x / 10**-d) * 10**-d for d < 0) in x's dtype; integers to a multiple of 10**-d
     for d < 0, half to even, as numpy's."""
     _numeric(x, "round")
+    if _is_complex(x):   # each part rounded (the standard's and numpy's)
+        re, im = _complex.parts(x)
+        return _complex.combine(round(re, decimals), round(im, decimals))
     d = operator.index(decimals)
     if d == 0:
         return _rint(x)
@@ -267,18 +292,24 @@ def _sum_to(t: Tensor, shape: tuple[int, ...]) -> Tensor:
 
 
 def conj(x: Tensor, /) -> Tensor:
-    """The complex conjugate: x itself, as ug has real dtypes only."""
-    return Tensor(_numeric(x, "conj").node)
+    """The complex conjugate re - im j (numpy's conj: a zero imaginary part's sign flips too);
+    of a real tensor, the tensor itself (2024.12: conj takes any numeric dtype)."""
+    _numeric(x, "conj")
+    return _complex.conjugate(x) if _is_complex(x) else Tensor(x.node)
 
 
 def real(x: Tensor, /) -> Tensor:
-    """The real part: x itself, as ug has real dtypes only."""
-    return Tensor(_numeric(x, "real").node)
+    """The real part, in the complex dtype's part dtype (complex64: float32); of a real tensor,
+    the tensor itself."""
+    _numeric(x, "real")
+    return _complex.parts(x)[0] if _is_complex(x) else Tensor(x.node)
 
 
 def imag(x: Tensor, /) -> Tensor:
-    """The imaginary part: zeros, as ug has real dtypes only."""
-    return _full(_numeric(x, "imag").shape, 0, x.dtype, x.device)
+    """The imaginary part, in the complex dtype's part dtype; of a real tensor, zeros of its
+    dtype."""
+    _numeric(x, "imag")
+    return _complex.parts(x)[1] if _is_complex(x) else _full(x.shape, 0, x.dtype, x.device)
 
 
 def _as_bool(x: Any, fn: str) -> Tensor:

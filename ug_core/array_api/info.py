@@ -62,11 +62,12 @@ class Info:
         return list(registry.usable())
 
     def default_dtypes(self, *, device: str | None = None) -> dict[str, np.dtype | None]:
-        """ug's defaults: Python floats become float32 and ints int64 (int32 where a device has
-        no int64); ug has no complex dtypes, so that entry is None."""
+        """ug's defaults: Python floats become float32, complex numbers complex64 and ints int64
+        (int32 where a device has no int64)."""
         have = _device_dtypes(device)
         integral = have.get("int64", have.get("int32"))
-        return {"real floating": have.get("float32", have.get("float64")), "complex floating": None,
+        return {"real floating": have.get("float32", have.get("float64")),
+                "complex floating": have.get("complex64", have.get("complex128")),
                 "integral": integral, "indexing": integral}
 
     def dtypes(self, *, device: str | None = None, kind: str | tuple[str, ...] | None = None) -> dict[str, np.dtype]:

@@ -60,7 +60,8 @@ def tensordot(x1: Tensor, x2: Tensor, /, *, axes: int | tuple[Sequence[int], Seq
 
 
 def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
-    """Dot products along `axis` of the broadcast operands (real dtypes: no conjugation)."""
+    """Dot products along `axis` of the broadcast operands: sum(conj(x1) * x2), the standard's
+    (x1 is conjugated where it is complex)."""
     check_tensor(x1, "vecdot", "x1")
     check_tensor(x2, "vecdot", "x2")
     shape = _broadcast_shape(x1.shape, x2.shape)
@@ -71,7 +72,7 @@ def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
     n2 = x2.shape[a - len(shape) + x2.ndim] if a - len(shape) + x2.ndim >= 0 else 1
     if n1 != n2:
         raise ValueError(f"vecdot: shapes {x1.shape} and {x2.shape} differ in size along axis {axis}")
-    products = x1 * x2
+    products = (x1.conj() if x1.dtype.kind == "c" else x1) * x2
     return _sum(products, axis=a - len(shape), dtype=products.dtype)  # int32 stays int32 (not sum's int64)
 
 

@@ -345,7 +345,7 @@ def pad(x: Tensor, /, pad_width: Any, mode: str = "constant", constant_value: An
         # numpy's `a[i] = v` conversion: exact, and an int x's dtype cannot hold is an OverflowError
         scalar = dtypes.is_scalar(constant_value)
         value = dtypes.written(constant_value, x.dtype) if scalar else x.dtype.type(constant_value)
-        if value != 0 or np.signbit(value):
+        if value != 0 or np.signbit(value.real) or np.signbit(value.imag):   # (not a +0 the padding reads)
             inside = _padded(full(x.shape, True, np.bool_, x.device), pairs)
             out = where(inside, out, full((), value.item(), x.dtype, x.device))
         return out

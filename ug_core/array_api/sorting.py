@@ -61,6 +61,9 @@ def topk(x: Tensor, k: int, /, *, axis: int = -1, largest: bool = True) -> tuple
 def _sorted(x: Tensor, axis: int, descending: bool, stable: bool, indices: bool, k: int | None, fn: str) -> Tensor:
     if not isinstance(descending, bool) or not isinstance(stable, bool):
         raise TypeError(f"{fn}: descending and stable must be bools, got {descending!r}, {stable!r}")
+    if x.dtype.kind == "c":   # (the standard's sort, argsort and topk take real-valued data)
+        from ._complex import refused
+        raise refused(fn, x.dtype)
     if x.ndim == 0:
         one = _sorted(x.reshape(1), 0, descending, stable, indices, k, fn)
         return one.reshape(()) if k is None else one

@@ -13,6 +13,7 @@ from ..tensor import _check_supported, _normalize_axes, _normalize_axis, graph_s
 from ..ops import Op
 from ..view import View
 from ..tensor import Tensor
+from . import _complex
 from ._common import check_tensor
 
 Axis = int | tuple[int, ...] | None
@@ -53,10 +54,17 @@ def _variance(x: Tensor, axis: Axis, correction: int | float, keepdims: bool, fn
     """(the variance in the dtype it is computed in, the result's dtype): floats in their own
     dtype, but float16 in float32 (its count and its sums of squares overflow float16: a
     variance of 1000 values of 100 was inf), rounded once by the caller; ints and bools in
-    float64, as their mean (numpy's)."""
+    float64, as their mean (numpy's); complex numbers as numpy's: the mean of |x - mean|^2, in
+    their parts' dtype."""
     check_tensor(x, fn)
     if not dtypes.is_scalar(correction) or isinstance(correction, (bool, np.bool_)) or correction < 0:
         raise ValueError(f"{fn}: correction must be a non-negative number, got {correction!r}")
+    if x.dtype.kind == "c":   # numpy's: the mean of |x - mean|^2, in the parts' dtype
+        centered = x - x.mean(axis, keepdims=True)
+        re, im = _complex.parts(centered)
+        squares, dt = (re * re + im * im).sum(axis, keepdims), dtypes.part_dtype(x.dtype)
+        divisor = float(_count(x, axis)) - float(correction)
+        return squares / _graph_scalar(divisor if divisor > 0 else 0.0, dt, x.device), dt
     dt = x.dtype if x.dtype.kind == "f" else dtypes.ufunc_result(np.true_divide, x.dtype, x.dtype)
     work = _F32 if dt == _F16 else dt
     xw = x.astype(work)
@@ -125,6 +133,17 @@ def _cumulative(x: Tensor, op: Op, fn: str, axis: int | None, dtype: Any, includ
         if op is Op.PROD:
             valid = graph.view(graph.const(True, dtypes.BOOL, x.device, x.shape), before)
             node = graph.alu(Op.WHERE, (valid, node, graph.const(1, dt, x.device, node.shape)), dt)
+    if dt.kind == "c" and op is not Op.SUM:
+        if op is not Op.PROD:
+            raise _complex.refused(fn, dt)
+        # a doubling scan of complex multiplies along the last axis (no componentwise running product)
+        t = Tensor(node)
+        moved = t.permute(*(d for d in range(t.ndim) if d != axis), axis)
+        rows = math.prod(moved.shape[:-1])
+        out = _complex.cumprod_rows(moved.reshape(rows, moved.shape[-1])).reshape(moved.shape)
+        back = list(range(t.ndim - 1))
+        back.insert(axis, t.ndim - 1)
+        return out.permute(*back)
     return Tensor(scans.scan(node, op, axis, dt))
 
 

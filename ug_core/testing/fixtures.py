@@ -150,6 +150,8 @@ TOLERANCES = {
     np.dtype(np.float16): (2e-3, 2e-3),
     np.dtype(np.float32): (1e-5, 1e-6),
     np.dtype(np.float64): (1e-10, 1e-12),
+    np.dtype(np.complex64): (1e-5, 1e-6),     # (each part's, as its float dtype's)
+    np.dtype(np.complex128): (1e-10, 1e-12),
 }
 
 
@@ -170,9 +172,10 @@ def assert_close(got, expected, rtol=None, atol=None, check_dtype=True):
         np.testing.assert_array_equal(arr, expected)
         return
     d_rtol, d_atol = TOLERANCES.get(expected.dtype, (1e-5, 1e-6))
+    wide = np.complex128 if "c" in (expected.dtype.kind, arr.dtype.kind) else np.float64
     np.testing.assert_allclose(
-        arr.astype(np.float64),
-        expected.astype(np.float64),
+        arr.astype(wide),
+        expected.astype(wide),
         rtol=d_rtol if rtol is None else rtol,
         atol=d_atol if atol is None else atol,
         equal_nan=True,

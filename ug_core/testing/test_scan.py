@@ -48,7 +48,7 @@ def assert_scan_close(got, exact: np.ndarray, axis: int, dtype) -> None:
     n = max(exact.shape[axis], 1)
     bound = np.max(np.abs(exact), axis=axis, keepdims=True) if exact.size else 0.0
     tol = 4 * math.sqrt(n) * eps * bound + 4 * eps * np.abs(exact)
-    bad = ~(np.abs(arr.astype(np.float64) - exact) <= tol)
+    bad = ~(np.abs(arr.astype(np.complex128 if dtype.kind == "c" else np.float64) - exact) <= tol)
     assert not bad.any(), f"{int(bad.sum())} of {bad.size} off: got {arr[bad][:5]}, exact {exact[bad][:5]}"
 
 
@@ -71,6 +71,11 @@ def test_scan_dtypes(device, close, require_dtype, name, dtype):
     f, ref = SCANS[name]
     expected_dtype = ref(np.zeros(1, dtype)).dtype
     require_dtype(dtype, expected_dtype)
+    if np.dtype(dtype).kind == "c":   # complex running sums and products
+        a = (values(name, (3, 40)) + 1j * values(name, (3, 40)) / 4).astype(dtype)
+        got = f(ug.tensor(a, device=device), axis=1)
+        assert_scan_close(got, ref(a.astype(np.complex128), axis=1), 1, expected_dtype)
+        return
     if np.dtype(dtype).kind == "f":
         a = values(name, (3, 40), dtype)
         got = f(ug.tensor(a, device=device), axis=1)

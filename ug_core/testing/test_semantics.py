@@ -40,6 +40,8 @@ def run_alu(device: str, op: Op, inputs: list[np.ndarray], out_dtype: np.dtype) 
 def same_values(got: np.ndarray, expected: np.ndarray) -> np.ndarray:
     """Elementwise: equal with the same sign of zero, or both NaN."""
     got, expected = np.asarray(got), np.asarray(expected)
+    if expected.dtype.kind == "c":   # each part
+        return same_values(got.real, expected.real) & same_values(got.imag, expected.imag)
     if expected.dtype.kind != "f":
         return got == expected
     return (np.isnan(got) & np.isnan(expected)) | ((got == expected) & (np.signbit(got) == np.signbit(expected)))

@@ -160,6 +160,10 @@ def test_promotion_with_every_dtype(device, require_dtype, dt, other):
     b = np.array([1, 0, 1, 1, 0, 1] if other == dtypes.BOOL else [3, 2, 1, 0, 2, 1], other)
     x, y = ug.tensor(a, device=device), ug.tensor(b, device=device)
     for fn in (lambda p, q: p + q, lambda p, q: q * p, lambda p, q: p < q):
+        if other.kind == "c" and fn(1, 2) is True:   # (complex numbers are not ordered: the standard's TypeError)
+            with pytest.raises(TypeError, match="not defined on complex"):
+                fn(x, y)
+            continue
         got = fn(x, y)
         want = fn(a, b)
         assert got.dtype == want.dtype

@@ -48,8 +48,10 @@ class Caps:
     def dtypes(self) -> frozenset[np.dtype]:
         """The dtypes a shader can hold: those it lacks a feature for are not claimed (the frontend
         refuses them, naming them)."""
-        names = ["float32", "int32", "uint32", "bool"]
-        for have, more in ((self.int64, ("int64", "uint64")), (self.float64, ("float64",)),
+        # complex64 / complex128 are pairs of float32 / float64 to a shader (the core's
+        # legalization splits them): claimed wherever their parts are
+        names = ["float32", "int32", "uint32", "bool", "complex64"]
+        for have, more in ((self.int64, ("int64", "uint64")), (self.float64, ("float64", "complex128")),
                            (self.float16, ("float16",)), (self.int8, ("int8", "uint8")),
                            (self.int16, ("int16", "uint16"))):
             if have:
