@@ -620,3 +620,58 @@ def test_bad_arguments():
         cm.pow(x64, x64, 2, x64)
     with pytest.raises(ValueError, match="different devices"):
         cm.exp(x64, ug.tensor(np.ones(3), device="cpu"))
+
+
+# --- the namespace on complex tensors ---------------------------------------------------------------
+
+# the namespace's name of each complex_math function (square and reciprocal are the core's z * z
+# and 1 / z, with Annex G's infinities: array_api._complex)
+NAMESPACE = {name: name for name in sorted(MPMATH) if name not in ("square", "reciprocal")}
+
+
+@pytest.mark.parametrize("ct", [np.complex64, np.complex128], ids=["complex64", "complex128"])
+def test_namespace_dispatches_complex_tensors(device, require_dtype, ct):
+    """ug.exp(z) and the rest on complex tensors are complex_math's functions of the parts
+    (bit for bit), of the argument's dtype, one kernel, and numpy's (np.exp(t) on a ug tensor
+    too); z ** w with a tensor exponent is complex_math.pow; atan2, hypot and logaddexp are not
+    defined on complex numbers (a TypeError)."""
+    require_dtype(ct)
+    dt = np.dtype(ct)
+    part = np.finfo(dt).dtype
+    rng = np.random.default_rng(5)
+    zn = (rng.uniform(-3, 3, 32) + 1j * rng.uniform(-3, 3, 32)).astype(dt)
+    z = ug.tensor(zn, device=device)
+    x, y = ug.tensor(zn.real.copy(), device=device), ug.tensor(zn.imag.copy(), device=device)
+    for name, ug_name in NAMESPACE.items():
+        got = getattr(ug, ug_name)(z)
+        assert got.dtype == dt, name
+        assert len(ug.schedule(got).kernels) == 1, name
+        r, i = getattr(cm, name)(x, y)
+        np.testing.assert_array_equal(got.numpy().real, r.numpy(), err_msg=name)
+        np.testing.assert_array_equal(got.numpy().imag, i.numpy(), err_msg=name)
+        with np.errstate(all="ignore"):
+            want = NUMPY[name](zn.astype(np.complex128))
+        np.testing.assert_allclose(got.numpy(), want, rtol=8 * np.finfo(part).eps, atol=8 * np.finfo(part).eps,
+                                   err_msg=name)
+    assert isinstance(np.expm1(z), ug.Tensor)
+    np.testing.assert_array_equal(np.expm1(z).numpy(), ug.expm1(z).numpy())
+    w = ug.tensor((zn * 0.5).astype(dt), device=device)
+    r, i = cm.pow(x, y, *(ug.tensor(v.copy(), device=device) for v in ((zn * 0.5).real, (zn * 0.5).imag)))
+    got = (z ** w).numpy()
+    np.testing.assert_array_equal(got.real, r.numpy())
+    np.testing.assert_array_equal(got.imag, i.numpy())
+    for name in ("atan2", "hypot", "logaddexp"):
+        with pytest.raises(TypeError, match="not defined on complex numbers"):
+            getattr(ug, name)(z, z)
+
+
+def test_complex_expression_is_one_kernel():
+    """z * conj(w) + exp(1j * phi) (the issue's bench row): one kernel of the parts."""
+    rng = np.random.default_rng(9)
+    zn, wn = (rng.standard_normal(64) + 1j * rng.standard_normal(64) for _ in range(2))
+    phin = rng.uniform(-3, 3, 64)
+    z, w = ug.tensor(zn.astype(np.complex64), device="ref"), ug.tensor(wn.astype(np.complex64), device="ref")
+    phi = ug.tensor(phin.astype(np.float32), device="ref")
+    e = z * ug.conj(w) + ug.exp(1j * phi)
+    assert len(ug.schedule(e).kernels) == 1
+    np.testing.assert_allclose(e.numpy(), zn * np.conj(wn) + np.exp(1j * phin), rtol=1e-5, atol=1e-5)
