@@ -237,6 +237,9 @@ def expm1(re: Tensor, im: Tensor) -> Pair:
     # expm1(-inf + i(inf or NaN)) == -1 +- 0i; expm1(+inf + i(inf or NaN)) == inf + NaN i
     bad = _isinf(x) & ~_isfinite(y)
     r = where(bad, where(x > 0, _k(x, INF), _k(x, -1.0)), r)
+    # expm1(+-0 +- 0i) == +0 +- 0i: the standard's "0 + 0j" (its conformance suite reads +0;
+    # numpy's expm1(-0 + 0i) is -0 + 0i)
+    r = where((x == 0) & (y == 0), _k(x, 0.0), r)
     value = (r, e_im)
     return _holomorphic("expm1", re, im, value, lambda x, y: exp(x, y))
 
