@@ -208,13 +208,10 @@ def conjugate(z: Tensor) -> Tensor:
 
 
 def sign(z: Tensor) -> Tensor:
-    """z / |z|, and 0 for z == 0 (the standard's sign of complex numbers; NaN parts give NaN)."""
-    a, b = parts(z)
-    m = absolute(z)
-    zero = (a == 0) & (b == 0)
-    one = _k(m, 1.0)
-    safe = where(zero, one, m)
-    return combine(where(zero, a * 0, a / safe), where(zero, b * 0, b / safe))
+    """z / |z|, and 0 for z == 0 (the standard's sign of complex numbers; NaN parts give NaN):
+    complex_math.sign (the parts divided by the larger first: sign(1e30 + 1e30j) in complex64
+    is not 0 + 0j)."""
+    return math_function("sign")(z)
 
 
 def isnan(z: Tensor) -> Tensor:
@@ -301,15 +298,19 @@ def power(x: Tensor, y: Tensor) -> Tensor:
 
 
 def math_function(name: str) -> Callable[..., Tensor]:
-    """The complex math's function `name` (ug_core.array_api.complex_math: exp, log, sqrt, ...)."""
-    try:
-        from . import complex_math   # type: ignore[attr-defined]
-    except ImportError:
-        complex_math = None
+    """The complex math's function `name` (ug_core.array_api.complex_math: exp, log, sqrt, ...)
+    on complex tensors: complex_math's functions take and return the parts (pairs of real
+    tensors), so the arguments are taken apart and the result put together here."""
+    from . import complex_math
     fn = getattr(complex_math, name, None)
     if fn is None:
         raise TypeError(f"{name} of complex numbers is not available (ug_core.array_api.complex_math has no {name})")
-    return cast(Callable[..., Tensor], fn)
+    pair_fn = cast(Callable[..., tuple[Tensor, Tensor]], fn)
+
+    def on_complex(*zs: Tensor) -> Tensor:
+        return combine(*pair_fn(*(p for z in zs for p in parts(z))))
+    on_complex.__name__ = on_complex.__qualname__ = name
+    return on_complex
 
 
 _UNARY_MATH = {Op.EXP: "exp", Op.LOG: "log", Op.SQRT: "sqrt", Op.SIN: "sin", Op.COS: "cos", Op.TANH: "tanh"}

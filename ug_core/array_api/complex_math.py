@@ -14,11 +14,14 @@ copies): Kahan's for sqrt and tanh, the scaled exp for the hyperbolic functions,
 log1p form for a logarithm near 1, and Hull, Fairgrieve and Tang's for asinh, acos and their
 relatives (msun's catrig.c). Their special cases (infinities, NaNs, signed zeros) are the
 standard's (2024.12) and C99's; where numpy (glibc underneath) differs from the standard the
-standard wins (docs/array-api.md lists the cases). pow is numpy's: z**0 == 1, 0**w, and the
-integer exponents below 100 in magnitude by repeated multiplication (exact for z**2).
+standard wins, and where the standard leaves a sign open, C99's symmetries do (f(conj z) ==
+conj(f(z)), the odd and even functions): docs/array-api.md lists the differences from numpy.
+pow is numpy's: z**0 == 1, 0**w, and the integer exponents below 100 in magnitude by repeated
+multiplication (exact for z**2).
 
-Accuracy (tests/test_complex_math.py measures it against mpmath; the bounds are there and in
-docs/array-api.md): within a few ulp of |result| in float32 and float64.
+Accuracy (tests/test_complex_math.py measures it against mpmath; the bounds are there, the
+table per device in docs/array-api.md, "Complex functions: accuracy"): within 3.5 ulp of
+|result| in float32 and float64 on cpu, ref, c and vulkan.
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..autodiff import define_vjp
-from ..tensor import Tensor, _as_tensor, maximum as _maximum, minimum as _minimum, where
+from ..tensor import Tensor, _as_tensor, full as _full, maximum as _maximum, minimum as _minimum, where
 from . import transcendental as _t
 from .elementwise import copysign as _copysign, floor as _floor, round as _round, signbit as _signbit
 
@@ -61,6 +64,7 @@ class _Limits:
         self.tanh_big = 22.0 if dt == F64 else 11.0
         emin, emax = int(fi.minexp), int(fi.maxexp)
         self.sqrt_min = 2.0 ** (emin // 2)                    # >= sqrt(smallest normal)
+        self.sqrt_max_half = 2.0 ** (emax // 2 - 1)           # its square times 2 is finite
         self.four_sqrt_min = 4 * self.sqrt_min
         self.recip_eps = 1 / self.eps
         self.sqrt_3_eps = math.sqrt(3 * self.eps)
@@ -94,6 +98,12 @@ def _check(name: str, *parts: Tensor) -> _Limits:
 def _k(like: Tensor, value: float) -> Tensor:
     """A constant of like's dtype and device, folded into the kernel."""
     return _as_tensor(value, like)
+
+
+def _filled(like: Tensor, value: float) -> Tensor:
+    """A tensor of like's shape, dtype and device holding the constant `value` (0 or 1: folded,
+    not a kernel argument)."""
+    return _full(like.shape, value, like.dtype, like.device)
 
 
 def _isnan(v: Tensor) -> Tensor:
@@ -189,16 +199,17 @@ def _div(a: Tensor, b: Tensor, c: Tensor, d: Tensor) -> Pair:
 def _exp_times(x: Tensor, lim: _Limits, factors: tuple[Tensor, ...], half: bool = False) -> list[Tensor]:
     """exp(x) * t (exp(x) / 2 * t if half) for each t in factors, finite wherever the product
     is: exp(x) = exp(x - kC) * exp(C)**k for C = EXP_SHIFT and k = 0, 1 or 2 (x - kC exact),
-    multiplied in the order ((t * exp(C)) * exp(x - 2C)) * exp(C) for k == 2, so that a tiny t
-    (sin y of a subnormal y) times an exp(x) beyond float range is still right (up to
-    x = log(max / smallest subnormal), as numpy's scaled cexp)."""
+    multiplied in the order ((t * exp(C)) * exp(x - kC)) * exp(C) (the last for k == 2): a t
+    at most 1 times exp(C) is finite, and a tiny t (sin y of a subnormal y) is lifted out of
+    the subnormals before the rest, so that it is right up to x = log(max / smallest
+    subnormal), as numpy's scaled cexp."""
     c = lim.exp_shift
     k1, k2 = x > _k(x, c), x > _k(x, 2 * c)
     u = (x - where(k2, _k(x, 2 * c), where(k1, _k(x, c), _k(x, 0.0)))).exp()
     one = _k(x, 1.0)
-    f1 = where(k2, _k(x, lim.exp_of_shift), one)
-    f2 = where(k1, _k(x, lim.exp_of_shift * (0.5 if half else 1.0)), _k(x, 0.5) if half else one)
-    return [t * f1 * u * f2 for t in factors]
+    first = where(k1, _k(x, lim.exp_of_shift * (0.5 if half else 1.0)), _k(x, 0.5) if half else one)
+    last = where(k2, _k(x, lim.exp_of_shift), one)
+    return [t * first * u * last for t in factors]
 
 
 def _exp(x: Tensor, y: Tensor, lim: _Limits) -> Pair:
@@ -230,26 +241,37 @@ def expm1(re: Tensor, im: Tensor) -> Pair:
     # expm1(-inf + i(inf or NaN)) == -1 +- 0i; expm1(+inf + i(inf or NaN)) == inf + NaN i
     bad = _isinf(x) & ~_isfinite(y)
     r = where(bad, where(x > 0, _k(x, INF), _k(x, -1.0)), r)
+    # expm1(+-0 +- 0i) == +0 +- 0i: the standard's "0 + 0j" (its conformance suite reads +0;
+    # numpy's expm1(-0 + 0i) is -0 + 0i)
+    r = where((x == 0) & (y == 0), _k(x, 0.0), r)
     value = (r, e_im)
     return _holomorphic("expm1", re, im, value, lambda x, y: exp(x, y))
 
 
 def _log_abs(x: Tensor, y: Tensor, lim: _Limits) -> Tensor:
-    """log|x + iy| (CPython's and numpy's clog): 0.5 * log1p((a-1)(a+1) + b*b) where |z| is
-    near 1 (a = max(|x|, |y|), b = min; a - 1 is exact there), else log(hypot) with the parts
-    scaled by a power of 2 where the hypot would overflow or lose bits (subnormal)."""
+    """log|x + iy| (CPython's, numpy's and msun's clog), with one logarithm: for |z| in [0.71,
+    1.73], 0.5 * log1p((a-1)(a+1) + b*b) (a = max(|x|, |y|), b = min; a - 1 is exact near 1);
+    else 0.5 * log(a*a + b*b) where the squares neither overflow nor lose bits (its error
+    relative to log|z|, not |z|'s: log(hypot) was 3.7 ulp at |z| = 0.68 in float32), else
+    log(hypot) of the parts scaled by a power of 2."""
     ax, ay = x.abs(), y.abs()
     a, b = _maximum(ax, ay), _minimum(ax, ay)
     huge = a > _k(a, lim.max / 4)
     tiny = a < _k(a, lim.min)
     scale = where(huge, _k(a, 0.5), where(tiny, _k(a, 2.0 ** lim.digits), _k(a, 1.0)))
     h = _t.hypot(ax * scale, ay * scale)
-    far = h.log() + where(huge, _k(a, LN2), where(tiny, _k(a, -lim.digits * LN2), _k(a, 0.0)))
     near_one = (h >= _k(h, 0.71)) & (h <= _k(h, 1.73))
-    # (a == b == inf aside: hypot says inf for an infinite part even with a NaN, and the near
-    # branch is not taken there)
-    am = where(near_one, a, _k(a, 1.0))        # keeps the unused branch finite
-    return where(near_one, _t.log1p((am - 1) * (am + 1) + b * b) * 0.5, far)
+    squares = (a >= _k(a, lim.sqrt_min)) & (a <= _k(a, lim.sqrt_max_half))
+    # (a == b == inf aside: hypot says inf for an infinite part even with a NaN; neither the
+    # near nor the squares branch is taken there)
+    am = where(near_one, a, _k(a, 1.0))        # keeps the unused branches finite
+    v = (am - 1) * (am + 1) + b * b
+    u = v + 1
+    sq = where(squares, a, _k(a, 1.0))
+    arg = where(near_one, u, where(squares, sq * sq + b * b, h))
+    log_arg = arg.log()
+    far = log_arg + where(huge, _k(a, LN2), where(tiny, _k(a, -lim.digits * LN2), _k(a, 0.0)))
+    return where(near_one, _t._log1p_from(v, u, log_arg) * 0.5, where(squares, log_arg * 0.5, far))
 
 
 def _log(x: Tensor, y: Tensor, lim: _Limits) -> Pair:
@@ -352,7 +374,7 @@ def _integer_power(x: Tensor, y: Tensor, n: int) -> Pair:
         sq = _mul(x, y, x, y)
         return _mul(x, y, *sq)
     m = abs(n)
-    acc: Pair = (_k(x, 1.0) + x * 0, _k(y, 0.0) + y * 0)
+    acc: Pair = (_filled(x, 1.0), _filled(x, 0.0))
     p: Pair = (x, y)
     bit = 1
     while True:
@@ -363,8 +385,7 @@ def _integer_power(x: Tensor, y: Tensor, n: int) -> Pair:
             break
         p = _mul(*p, *p)
     if n < 0:
-        one = _k(x, 1.0) + x * 0
-        return _div(one, one * 0, *acc)
+        return _div(_filled(x, 1.0), _filled(x, 0.0), *acc)
     return acc
 
 
@@ -372,7 +393,7 @@ def _integer_power_selected(x: Tensor, y: Tensor, c: Tensor) -> Pair:
     """z**c for c an integer of magnitude below 100 (else anything), each element's own: the
     same multiplications as _integer_power, chosen by selects on c's bits."""
     m = c.abs()
-    one, zero = _k(x, 1.0) + x * 0, _k(x, 0.0) + x * 0
+    one, zero = _filled(x, 1.0), _filled(x, 0.0)
     # m's binary digits: floor(m / 2**k) - 2 floor(m / 2**(k+1)) (2**7 > 99)
     h = [m] + [_floor(m * _k(m, 0.5 ** k)) for k in range(1, 7)]
     acc: Pair = (one, zero)
@@ -425,9 +446,9 @@ def pow(re1: Tensor, im1: Tensor, re2: Any, im2: Tensor | None = None) -> Pair:
         if im2 is not None:
             raise TypeError("complex_math.pow: a Python scalar exponent is real (im2 must be None)")
         e = float(re2)
-        c, d = _k(re1, e) + re1 * 0, re1 * 0
+        c, d = _k(re1, e), _k(re1, 0.0)
         if e == 0:
-            return c + 1, d
+            return _filled(re1, 1.0), _filled(re1, 0.0)
         if e.is_integer() and abs(e) < 100:
             r, i = _integer_power(re1, im1, int(e))
         else:
@@ -500,9 +521,10 @@ def _sinh(x: Tensor, y: Tensor, lim: _Limits) -> Pair:
     re = where(big, where(x < 0, -bc, bc), sh * cy)
     im = where(big, bs, ch * sy)
     fin_y = _isfinite(y)
-    # sinh(+-0 + i(inf or NaN)) == +-0 + NaN i; sinh(+-inf + i(inf or NaN)) == +inf + NaN i
-    # (the signs the standard leaves open: numpy's)
-    re = where((x == 0) & ~fin_y, x, where(_isinf(x) & ~fin_y, _k(x, INF), re))
+    # sinh(+-0 + i(inf or NaN)) == +-0 + NaN i; sinh(+-inf + i(inf or NaN)) == +-inf + NaN i
+    # (signs the standard leaves open: C99's symmetries, sinh odd and conj-symmetric; numpy's
+    # infinity is +inf for both)
+    re = where((x == 0) & ~fin_y, x, where(_isinf(x) & ~fin_y, x, re))
     return re, where(y == 0, y, im)
 
 
@@ -511,9 +533,11 @@ def _cosh(x: Tensor, y: Tensor, lim: _Limits) -> Pair:
     re = where(big, bc, ch * cy)
     im = where(big, where(x < 0, -bs, bs), sh * sy)
     fin_y = _isfinite(y)
-    # cosh(+-inf + i(inf or NaN)) == +inf + NaN i; cosh(+-0 + i(inf or NaN)) == NaN + 0i
+    # cosh(+-inf + i(inf or NaN)) == +inf + NaN i; cosh(+-0 + i(inf or NaN)) == NaN + 0i, the
+    # zero's sign left open by the standard: msun's x * copysign(0, y), keeping cosh even and
+    # conj-symmetric (numpy's is +0 for all four)
     re = where(_isinf(x) & ~fin_y, _k(x, INF), re)
-    im = where((x == 0) & ~fin_y, _k(x, 0.0), im)
+    im = where((x == 0) & ~fin_y, x * _signed(0.0, y), im)
     # cosh(x +- 0i): the imaginary part sinh(x) * (+-0), a zero of sign(x) sign(y) (also for x
     # infinite, where the product is NaN); y itself for x NaN (whose sign means nothing)
     return re, where(y == 0, where(_isnan(x), y, _signed(0.0, x) * y), im)
@@ -580,11 +604,7 @@ def tanh(re: Tensor, im: Tensor) -> Pair:
 def sin(re: Tensor, im: Tensor) -> Pair:
     """-i sinh(iz) (the standard's special cases are sinh's, so rotated)."""
     lim = _check("sin", re, im)
-    r, i = _rotated(_sinh, re, im, lim)
-    # sin(x +- inf i) for x infinite or NaN: NaN + inf i (the sign the standard leaves open:
-    # numpy's, whose csin is not the rotated csinh there)
-    i = where(_isinf(im) & ~_isfinite(re), _k(re, INF), i)
-    return _holomorphic("sin", re, im, (r, i), lambda x, y: cos(x, y))
+    return _holomorphic("sin", re, im, _rotated(_sinh, re, im, lim), lambda x, y: cos(x, y))
 
 
 def cos(re: Tensor, im: Tensor) -> Pair:
@@ -853,9 +873,10 @@ def square(re: Tensor, im: Tensor) -> Pair:
 
 
 def sign(re: Tensor, im: Tensor) -> Pair:
-    """z / |z| (0 at 0), both parts divided by the larger magnitude first (no overflow); an
-    infinite part with a finite other: +-1 (+0 the other part, numpy's); NaN + NaN i for a NaN
-    part (the standard's) or two infinite parts."""
+    """z / |z| (+0 + 0i at 0, the standard's), both parts divided by the larger magnitude first
+    (no overflow); an infinite part with a finite other: +-1 and a zero of the other's sign
+    (numpy's zero is +0; this keeps sign(conj z) == conj(sign z)); NaN + NaN i for a NaN part
+    (the standard's) or two infinite parts."""
     _check("sign", re, im)
     x, y = re, im
     m = _maximum(x.abs(), y.abs())
@@ -865,9 +886,19 @@ def sign(re: Tensor, im: Tensor) -> Pair:
     zero = (x == 0) & (y == 0)
     inf_x, inf_y = _isinf(x), _isinf(y)
     one = _k(x, 1.0)
-    r = where(zero | (inf_y & _isfinite(x)), _k(x, 0.0), where(inf_x & _isfinite(y), _signed(1.0, x), r))
-    i = where(zero | (inf_x & _isfinite(y)), _k(x, 0.0), where(inf_y & _isfinite(x), _signed(1.0, y), i))
-    return r, i
+    r = where(zero, _k(x, 0.0), where(inf_y & _isfinite(x), _signed(0.0, x), where(inf_x & _isfinite(y), _signed(1.0, x), r)))
+    i = where(zero, _k(x, 0.0), where(inf_x & _isfinite(y), _signed(0.0, y), where(inf_y & _isfinite(x), _signed(1.0, y), i)))
+    # its own derivative (not holomorphic): with (u, v) = sign(z) and r = |z|, d(u, v)/dx =
+    # v (v, -u) / r and d(u, v)/dy = u (-v, u) / r; 0 at 0 and at infinity (torch's sgn); the
+    # graph's would be NaN at 0 (the unused branch's x / 0)
+    def rule(part: int) -> Callable[..., tuple[Tensor, Tensor]]:
+        def vjp(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+            u, v = sign(a, b)
+            h = _t.hypot(a, b)
+            scale = where((h == 0) | _isinf(h), _k(h, 0.0), g / where(h == 0, _k(h, 1.0), h))
+            return (scale * v * v, -(scale * u * v)) if part == 0 else (-(scale * u * v), scale * u * u)
+        return vjp
+    return define_vjp(r, [re, im], rule(0)), define_vjp(i, [re, im], rule(1))
 
 
 def round(re: Tensor, im: Tensor) -> Pair:

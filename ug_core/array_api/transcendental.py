@@ -26,6 +26,7 @@ import numpy as np
 from ..autodiff import define_vjp
 from ..ops import Op
 from ..tensor import Tensor, _as_tensor, maximum as _maximum, minimum as _minimum, where
+from . import _complex
 from ._common import check_tensor
 from .elementwise import _pair
 
@@ -64,9 +65,12 @@ def _unary_function(compute: Callable[[Tensor], Tensor]) -> Callable[[Tensor], T
     name = compute.__name__
 
     def fn(x: Tensor, /) -> Tensor:
-        return _in_float(check_tensor(x, name)._float(), compute)
+        x = check_tensor(x, name)
+        if x.dtype.kind == "c":   # of complex numbers: complex_math's, on the parts
+            return _complex.math_function(name)(x)
+        return _in_float(x._float(), compute)
     fn.__name__ = fn.__qualname__ = name
-    fn.__doc__ = compute.__doc__
+    fn.__doc__ = f"{compute.__doc__} Of complex numbers: complex_math.{name}."
     return fn
 
 
@@ -76,6 +80,8 @@ def _binary_function(compute: Callable[[Tensor, Tensor], Tensor]) -> Callable[[A
 
     def fn(x1: Any, x2: Any, /) -> Tensor:
         a, b = _pair(x1, x2, name)
+        if a.dtype.kind == "c":   # (the standard defines none of them on complex numbers)
+            raise _complex.refused(name, a.dtype)
         return _in_float(a._float(), compute, b._float())
     fn.__name__ = fn.__qualname__ = name
     fn.__doc__ = compute.__doc__
