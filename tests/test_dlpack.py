@@ -85,3 +85,16 @@ def test_other_devices_copy():
     with pytest.raises(BufferError):
         t.__dlpack__(copy=False)
     np.testing.assert_array_equal(np.from_dlpack(t), [0, 1, 2, 3])
+
+
+def test_an_empty_tensor_exports_without_a_copy_request_failing():
+    # (nothing to share or copy: copy=False is honoured on every device)
+    for dev in ug.devices():
+        e = ug.zeros((0, 3), dtype=ug.bool, device=dev)
+        assert np.asarray(np.from_dlpack(e, copy=False)).shape == (0, 3)
+
+
+def test_uint64_values_above_int64_are_exact_from_lists():
+    # (numpy converts the Python ints directly; an int64 or float64 detour rounded or wrapped them)
+    values = [2**63 + 1, 3, 2**64 - 1]
+    np.testing.assert_array_equal(ug.asarray(values, dtype=ug.uint64).numpy(), np.array(values, np.uint64))

@@ -171,6 +171,12 @@ def _to_array(data: Any, dtype: np.dtype | None) -> np.ndarray:
     elif dtypes.is_scalar(data):
         return np.asarray(data, dtype=dtype or dtypes.default_dtype(data))
     elif isinstance(data, (list, tuple)):
+        if dtype is not None:
+            try:   # exact where numpy converts the elements directly (uint64 values above 2**63,
+                # which an int64 or float64 detour would round or wrap)
+                return np.asarray(data, dtype=dtype)
+            except (OverflowError, TypeError, ValueError):
+                pass   # (a ragged or otherwise odd sequence: the checks below say what is wrong)
         try:
             arr = np.asarray(data)
         except ValueError as e:
@@ -485,7 +491,7 @@ class Tensor:
             raise BufferError(f"ug tensors export to the CPU (DLPack device (1, 0)) only, not {dl_device}")
         lent = None if copy else self._host_memory()
         if lent is None:
-            if copy is False:
+            if copy is False and self.size:   # (an empty tensor has no memory to share or copy)
                 raise BufferError(f"device {self.device!r} does not keep its buffers in host memory: "
                                   f"DLPack export copies (copy=False cannot be honoured)")
             lent = self.numpy()
