@@ -21,7 +21,7 @@ def gemm(request):
     return PackedGemm(get_jit(), np.dtype(request.param))
 
 
-def _on_threads(fn, threads):
+def _on_threads(fn, threads, native=None):
     futures = [_POOL.submit(fn, t) for t in range(1, threads)]
     fn(0)
     for f in futures:
@@ -287,7 +287,7 @@ def test_units_are_shared_dynamically(gemm):
     out = np.full((500, 70), np.nan, gemm.cfg.dtype)
     ran = []
     gemm.run(p, a.ctypes.data, b.ctypes.data, out.ctypes.data, _alloc, lambda h: None,
-             lambda fn, threads: (ran.append(threads), fn(0)), 4)
+             lambda fn, threads, native=None: (ran.append(threads), fn(0)), 4)
     assert ran == [4]   # one hand-off to the threads per product (packing and gemm)
     _check(out, a, b)
 
@@ -311,7 +311,7 @@ def test_a_late_thread_finds_the_work_done(gemm, shape):
             workspaces.append(raw)
             return raw, ptr
 
-        def late_threads(fn, threads):
+        def late_threads(fn, threads, native=None):
             fn(0)
             done = out.copy()
             for raw in workspaces:

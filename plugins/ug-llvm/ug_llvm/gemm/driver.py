@@ -27,9 +27,11 @@ _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
 _SERIAL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # (an untyped call would pass an int as a 32-bit C int)
 _PARALLEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
 
-# runs fn(tid) once on each of `threads` threads, tid 0 on the calling one; need not wait for the
-# others (the gemm's fn(0) returns when all the work is done, see module._parallel)
-OnThreads = Callable[[Callable[[int], None], int], None]
+# on_threads(fn, threads, native=...) runs fn(tid) once on each of `threads` threads, tid 0 on the
+# calling one; need not wait for the others (the gemm's fn(0) returns when all the work is done,
+# see module._parallel). `native` is the same work as a native function, (its ctypes function,
+# address, pointer argument, what keeps that alive), which a pool may run without the GIL.
+OnThreads = Callable[..., None]
 
 _EPI_FN, _EPI_ARGS, _PACK_NEXT, _GEMM_NEXT = FIELD["epi_fn"], FIELD["epi_args"], FIELD["pack_next"], FIELD["gemm_next"]
 _PACK_DONE, _GEMM_DONE = FIELD["pack_done"], FIELD["gemm_done"]
@@ -77,7 +79,8 @@ class PackedGemm:
         self.pack_b = _ENTRY(jit.load(ir, f"{prefix}_pack_b"))
         self.gemm = _ENTRY(jit.address(f"{prefix}_gemm"))
         self.serial = _SERIAL(jit.address(f"{prefix}_serial"))
-        self.parallel = _PARALLEL(jit.address(f"{prefix}_parallel"))
+        self.parallel_address = jit.address(f"{prefix}_parallel")
+        self.parallel = _PARALLEL(self.parallel_address)
 
     def plan(self, p: Problem, threads: int) -> array.array:
         """The row blocks of one batch entry, as their starts (multiples of MR, then M): the
@@ -156,7 +159,7 @@ class PackedGemm:
 
             def work(tid: int, ctx: array.array = ctx) -> None:  # (ctx: alive while a thread may read it)
                 parallel(ctx_ptr, tid)
-            on_threads(work, threads)
+            on_threads(work, threads, native=(parallel, self.parallel_address, ctx_ptr, ctx))
         finally:
             release(ws)
 
