@@ -339,3 +339,46 @@ def test_row_block_plans(gemm, m, threads, batch):
         assert sizes[-1] <= 2 * mr < sizes[0] and list(sizes) == sorted(sizes, reverse=True)
     if threads == 1:
         assert max(sizes) - min(sizes) < 2 * mr   # even blocks (the last may end in a partial panel)
+
+
+def _conv_windows(img, kh, kw):
+    """The im2col rows of a stride-1 convolution read in place, the output computed over whole
+    image rows (positions y * W + x, x < W: the last kw - 1 of each row are past the image's edge,
+    read from the next row; the image has a spare row below for the last ones): img (N, C, H, W)
+    -> a view (N, C, kh, kw, OH * W) with OH = H - 1 - kh + 1, and its element strides."""
+    n, c, h, w = img.shape
+    oh = h - 1 - kh + 1
+    item = img.itemsize
+    strides = (c * h * w, h * w, w, 1, 1)
+    view = np.lib.stride_tricks.as_strided(img, (n, c, kh, kw, oh * w), tuple(s * item for s in strides))
+    return view, strides
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_split_operands_read_rows_from_a_table(gemm, threads):
+    """A split operand (Problem's a_rows / b_rows): rows that are a flattening of dims no one
+    stride walks, read in place at the offsets of a row table. B split over its K rows (a
+    convolution: weight @ im2col rows, the windows of the image read in place), and A split over
+    its M rows (the weight's gradient: im2col rows @ gradient^T), against numpy on a copy; K and
+    M cross the register tile and the KC block, batches broadcast the unsplit operand."""
+    rng = np.random.default_rng(5)
+    dt = gemm.cfg.dtype
+    for n, c, h, w, o in [(3, 4, 7, 9, 5), (2, 70, 5, 6, 3), (1, 2, 4, 70, 13)]:
+        img = _rand(rng, (n, c, h + 1, w), dt)
+        kh = kw = 3
+        view, strides = _conv_windows(img, kh, kw)
+        taps, pos = c * kh * kw, view.shape[-1]
+        cols = np.ascontiguousarray(view).reshape(n, taps, pos)
+        weight = _rand(rng, (o, taps), dt)
+        # B split: (N, O, taps) @ (N, [C, kh, kw], P)
+        p = Problem.from_views((n, o, taps), (0, taps, 1), 0, view.shape, strides, 0, b_split=3)
+        out = np.full((n, o, pos), np.nan, dt)
+        gemm.run(p, weight.ctypes.data, img.ctypes.data, out.ctypes.data, _alloc, lambda h: None, _on_threads, threads)
+        _check(out, np.broadcast_to(weight, (n, o, taps)), cols)
+        # A split: (N, [C, kh, kw], P) @ (N, P, O), the gradient read transposed
+        g = _rand(rng, (n, o, pos), dt)
+        p = Problem.from_views(view.shape, strides, 0, (n, pos, o), (o * pos, 1, pos), 0, a_split=3)
+        out = np.full((n, taps, o), np.nan, dt)
+        gemm.run(p, img.ctypes.data, g.ctypes.data, out.ctypes.data, _alloc, lambda h: None, _on_threads, threads)
+        _check(out, cols, g.transpose(0, 2, 1))
+        assert p.a_rows is not None and p.b_rows is None

@@ -67,8 +67,9 @@ class HostMatmul:
             return "none"
         if not k:
             return "zeros"
+        split = spec.a_split > 1 or spec.b_split > 1
         if settings.MATMUL_IMPL == "ug" and a.dtype == b.dtype == out.dtype and a.dtype in GEMM_DTYPES:
-            if out.size * k <= SMALL_MATMUL_MACS and a.dtype.itemsize >= 4:  # (float16: summed in float32 by the gemm)
+            if out.size * k <= SMALL_MATMUL_MACS and a.dtype.itemsize >= 4 and not split:  # (float16: summed in float32 by the gemm)
                 return "small"
             if m >= GEMM_MIN_DIM and n >= GEMM_MIN_DIM:
                 return "gemm"
@@ -86,8 +87,8 @@ class HostMatmul:
             m, n = spec.out_shape[-2:]
             self.packed_gemm(out, a, b, spec, m * n * spec.a_view.shape[-1])
         elif path == "numpy":
-            av = _strided(array_of(a), spec.a_view)
-            bv = _strided(array_of(b), spec.b_view)
+            av = _matrices(_strided(array_of(a), spec.a_view), spec.a_split)
+            bv = _matrices(_strided(array_of(b), spec.b_view), spec.b_split)
             dst = array_of(out).reshape(spec.out_shape)
             if av.dtype == bv.dtype == dst.dtype:
                 np.matmul(av, bv, out=dst)
@@ -159,7 +160,8 @@ class HostMatmul:
                 gemm = self._gemms.get(cfg) or PackedGemm(self.device.jit, cfg.dtype, cfg)
                 self._gemms[cfg] = gemm
         av, bv = spec.a_view, spec.b_view
-        problem = Problem.from_views(av.shape, av.strides, av.offset, bv.shape, bv.strides, bv.offset)
+        problem = Problem.from_views(av.shape, av.strides, av.offset, bv.shape, bv.strides, bv.offset,
+                                     spec.a_split, spec.b_split)
         parallel = mnk * problem.batch >= GEMM_PARALLEL_MIN_MNK
         if len(self._gemm_plans) >= MAX_PLANS:
             self._gemm_plans.clear()
@@ -185,6 +187,11 @@ def _tile_for(cfg: GemmConfig, n: int) -> GemmConfig:
     # gradient, 32 output channels on AVX-512: 8.1 -> 4.8 ms)
     mr = cfg.mr * cfg.nv // NARROW_NV if nv == NARROW_NV else cfg.mr
     return dataclasses.replace(cfg, nv=nv, mr=mr)
+
+
+def _matrices(x: np.ndarray, split: int) -> np.ndarray:
+    """A split operand's (MatmulSpec.a_split / b_split) rows merged into one dim (a copy)."""
+    return x if split <= 1 else x.reshape(x.shape[:-1 - split] + (-1, x.shape[-1]))
 
 
 def _strided(flat: np.ndarray, view: View) -> np.ndarray:

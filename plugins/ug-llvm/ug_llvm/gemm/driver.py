@@ -44,6 +44,11 @@ SPARE_WORKSPACE = 1 << 17
 MAX_SETUPS = 256
 
 
+def _address(table: array.array | None) -> int:
+    """A row table's address (the problem keeps it alive), or 0 for none."""
+    return 0 if table is None else table.buffer_info()[0]
+
+
 def _own_workspace(nbytes: int) -> tuple[np.ndarray, int]:
     """A 64-byte aligned workspace owned by the gemm (freed with the array)."""
     block = np.empty(nbytes + 64, np.uint8)
@@ -180,7 +185,8 @@ class PackedGemm:
         b_rows, units = p.batch * -(-p.k // group), p.batch * blocks
         ctx = array.array("q", (0, 0, 0, 0, 0, p.m, p.n, p.k, p.rsa, p.csa, p.rsb, p.csb, p.n,
                                 p.offsets.buffer_info()[0], starts.buffer_info()[0], blocks, npad, a_stride, 0, 0,
-                                0, 0, b_rows, units, group, 0, 0, max(1, b_rows // (8 * threads))))
+                                0, 0, b_rows, units, group, 0, 0, max(1, b_rows // (8 * threads)),
+                                _address(p.a_rows), _address(p.b_rows)))
         setup = _Setup(p, starts, ctx, b_pack_at + p.batch * p.k * npad * cfg.itemsize, b_pack_at)
         if len(self._setups) >= MAX_SETUPS:  # bounded: problems of dropped schedules go eventually
             self._setups.clear()

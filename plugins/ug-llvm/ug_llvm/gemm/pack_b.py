@@ -21,7 +21,7 @@ def pack_b(cfg: GemmConfig, name: str) -> str:
     column and transposed in registers (_pack_b_columns)."""
     t, nr, vw = cfg.t, cfg.nr, cfg.vector
     b = Builder(md_base=1000)
-    c = b.ctx_loads(["b", "b_pack", "n", "k", "rsb", "csb", "offsets", "npad", "b_group"])
+    c = b.ctx_loads(["b", "b_pack", "n", "k", "rsb", "csb", "offsets", "npad", "b_group", "b_rows"])
     full_panels = b.value(f"sdiv i64 {c['n']}, {nr}")
     npanels = b.value(f"sdiv i64 {c['npad']}, {nr}")
     knpad = b.value(f"mul nsw i64 {c['k']}, {c['npad']}")
@@ -83,7 +83,7 @@ def _pack_b_row(b: Builder, cfg: GemmConfig, c: dict[str, str], bbase: str, dbat
     """Row k of B into panels [first, npanels): the full panels of a unit-stride row as vector
     copies, the rest element by element, zeros past N."""
     t, nr, es = cfg.t, cfg.nr, cfg.itemsize
-    so = b.value(f"mul nsw i64 {k}, {c['rsb']}")
+    so = b.row_offset(c["b_rows"], k, c["rsb"])
     srow = b.value(f"getelementptr {cfg.src}, ptr {bbase}, i64 {so}")
     place, pstride = _pack_b_layout(b, cfg, c, k)
     drow = b.value(f"getelementptr inbounds {t}, ptr {dbatch}, i64 {place}")

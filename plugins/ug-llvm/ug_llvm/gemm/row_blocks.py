@@ -13,7 +13,7 @@ def row_blocks(cfg: GemmConfig, name: str, micro: str) -> str:
     t, nr, kcmax = cfg.t, cfg.nr, cfg.kc
     b = Builder(md_base=100000)
     c = b.ctx_loads(["a", "b_pack", "c", "a_pack", "m", "n", "k", "rsa", "csa", "ldc", "offsets", "row_starts",
-                     "units_per_batch", "npad", "a_pack_stride", "epi_fn", "epi_args"])
+                     "units_per_batch", "npad", "a_pack_stride", "epi_fn", "epi_args", "a_rows"])
     has_epilogue = b.value(f"icmp ne ptr {c['epi_fn']}, null")
     wo = b.value(f"mul nsw i64 %tid, {c['a_pack_stride']}")
     ap = b.value(f"getelementptr inbounds {t}, ptr {c['a_pack']}, i64 {wo}")
