@@ -222,8 +222,8 @@ def test_config_tiles_follow_the_vector_registers():
     assert GemmConfig.for_host(np.float32, "+neon").nr == 8
 
 
-@pytest.mark.parametrize("vector,mr,nv", [(8, 6, 2), (4, 6, 2), (4, 3, 3), (16, 12, 2), (16, 6, 1)],
-                         ids=["avx2-like", "sse-like", "3-vectors", "avx512-12x2", "avx512-narrow"])
+@pytest.mark.parametrize("vector,mr,nv", [(8, 6, 2), (4, 6, 2), (4, 3, 3), (16, 12, 2), (16, 8, 3), (16, 6, 1)],
+                         ids=["avx2-like", "sse-like", "3-vectors", "avx512-12x2", "avx512-8x3", "avx512-narrow"])
 def test_other_tile_shapes(vector, mr, nv):
     """The tiles other hosts get (AVX2, 128-bit vectors), run here: same IR generator."""
     rng = np.random.default_rng(8)
@@ -235,6 +235,18 @@ def test_other_tile_shapes(vector, mr, nv):
             _check(run_gemm(g, a, b, threads=2), a, b)
             bt = np.ascontiguousarray(b.T).T
             _check(run_gemm(g, a, bt, threads=3), a, bt)
+
+
+def test_the_tile_that_pads_the_rows_and_columns_least():
+    """Given the rows per batch entry, the tile of as many accumulators that pads M and N least
+    (the host's on a tie): T2's convolutions (32 or 144 rows by 624 positions) get 8 x 3 vectors,
+    a 256 x 512 layer keeps 6 x 4, 32 columns keep the narrow 12 x 2."""
+    from ug_llvm.matmul import _tile_for
+    cfg = GemmConfig.for_host(np.float32, "+avx512f,+avx2,+avx")
+    assert [(t.mr, t.nv) for t in (_tile_for(cfg, 624, 32), _tile_for(cfg, 624, 144))] == [(8, 3), (8, 3)]
+    assert _tile_for(cfg, 512, 256) is cfg and _tile_for(cfg, 512, 784) is cfg
+    assert (_tile_for(cfg, 32, 144).mr, _tile_for(cfg, 32, 144).nv) == (12, 2)
+    assert _tile_for(cfg, 10, 256).nv == 1
 
 
 def test_narrow_products_get_a_narrower_tile():
