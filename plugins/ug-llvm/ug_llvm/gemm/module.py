@@ -68,13 +68,15 @@ def render_module(cfg: GemmConfig, prefix: str, triple: str, data_layout: str, c
     t, vw = cfg.t, cfg.vector
     vt = f"<{vw} x {t}>"
     micro = f"{prefix}_micro"
+    direct = f"{prefix}_micro_direct" if cfg.src == cfg.t else None
     return "\n\n".join([
         f"; ug packed gemm {cfg}",
         f'target triple = "{triple}"',
         f'target datalayout = "{data_layout}"',
         micro_kernel(cfg, micro),
+        micro_kernel(cfg, direct, direct=True) if direct else "",
         pack_b(cfg, f"{prefix}_pack_b"),
-        row_blocks(cfg, f"{prefix}_gemm", micro),
+        row_blocks(cfg, f"{prefix}_gemm", micro, direct),
         _serial(prefix),
         _parallel(prefix, triple),
         f"declare {vt} @llvm.fma.v{vw}{FSUF[t]}({vt}, {vt}, {vt})",
