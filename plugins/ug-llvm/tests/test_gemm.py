@@ -139,8 +139,29 @@ def test_x_at_weight_is_folded_into_one_problem():
     assert q.batch == 20  # a broadcast over the batch: rows repeat, no fold
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_many_batch_entries_with_their_own_b_run_batch_by_batch(gemm, threads):
+    """Many batch entries, each with its own B: the threads take whole entries and pack each
+    one's B into a slot of their own just before its row blocks (module._batch_by_batch); a B
+    broadcast over the batch, or few entries, keep packing every entry's B first."""
+    from ug_llvm.gemm.config import FIELD
+    rng = np.random.default_rng(21)
+    dt = gemm.cfg.dtype
+    for batch, m, k, n in [(4 * threads, 19, 70, 45), (13, 2 * gemm.cfg.mr + 1, gemm.cfg.kc + 9, gemm.cfg.nr + 3)]:
+        a, b = _rand(rng, (batch, m, k), dt), _rand(rng, (batch, k, n), dt)
+        _check(run_gemm(gemm, a, b, threads), a, b)
+        p = Problem.from_views(a.shape, tuple(s // a.itemsize for s in a.strides), 0,
+                               b.shape, tuple(s // b.itemsize for s in b.strides), 0)
+        assert gemm._setup(p, threads).ctx[FIELD["b_local"]] == 1
+        bt = np.ascontiguousarray(b.transpose(0, 2, 1)).transpose(0, 2, 1)   # B's columns contiguous
+        _check(run_gemm(gemm, a, bt, threads), a, bt)
+    shared = Problem.from_views((12, 5, 7), (35, 7, 1), 0, (12, 7, 3), (0, 3, 1), 0)
+    few = Problem.from_views((2, 5, 7), (35, 7, 1), 0, (2, 7, 3), (21, 3, 1), 0)
+    assert gemm._setup(shared, 1).ctx[FIELD["b_local"]] == 0 and gemm._setup(few, 1).ctx[FIELD["b_local"]] == 0
+
+
 @settings(max_examples=40, deadline=None)
-@given(m=st.integers(1, 50), n=st.integers(1, 70), k=st.integers(1, 300), batch=st.integers(1, 3),
+@given(m=st.integers(1, 50), n=st.integers(1, 70), k=st.integers(1, 300), batch=st.integers(1, 13),
        ta=st.booleans(), tb=st.booleans(), threads=st.integers(1, 3), f64=st.booleans())
 def test_random_problems_match_numpy(m, n, k, batch, ta, tb, threads, f64):
     g = _gemms[np.dtype(np.float64 if f64 else np.float32)]
@@ -375,7 +396,7 @@ def test_split_operands_read_rows_from_a_table(gemm, threads):
     M cross the register tile and the KC block, batches broadcast the unsplit operand."""
     rng = np.random.default_rng(5)
     dt = gemm.cfg.dtype
-    for n, c, h, w, o in [(3, 4, 7, 9, 5), (2, 70, 5, 6, 3), (1, 2, 4, 70, 13)]:
+    for n, c, h, w, o in [(3, 4, 7, 9, 5), (2, 70, 5, 6, 3), (1, 2, 4, 70, 13), (9, 3, 6, 8, 4)]:
         img = _rand(rng, (n, c, h + 1, w), dt)
         kh = kw = 3
         view, strides = _conv_windows(img, kh, kw)

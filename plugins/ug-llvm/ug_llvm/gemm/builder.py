@@ -35,6 +35,12 @@ class Builder(IRBuilder):
             out[name] = self.value(f"load {'ptr' if name in POINTER_FIELDS else 'i64'}, ptr {p}, align 8")
         return out
 
+    def packed_b_slot(self, local: str, batch: str) -> str:
+        """Which packed B a batch entry's rows go to (pack_b) and come from (row_blocks): its own
+        (all entries packed first), or, batch by batch (`b_local`), the thread's."""
+        is_local = self.value(f"icmp ne i64 {local}, 0")
+        return self.value(f"select i1 {is_local}, i64 %tid, i64 {batch}")
+
     def row_offset(self, table: str, row: str, stride: str) -> str:
         """The offset of an operand's row `row`: table[row] where the operand has a row table (a
         split operand: its rows are a flattening of dims no single stride walks, see

@@ -10,7 +10,7 @@ import numpy as np
 CTX_FIELDS = ("a", "b", "c", "a_pack", "b_pack", "m", "n", "k", "rsa", "csa", "rsb", "csb", "ldc",
               "offsets", "row_starts", "units_per_batch", "npad", "a_pack_stride", "pack_next", "gemm_next",
               "epi_fn", "epi_args", "b_units", "g_units", "b_group", "pack_done", "gemm_done", "b_chunk",
-              "a_rows", "b_rows")
+              "a_rows", "b_rows", "n_batch", "b_local")
 FIELD = {name: i for i, name in enumerate(CTX_FIELDS)}
 POINTER_FIELDS = frozenset({"a", "b", "c", "a_pack", "b_pack", "offsets", "row_starts", "epi_fn", "epi_args",
                             "a_rows", "b_rows"})

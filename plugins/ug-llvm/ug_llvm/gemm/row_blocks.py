@@ -16,7 +16,7 @@ def row_blocks(cfg: GemmConfig, name: str, micro: str, direct: str | None = None
     t, nr, kcmax = cfg.t, cfg.nr, cfg.kc
     b = Builder(md_base=100000)
     c = b.ctx_loads(["a", "b_pack", "c", "a_pack", "m", "n", "k", "rsa", "csa", "ldc", "offsets", "row_starts",
-                     "units_per_batch", "npad", "a_pack_stride", "epi_fn", "epi_args", "a_rows"])
+                     "units_per_batch", "npad", "a_pack_stride", "epi_fn", "epi_args", "a_rows", "b_local"])
     has_epilogue = b.value(f"icmp ne ptr {c['epi_fn']}, null")
     wo = b.value(f"mul nsw i64 %tid, {c['a_pack_stride']}")
     ap = b.value(f"getelementptr inbounds {t}, ptr {c['a_pack']}, i64 {wo}")
@@ -69,7 +69,7 @@ def _row_block(b: Builder, cfg: GemmConfig, c: dict[str, str], u: str, knpad: st
     crow0 = b.value(f"mul nsw i64 {i0}, {c['ldc']}")
     c_first = b.value(f"add nsw i64 {coff}, {crow0}")
     cbase = b.value(f"getelementptr inbounds {t}, ptr {c['c']}, i64 {c_first}")
-    bo = b.value(f"mul nsw i64 {batch}, {knpad}")
+    bo = b.value(f"mul nsw i64 {b.packed_b_slot(c['b_local'], batch)}, {knpad}")
     bpb = b.value(f"getelementptr inbounds {t}, ptr {c['b_pack']}, i64 {bo}")
     return RowBlock(i0, mc, mpanels, abase, c_first, cbase, bpb)
 
