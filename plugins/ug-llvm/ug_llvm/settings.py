@@ -25,10 +25,12 @@ OUTER_BLOCK = env_int("UG_LLVM_OUTER_BLOCK", 64, minimum=0, strict=False)
 WIDE_OUTER_BLOCK = env_int("UG_LLVM_WIDE_OUTER_BLOCK", 1024, minimum=0, strict=False)
 # microseconds a pool worker spins for work before it sleeps (see pool.SpinPool; the number of
 # looks at the job counter this takes is measured once, since a pause instruction lasts 10 ns
-# on some x86 CPUs and 40+ on others: 2^14 pauses were 0.2 ms on the Sapphire Rapids CI host,
-# less than the Python between a training step's parallel kernels). 0: workers sleep at once
-# (no core is kept busy between launches; every launch then pays the wake-up)
-SPIN_US = env_int("UG_LLVM_SPIN_US", 1000, minimum=0, strict=False)
+# on some x86 CPUs and 40+ on others: 2^14 pauses were 0.2 ms on the Sapphire Rapids CI host).
+# Short: a sleeping worker wakes on a futex in about 20 us, and on a loaded 2-core machine a
+# worker spinning a millisecond after each job took that core from the caller (a T1 training
+# step, 40 rounds at load 4.6: median 22.6 ms spinning 1000 us, 19-20.5 with 100-300).
+# 0: workers sleep at once (every launch then pays the wake-up)
+SPIN_US = env_int("UG_LLVM_SPIN_US", 300, minimum=0, strict=False)
 # matmul: "ug" (our packed gemm, ug_llvm.gemm) or "numpy" (numpy's BLAS on strided views)
 MATMUL_IMPL = env_choice("UG_LLVM_MATMUL", "ug", ("ug", "numpy"), strict=False)
 
