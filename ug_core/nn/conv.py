@@ -223,7 +223,9 @@ def _whole_row_conv(xp: Tensor, wm: Tensor, bias: Tensor | None, kernel: tuple[i
         dx = matmul(flipped.reshape(groups, c // groups, o_g * kh * kw), taps_t).reshape(n, c, hq, w)
         if not bias:
             return dw_, dx
-        return dw_, dx, wide.sum(axis=(0, 3)).reshape(groups * o_g)
+        # (the positions' sums first: one reduction over axes (0, 3) took 0.59 ms on T2's conv2
+        # cotangent, these two 0.22)
+        return dw_, dx, wide.sum(axis=3).sum(axis=0).reshape(groups * o_g)
     return define_vjp(out, [wm, xq] + ([bias] if bias is not None else []), vjp)
 
 
