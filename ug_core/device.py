@@ -51,12 +51,20 @@ class Program:
 @dataclass(frozen=True)
 class MatmulSpec:
     """out[b..., m, n] = sum_k a[b..., m, k] * b[b..., k, n]; the views give each operand's layout
-    (any strides, stride 0 for broadcast batch dims) inside its buffer."""
+    (any strides, stride 0 for broadcast batch dims) inside its buffer.
+
+    A split operand (a_split or b_split > 1, only for a device whose `reads_split_operands` is
+    True): A's m (B's k) is a flattening of that many dims of its view, which no single stride
+    walks: a_view's shape is (b..., *m dims, k), b_view's (b..., *k dims, n). The rows of a
+    convolution's im2col matrix are (channel, tap row, tap column) of the image: so the matmul
+    reads them in place instead of from a copy laid out as a matrix (ug_core.nn.conv)."""
 
     a_view: "View"
     b_view: "View"
     out_shape: tuple[int, ...]
     dtype: np.dtype
+    a_split: int = 1
+    b_split: int = 1
 
 
 @dataclass(frozen=True)
@@ -288,6 +296,12 @@ class Device(abc.ABC):
 
     def attends(self, dtype: np.dtype) -> bool:
         """Whether `attention` works here for operands of `dtype` (the default: False)."""
+        return False
+
+    def reads_split_operands(self) -> bool:
+        """Whether `matmul` (and `matmul_epilogue`) take split operands (MatmulSpec.a_split /
+        b_split > 1; the default: False, and the scheduler then realizes such an operand as a
+        matrix first)."""
         return False
 
     def synchronize(self) -> None:

@@ -677,6 +677,78 @@ def _matmul_operand(node: Node) -> tuple[Node, View]:
     return base, view
 
 
+def _split_operand(node: Node) -> tuple[Node, View, int] | None:
+    """A matmul operand read in place as a split operand (MatmulSpec.a_split / b_split): where
+    it is a reshape of a strided view of a value whose rows (dim -2) flatten dims that no single
+    stride walks, such as conv's im2col matrix (channel, tap row, tap column) x positions over
+    the image: (the value, the view with the row dims kept apart, how many there are). None where
+    that does not fit (the caller then reads the operand as _matmul_operand does)."""
+    if node.op is not Op.VIEW or node.realized or len(node.shape) < 2:
+        return None
+    outer: View = node.arg
+    if outer.mask is not None or outer.offset or outer.strides != contiguous_strides(outer.shape):
+        return None
+    inner = node.srcs[0]
+    if inner.op is not Op.VIEW or inner.realized:
+        return None
+    chain: ViewChain = (inner.arg,)
+    base = inner.srcs[0]
+    while base.op is Op.VIEW and not base.realized:   # merge the views below while they make one
+        pushed = chain_push(chain, base.arg)
+        if len(pushed) != 1:
+            break
+        chain, base = pushed, base.srcs[0]
+    v = chain[0]
+    if v.mask is not None or min(v.strides, default=0) < 0:
+        return None
+    # the inner view's dims (size-1 ones dropped), grouped by the outer dim each flattens into
+    dims = [(n, st) for n, st in zip(v.shape, v.strides) if n != 1]
+    groups: list[list[tuple[int, int]]] = []
+    k = 0
+    for size in outer.shape:
+        group, got = [], 1
+        while got < size and k < len(dims):
+            group.append(dims[k])
+            got *= dims[k][0]
+            k += 1
+        if got != size:
+            return None
+        groups.append(group)
+    if k != len(dims):
+        return None
+    shape: list[int] = []
+    strides: list[int] = []
+    split = 1
+    for d, (size, group) in enumerate(zip(outer.shape, groups)):
+        merges = all(st == st2 * n2 for (_, st), (n2, st2) in zip(group, group[1:]))
+        if merges:
+            shape.append(size)
+            strides.append(group[-1][1] if group else 0)
+        elif d == len(outer.shape) - 2 and len(group) <= 4:
+            shape.extend(n for n, _ in group)
+            strides.extend(st for _, st in group)
+            split = len(group)
+        else:
+            return None
+    if split == 1:
+        return None
+    return base, View(tuple(shape), tuple(strides), v.offset), split
+
+
+def _matmul_operands(node: Node) -> tuple[tuple[Node, View, int], tuple[Node, View, int]]:
+    """A matmul's or its operands' (base, view, split): split operands (_split_operand) where the
+    device reads them, else (_matmul_operand, 1)."""
+    out = []
+    splits = registry.get(node.device).reads_split_operands()
+    for src in node.srcs:
+        split = _split_operand(src) if splits else None
+        if split is None:
+            base, view = _matmul_operand(src)
+            split = (base, view, 1)
+        out.append(split)
+    return out[0], out[1]
+
+
 def _must_realize(nodes: list[Node], targets: list[Node]) -> set[Node]:
     realize = {t for t in targets if not t.realized}
     for node in nodes:
@@ -684,7 +756,11 @@ def _must_realize(nodes: list[Node], targets: list[Node]) -> set[Node]:
             continue
         if node.op in ITEM_OPS or node.op is Op.ASSIGN:
             realize.add(node)
-        if node.op in (Op.MATMUL, Op.ATTENTION):   # (read through their views, as the items take them)
+        if node.op is Op.MATMUL:   # (read through their views, as the items take them)
+            for base, _, _ in _matmul_operands(node):
+                if not base.realized:
+                    realize.add(base)
+        elif node.op is Op.ATTENTION:
             for src in node.srcs:
                 base, _ = _matmul_operand(src)
                 if not base.realized:
@@ -1349,9 +1425,8 @@ def _reductions_in_several_kernels(items: list[Item]) -> set[Node]:
 
 def _item_for(node: Node) -> Item:
     if node.op is Op.MATMUL:
-        a, av = _matmul_operand(node.srcs[0])
-        b, bv = _matmul_operand(node.srcs[1])
-        return MatmulItem(node, a, b, MatmulSpec(av, bv, node.shape, node.dtype))
+        (a, av, a_split), (b, bv, b_split) = _matmul_operands(node)
+        return MatmulItem(node, a, b, MatmulSpec(av, bv, node.shape, node.dtype, a_split, b_split))
     if node.op is Op.CUSTOM:
         return CustomItem(node, list(node.srcs), node.arg)
     if node.op is Op.COPY:

@@ -18,6 +18,10 @@ position's window, overlapping, as numpy's sliding_window_view), padding is a ma
   convolution per phase of the output (sub-pixel form, `_conv_transpose_phases`), interleaved:
   spreading the input with stride - 1 zeros between elements instead multiplied those zeros
   (184 ms against torch's 5 for a 16x32x28x28 input, kernel 4, stride 2, on one core; 12 now).
+- Where the device's matmul reads split operands (MatmulSpec.b_split, the cpu's gemm), a
+  stride-1 2-d convolution computes its output over whole rows of the input (`_whole_row_cols`,
+  the extra columns cropped off): the im2col matrix is then a view the matmul reads in place,
+  and neither the product nor the weight's gradient reads a copy of it.
 - The weight's gradient of the im2col form is (cols @ g^T)^T (`_weight_dims_vjp`): the gemm's
   faster orientation.
 - Pooling: max is a max reduction over the window axes of the view of the input padded with
@@ -39,7 +43,8 @@ import numpy as np
 from .. import graph
 from ..array_api.indexing import take
 from ..autodiff import define_vjp
-from ..array_api.manipulation import pad
+from ..plugins import registry
+from ..array_api.manipulation import flip, pad
 from ..tensor import Tensor, matmul, maximum, minimum, tensor, where, zeros
 from ..view import View, contiguous_strides
 
@@ -153,6 +158,77 @@ def _use_taps(cin_g: int, groups: int, kernel: tuple[int, ...]) -> bool:
     return cin_g == 1 and groups > 1 and math.prod(kernel) <= TAPS_MAX
 
 
+def _whole_rows(xp: Tensor, nd: int, stride: tuple[int, ...]) -> bool:
+    """Whether a 2-d convolution computes its output over whole rows of the (padded) input and
+    lets the matmul read the im2col matrix in place (_whole_row_cols): stride 1, on a device
+    whose matmul reads split operands (MatmulSpec.b_split)."""
+    return nd == 2 and stride == (1, 1) and registry.get(xp.device).reads_split_operands()
+
+
+def _whole_row_cols(xq: Tensor, kernel: tuple[int, ...], dilation: tuple[int, ...], oh: int, groups: int) -> Tensor:
+    """The im2col matrix of a stride-1 2-d convolution as a view of xq (N, C, H, W), positions
+    over whole rows: (N, groups, C / groups * kh * kw, oh * W), element (g, (c, i, j), y * W + x)
+    = xq[g * C / groups + c, y + i * dh, x + j * dw] for every x < W (the last (kw - 1) * dw of
+    each row read on into the next row, and past the last one into rows below that xq must have:
+    those columns of the product are cropped off). Its positions are one dim of stride 1, its
+    rows (c, i, j) a split operand (MatmulSpec.b_split)."""
+    n, c, hq, w = xq.shape
+    (kh, kw), (dh, dw) = kernel, dilation
+    view = View((n, groups, c // groups, kh, kw, oh * w), (c * hq * w, c // groups * hq * w, hq * w, dh * w, dw, 1))
+    cols = xq.reshape(n, c, hq * w)._view(view, writeable=False)
+    return cols.reshape(n, groups, c // groups * kh * kw, oh * w)
+
+
+def _whole_row_conv(xp: Tensor, wm: Tensor, bias: Tensor | None, kernel: tuple[int, ...], dilation: tuple[int, ...],
+                    outs: tuple[int, ...]) -> Tensor:
+    """A stride-1 2-d convolution of xp (N, C, H, W, padded) with wm (groups, O / groups, taps)
+    computed over whole rows of xp (_whole_row_cols): the matmul reads the im2col matrix in place
+    instead of a copy prod(kernel) times the image's size (conv2 of `ug bench`'s T2: 21 MB
+    written and read twice a step), and the extra columns are cropped off. xp gets the zero rows
+    below that the last windows read. Its own VJP: the weight's gradient is (cols @ g^T)^T on the
+    whole-row cotangent (zeros in the cropped columns); the input's is the full correlation of
+    that cotangent with the flipped kernel, another whole-row convolution read in place, so
+    neither W^T @ g (prod(kernel) times the image: 23 MB for T2's conv2) nor its col2im is ever
+    stored (single thread: 4.9 + 2.5 ms -> 4.7 ms). The bias's gradient sums the whole-row cotangent, which the matmuls read from a
+    buffer (summing the cropped one recomputed the expression that gives it in the reduction)."""
+    n, c, h, w = xp.shape
+    groups, o_g, taps = wm.shape
+    (kh, kw), (dh, dw) = kernel, dilation
+    oh, ow = outs
+    extra = -(-((kw - 1) * dw) // w)
+    xq = pad(xp, [(0, 0), (0, 0), (0, extra), (0, 0)]) if extra else xp
+    hq = h + extra
+    prod = matmul(wm, _whole_row_cols(xq, kernel, dilation, oh, groups))   # (N, groups, O/g, oh * W)
+    out = prod.reshape(n, groups * o_g, oh, w)[..., :ow]
+    if bias is not None:
+        out = out + bias.reshape(1, -1, 1, 1)
+
+    def vjp(g: Tensor, out: Tensor, wm: Tensor, xq: Tensor, *bias: Tensor) -> tuple[Tensor, ...]:
+        # the cotangent over whole rows (zeros in the cropped columns), flat per channel, with
+        # `front` zeros before it and zeros after, as far as the input's gradient below reads
+        front = (kh - 1) * dh * w + (kw - 1) * dw
+        length = hq * w + front
+        flat = pad(g, [(0, 0), (0, 0), (0, 0), (0, w - ow)]).reshape(n, groups * o_g, oh * w)
+        gp = pad(flat, [(0, 0), (0, 0), (front, length - front - oh * w)])
+        wide = gp[..., front:front + oh * w].reshape(n, groups, o_g, oh * w)
+        cols = _whole_row_cols(xq, kernel, dilation, oh, groups)
+        dw_ = matmul(cols, wide.mT).mT.sum(axis=0)                          # (groups, O/g, taps)
+        # the input's gradient: the full correlation of the cotangent with the flipped kernel,
+        # itself a whole-row convolution over gp (rows (o, i, j) read gp at q + i * dh * W + j * dw
+        # for the flipped tap), which the matmul reads in place as a split operand too
+        taps_t = gp.reshape(n, groups, o_g, length)._view(
+            View((n, groups, o_g, kh, kw, hq * w), (groups * o_g * length, o_g * length, length, dh * w, dw, 1)),
+            writeable=False).reshape(n, groups, o_g * kh * kw, hq * w)
+        flipped = flip(wm.reshape(groups, o_g, c // groups, kh, kw), axis=(3, 4)).permute(0, 2, 1, 3, 4)
+        dx = matmul(flipped.reshape(groups, c // groups, o_g * kh * kw), taps_t).reshape(n, c, hq, w)
+        if not bias:
+            return dw_, dx
+        # (the positions' sums first: one reduction over axes (0, 3) took 0.59 ms on T2's conv2
+        # cotangent, these two 0.22)
+        return dw_, dx, wide.sum(axis=3).sum(axis=0).reshape(groups * o_g)
+    return define_vjp(out, [wm, xq] + ([bias] if bias is not None else []), vjp)
+
+
 def _weight_dims_vjp(g: Tensor, out: Tensor, w: Tensor, cols: Tensor) -> tuple[Tensor, Tensor]:
     """The VJP of w @ cols (w's batch dims broadcast against the leading ones of cols): the
     weight's gradient as (cols @ g^T)^T, summed over the broadcast batch, and the columns' as
@@ -230,6 +306,9 @@ def _conv(x: Tensor, weight: Tensor, bias: Tensor | None, stride: Any, padding: 
             cols = win.permute(order).reshape(groups, taps, n * positions)
             prod = matmul(wm, cols).reshape(groups, o_g, n, *outs)
             out = prod.permute(2, 0, 1, *range(3, 3 + nd)).reshape(n, o, *outs)
+        elif _whole_rows(xp, nd, stride_):
+            out = _whole_row_conv(xp, wm, bias, kernel, dilation_, outs)
+            return _unbatched(out, was_unbatched)
         else:
             cols = win.permute(order).reshape(n, groups, taps, positions)
             if groups == 1:

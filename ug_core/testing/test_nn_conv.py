@@ -1,7 +1,8 @@
 """ug.nn's convolutions, pooling, interpolation and ug.einsum against numpy references written
 here (loops over kernel taps), in float32 and float64, on every device; the kernels they fuse
-into (a conv2d forward: the im2col copy, one matmul, the bias in its epilogue kernel; a depthwise
-conv, a pooling, an interpolation: one kernel each)."""
+into (a conv2d forward: the im2col copy (or, where the matmul reads split operands, as on cpu, a
+padded copy of the input that it reads as its im2col matrix), one matmul, the bias in its epilogue
+kernel; a depthwise conv, a pooling, an interpolation: one kernel each)."""
 import itertools
 import math
 
@@ -280,8 +281,8 @@ def test_einsum(device, case, rng, close):
 
 
 def test_fused_kernel_counts(device):
-    """conv2d with a bias: the im2col copy, one matmul, the bias in the kernel after it (the
-    matmul's epilogue where the device has one); depthwise: one kernel; pooling and interpolation
+    """conv2d with a bias: the im2col copy (or the padded input the matmul reads in place), one
+    matmul, the bias in the kernel after it (the matmul's epilogue where the device has one); depthwise: one kernel; pooling and interpolation
     one kernel each."""
     def data(*shape):   # tensors with buffers (ug.ones is a lazy constant a matmul would copy)
         return ug.tensor(np.ones(shape, np.float32), device=device)

@@ -21,7 +21,7 @@ def gemm(request):
     return PackedGemm(get_jit(), np.dtype(request.param))
 
 
-def _on_threads(fn, threads):
+def _on_threads(fn, threads, native=None):
     futures = [_POOL.submit(fn, t) for t in range(1, threads)]
     fn(0)
     for f in futures:
@@ -139,8 +139,29 @@ def test_x_at_weight_is_folded_into_one_problem():
     assert q.batch == 20  # a broadcast over the batch: rows repeat, no fold
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_many_batch_entries_with_their_own_b_run_batch_by_batch(gemm, threads):
+    """Many batch entries, each with its own B: the threads take whole entries and pack each
+    one's B into a slot of their own just before its row blocks (module._batch_by_batch); a B
+    broadcast over the batch, or few entries, keep packing every entry's B first."""
+    from ug_llvm.gemm.config import FIELD
+    rng = np.random.default_rng(21)
+    dt = gemm.cfg.dtype
+    for batch, m, k, n in [(4 * threads, 19, 70, 45), (13, 2 * gemm.cfg.mr + 1, gemm.cfg.kc + 9, gemm.cfg.nr + 3)]:
+        a, b = _rand(rng, (batch, m, k), dt), _rand(rng, (batch, k, n), dt)
+        _check(run_gemm(gemm, a, b, threads), a, b)
+        p = Problem.from_views(a.shape, tuple(s // a.itemsize for s in a.strides), 0,
+                               b.shape, tuple(s // b.itemsize for s in b.strides), 0)
+        assert gemm._setup(p, threads).ctx[FIELD["b_local"]] == 1
+        bt = np.ascontiguousarray(b.transpose(0, 2, 1)).transpose(0, 2, 1)   # B's columns contiguous
+        _check(run_gemm(gemm, a, bt, threads), a, bt)
+    shared = Problem.from_views((12, 5, 7), (35, 7, 1), 0, (12, 7, 3), (0, 3, 1), 0)
+    few = Problem.from_views((2, 5, 7), (35, 7, 1), 0, (2, 7, 3), (21, 3, 1), 0)
+    assert gemm._setup(shared, 1).ctx[FIELD["b_local"]] == 0 and gemm._setup(few, 1).ctx[FIELD["b_local"]] == 0
+
+
 @settings(max_examples=40, deadline=None)
-@given(m=st.integers(1, 50), n=st.integers(1, 70), k=st.integers(1, 300), batch=st.integers(1, 3),
+@given(m=st.integers(1, 50), n=st.integers(1, 70), k=st.integers(1, 300), batch=st.integers(1, 13),
        ta=st.booleans(), tb=st.booleans(), threads=st.integers(1, 3), f64=st.booleans())
 def test_random_problems_match_numpy(m, n, k, batch, ta, tb, threads, f64):
     g = _gemms[np.dtype(np.float64 if f64 else np.float32)]
@@ -222,8 +243,8 @@ def test_config_tiles_follow_the_vector_registers():
     assert GemmConfig.for_host(np.float32, "+neon").nr == 8
 
 
-@pytest.mark.parametrize("vector,mr,nv", [(8, 6, 2), (4, 6, 2), (4, 3, 3), (16, 12, 2), (16, 6, 1)],
-                         ids=["avx2-like", "sse-like", "3-vectors", "avx512-12x2", "avx512-narrow"])
+@pytest.mark.parametrize("vector,mr,nv", [(8, 6, 2), (4, 6, 2), (4, 3, 3), (16, 12, 2), (16, 8, 3), (16, 6, 1)],
+                         ids=["avx2-like", "sse-like", "3-vectors", "avx512-12x2", "avx512-8x3", "avx512-narrow"])
 def test_other_tile_shapes(vector, mr, nv):
     """The tiles other hosts get (AVX2, 128-bit vectors), run here: same IR generator."""
     rng = np.random.default_rng(8)
@@ -235,6 +256,18 @@ def test_other_tile_shapes(vector, mr, nv):
             _check(run_gemm(g, a, b, threads=2), a, b)
             bt = np.ascontiguousarray(b.T).T
             _check(run_gemm(g, a, bt, threads=3), a, bt)
+
+
+def test_the_tile_that_pads_the_rows_and_columns_least():
+    """Given the rows per batch entry, the tile of as many accumulators that pads M and N least
+    (the host's on a tie): T2's convolutions (32 or 144 rows by 624 positions) get 8 x 3 vectors,
+    a 256 x 512 layer keeps 6 x 4, 32 columns keep the narrow 12 x 2."""
+    from ug_llvm.matmul import _tile_for
+    cfg = GemmConfig.for_host(np.float32, "+avx512f,+avx2,+avx")
+    assert [(t.mr, t.nv) for t in (_tile_for(cfg, 624, 32), _tile_for(cfg, 624, 144))] == [(8, 3), (8, 3)]
+    assert _tile_for(cfg, 512, 256) is cfg and _tile_for(cfg, 512, 784) is cfg
+    assert (_tile_for(cfg, 32, 144).mr, _tile_for(cfg, 32, 144).nv) == (12, 2)
+    assert _tile_for(cfg, 10, 256).nv == 1
 
 
 def test_narrow_products_get_a_narrower_tile():
@@ -287,7 +320,7 @@ def test_units_are_shared_dynamically(gemm):
     out = np.full((500, 70), np.nan, gemm.cfg.dtype)
     ran = []
     gemm.run(p, a.ctypes.data, b.ctypes.data, out.ctypes.data, _alloc, lambda h: None,
-             lambda fn, threads: (ran.append(threads), fn(0)), 4)
+             lambda fn, threads, native=None: (ran.append(threads), fn(0)), 4)
     assert ran == [4]   # one hand-off to the threads per product (packing and gemm)
     _check(out, a, b)
 
@@ -311,7 +344,7 @@ def test_a_late_thread_finds_the_work_done(gemm, shape):
             workspaces.append(raw)
             return raw, ptr
 
-        def late_threads(fn, threads):
+        def late_threads(fn, threads, native=None):
             fn(0)
             done = out.copy()
             for raw in workspaces:
@@ -339,3 +372,46 @@ def test_row_block_plans(gemm, m, threads, batch):
         assert sizes[-1] <= 2 * mr < sizes[0] and list(sizes) == sorted(sizes, reverse=True)
     if threads == 1:
         assert max(sizes) - min(sizes) < 2 * mr   # even blocks (the last may end in a partial panel)
+
+
+def _conv_windows(img, kh, kw):
+    """The im2col rows of a stride-1 convolution read in place, the output computed over whole
+    image rows (positions y * W + x, x < W: the last kw - 1 of each row are past the image's edge,
+    read from the next row; the image has a spare row below for the last ones): img (N, C, H, W)
+    -> a view (N, C, kh, kw, OH * W) with OH = H - 1 - kh + 1, and its element strides."""
+    n, c, h, w = img.shape
+    oh = h - 1 - kh + 1
+    item = img.itemsize
+    strides = (c * h * w, h * w, w, 1, 1)
+    view = np.lib.stride_tricks.as_strided(img, (n, c, kh, kw, oh * w), tuple(s * item for s in strides))
+    return view, strides
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_split_operands_read_rows_from_a_table(gemm, threads):
+    """A split operand (Problem's a_rows / b_rows): rows that are a flattening of dims no one
+    stride walks, read in place at the offsets of a row table. B split over its K rows (a
+    convolution: weight @ im2col rows, the windows of the image read in place), and A split over
+    its M rows (the weight's gradient: im2col rows @ gradient^T), against numpy on a copy; K and
+    M cross the register tile and the KC block, batches broadcast the unsplit operand."""
+    rng = np.random.default_rng(5)
+    dt = gemm.cfg.dtype
+    for n, c, h, w, o in [(3, 4, 7, 9, 5), (2, 70, 5, 6, 3), (1, 2, 4, 70, 13), (9, 3, 6, 8, 4)]:
+        img = _rand(rng, (n, c, h + 1, w), dt)
+        kh = kw = 3
+        view, strides = _conv_windows(img, kh, kw)
+        taps, pos = c * kh * kw, view.shape[-1]
+        cols = np.ascontiguousarray(view).reshape(n, taps, pos)
+        weight = _rand(rng, (o, taps), dt)
+        # B split: (N, O, taps) @ (N, [C, kh, kw], P)
+        p = Problem.from_views((n, o, taps), (0, taps, 1), 0, view.shape, strides, 0, b_split=3)
+        out = np.full((n, o, pos), np.nan, dt)
+        gemm.run(p, weight.ctypes.data, img.ctypes.data, out.ctypes.data, _alloc, lambda h: None, _on_threads, threads)
+        _check(out, np.broadcast_to(weight, (n, o, taps)), cols)
+        # A split: (N, [C, kh, kw], P) @ (N, P, O), the gradient read transposed
+        g = _rand(rng, (n, o, pos), dt)
+        p = Problem.from_views(view.shape, strides, 0, (n, pos, o), (o * pos, 1, pos), 0, a_split=3)
+        out = np.full((n, taps, o), np.nan, dt)
+        gemm.run(p, img.ctypes.data, g.ctypes.data, out.ctypes.data, _alloc, lambda h: None, _on_threads, threads)
+        _check(out, cols, g.transpose(0, 2, 1))
+        assert p.a_rows is not None and p.b_rows is None

@@ -27,7 +27,7 @@ def test_jobs_reach_spinning_and_sleeping_workers():
     assert _run_once(pool, 3) == {1, 2, 3}
     assert _run_once(pool, 3) == {1, 2, 3}   # right after: (maybe) still spinning
     time.sleep(0.05)                          # asleep now
-    assert pool._asleep == 3
+    assert pool.asleep == 3
     assert _run_once(pool, 3) == {1, 2, 3}
 
 
@@ -91,7 +91,7 @@ def test_parallel_launches_from_several_threads_at_once():
 
 
 def test_workers_that_never_spin_still_run_jobs():
-    pool = SpinPool(get_jit(), 2, spins=0)   # UG_LLVM_SPINS=0: asleep between jobs
+    pool = SpinPool(get_jit(), 2, spins=0)   # (UG_LLVM_SPIN_US=0): asleep between jobs
     for _ in range(3):
         assert _run_once(pool, 2) == {1, 2}
 
@@ -153,3 +153,74 @@ def test_a_forked_child_gets_new_workers():
     with os.fdopen(read, "rb") as pipe:
         seen, names = pickle.loads(pipe.read())
     assert seen == {1, 2} and names == ["ug-cpu-1", "ug-cpu-2"], (seen, names)
+
+
+_MARK_IR = """
+define void @ug_test_pool_mark(ptr %mask, i64 %index) {
+  %bit = shl i64 1, %index
+  %old = atomicrmw or ptr %mask, i64 %bit seq_cst, align 8
+  ret void
+}
+"""
+
+
+def _native_mark(jit):
+    """The address of `void mark(ptr mask, i64 index)`: *mask |= 1 << index (atomic)."""
+    return jit.load(f'target triple = "{jit.triple}"\ntarget datalayout = "{jit.data_layout}"\n{_MARK_IR}',
+                    "ug_test_pool_mark")
+
+
+def _wait_mask(mask, want, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while mask[0] != want and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return mask[0]
+
+
+def test_native_jobs_run_on_the_workers_below_their_limit():
+    """post_native: the workers run the native function themselves (spinning, and after they went
+    to sleep), each under its own index, and only those below the job's limit."""
+    import array
+
+    jit = get_jit()
+    mark = _native_mark(jit)
+    pool = SpinPool(jit, 3, spins=64)
+    for pause in (0.0, 0.05):   # right after the previous job (maybe spinning), then asleep
+        time.sleep(pause)
+        mask = array.array("q", [0])
+        pool.post_native(mark, mask.buffer_info()[0], mask, 4)
+        assert _wait_mask(mask, 0b1110) == 0b1110
+    mask = array.array("q", [0])
+    pool.post_native(mark, mask.buffer_info()[0], mask, 3)   # workers 1 and 2 only
+    assert _wait_mask(mask, 0b110) == 0b110
+    time.sleep(0.05)
+    assert mask[0] == 0b110
+
+
+def test_native_jobs_posted_faster_than_the_slots_turn_over():
+    """Many native jobs in a row, more than there are slots, from two Python threads: a slot is
+    reused only once no worker is inside its old job, so a worker reads each job whole. Jobs
+    alternate between limits 2 (worker 1 only) and 3 (workers 1 and 2): a job's mask never gets a
+    mark its own limit rules out (a worker that read one job's argument with another's limit would
+    put one there), and the pool keeps every argument alive for whichever worker still reaches it."""
+    import array
+
+    jit = get_jit()
+    mark = _native_mark(jit)
+    pool = SpinPool(jit, 2)
+    jobs = []
+
+    def poster():
+        for i in range(1000):
+            mask, limit = array.array("q", [0]), 2 + i % 2
+            jobs.append((mask, limit))
+            pool.post_native(mark, mask.buffer_info()[0], mask, limit)
+    threads = [threading.Thread(target=poster) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    time.sleep(0.05)
+    assert all(mask[0] & ~0b110 == 0 for mask, _ in jobs)
+    assert not [mask[0] for mask, limit in jobs if limit == 2 and mask[0] & 0b100]
+    assert sum(1 for mask, _ in jobs if mask[0]) > 0   # the workers did take jobs

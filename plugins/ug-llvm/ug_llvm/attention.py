@@ -322,7 +322,8 @@ class _Compiled:
         ir = ir.replace("@ug_attn_", f"@{prefix}_")
         self.ir = ir
         self.serial = _SERIAL(jit.load(ir, f"{prefix}_serial"))
-        self.parallel = _PARALLEL(jit.address(f"{prefix}_parallel"))
+        self.parallel_address = jit.address(f"{prefix}_parallel")
+        self.parallel = _PARALLEL(self.parallel_address)
 
 
 class HostAttention:
@@ -419,7 +420,7 @@ class HostAttention:
 
                 def work(tid: int, ctx: array.array = ctx, offsets: np.ndarray = offsets) -> None:
                     parallel(ctx_ptr, tid)
-                runtime.on_threads(work, threads)
+                runtime.on_threads(work, threads, native=(parallel, mod.parallel_address, ctx_ptr, (ctx, offsets)))
         finally:
             self.device.free(block)
 

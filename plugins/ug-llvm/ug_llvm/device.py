@@ -139,6 +139,9 @@ class CPUDevice(KitDevice):
     def attends(self, dtype: np.dtype) -> bool:
         return dtype in ATTENTION_DTYPES
 
+    def reads_split_operands(self) -> bool:
+        return True   # the packed gemm reads a split operand's rows from a table (gemm.Problem)
+
     def synchronize(self) -> None:
         """Nothing to wait for: a launch returns when its work is done. (A method of the class:
         ug.jit's callers synchronize after every tiny replay, and the runtime's bound method,

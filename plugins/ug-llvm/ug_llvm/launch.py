@@ -216,13 +216,21 @@ class CPURuntime(Runtime):
         finally:
             self.threads, self.parallel_min_work = saved
 
-    def on_threads(self, fn: Callable[[int], None], threads: int) -> None:
+    def on_threads(self, fn: Callable[[int], None], threads: int,
+                   native: tuple[Any, int, int, Any] | None = None) -> None:
         """fn(tid) on `threads` threads (tid 0 on this one, the others on the pool's workers 1 ..),
-        for the packed gemm, whose fn(0) returns only when all the work is done, whichever
-        threads did it: so this does not wait for the workers. One that starts late finds
-        nothing left to do; waiting for it would have put its wake-up on every product."""
+        for the packed gemm and attention, whose fn(0) returns only when all the work is done,
+        whichever threads did it: so this does not wait for the workers. One that starts late
+        finds nothing left to do; waiting for it would have put its wake-up on every product.
+        `native`: the same work as a native function, (its ctypes function, its address, its
+        pointer argument, what keeps that alive), which the workers run without the GIL
+        (pool.SpinPool.run_native)."""
         if threads <= 1 or self.pool is None:
             fn(0)
+            return
+        if native is not None:
+            entry, address, arg, keep = native
+            self.pool.run_native(entry, address, arg, keep, threads)
             return
 
         def job(worker: int) -> None:

@@ -67,8 +67,9 @@ class HostMatmul:
             return "none"
         if not k:
             return "zeros"
+        split = spec.a_split > 1 or spec.b_split > 1
         if settings.MATMUL_IMPL == "ug" and a.dtype == b.dtype == out.dtype and a.dtype in GEMM_DTYPES:
-            if out.size * k <= SMALL_MATMUL_MACS and a.dtype.itemsize >= 4:  # (float16: summed in float32 by the gemm)
+            if out.size * k <= SMALL_MATMUL_MACS and a.dtype.itemsize >= 4 and not split:  # (float16: summed in float32 by the gemm)
                 return "small"
             if m >= GEMM_MIN_DIM and n >= GEMM_MIN_DIM:
                 return "gemm"
@@ -86,8 +87,8 @@ class HostMatmul:
             m, n = spec.out_shape[-2:]
             self.packed_gemm(out, a, b, spec, m * n * spec.a_view.shape[-1])
         elif path == "numpy":
-            av = _strided(array_of(a), spec.a_view)
-            bv = _strided(array_of(b), spec.b_view)
+            av = _matrices(_strided(array_of(a), spec.a_view), spec.a_split)
+            bv = _matrices(_strided(array_of(b), spec.b_view), spec.b_split)
             dst = array_of(out).reshape(spec.out_shape)
             if av.dtype == bv.dtype == dst.dtype:
                 np.matmul(av, bv, out=dst)
@@ -152,14 +153,16 @@ class HostMatmul:
         hit = self._gemm_plans.get(id(spec))
         if hit is not None and hit[0] is spec:
             return hit[1], hit[2], hit[3]
-        cfg = _tile_for(GemmConfig.for_host(GEMM_DTYPES[source], self.device.jit.features, source), spec.out_shape[-1])
+        av, bv = spec.a_view, spec.b_view
+        problem = Problem.from_views(av.shape, av.strides, av.offset, bv.shape, bv.strides, bv.offset,
+                                     spec.a_split, spec.b_split)
+        host = GemmConfig.for_host(GEMM_DTYPES[source], self.device.jit.features, source)
+        cfg = _tile_for(host, spec.out_shape[-1], problem.m)
         gemm = self._gemms.get(cfg)
         if gemm is None:
             with self._lock:
                 gemm = self._gemms.get(cfg) or PackedGemm(self.device.jit, cfg.dtype, cfg)
                 self._gemms[cfg] = gemm
-        av, bv = spec.a_view, spec.b_view
-        problem = Problem.from_views(av.shape, av.strides, av.offset, bv.shape, bv.strides, bv.offset)
         parallel = mnk * problem.batch >= GEMM_PARALLEL_MIN_MNK
         if len(self._gemm_plans) >= MAX_PLANS:
             self._gemm_plans.clear()
@@ -172,19 +175,43 @@ class HostMatmul:
         return block, block.ptr
 
 
-def _tile_for(cfg: GemmConfig, n: int) -> GemmConfig:
+def _tile_for(cfg: GemmConfig, n: int, m: int | None = None) -> GemmConfig:
     """The host's tile, no wider (in vectors) than the product's n columns need: a column tile
     past N is work on zero padding (the AVX-512 tile is 64 float32 wide, so a 784-512-512-10
     MLP's (256, 512) @ (512, 10) did 6.4 times its work). Measured on that host (one thread,
     256 x 512 by n): n = 10 or 16 took 0.135 ms with 4 vectors, 0.053 with 1; n = 32 0.135
-    with 4, 0.070 with 2; 1024 x 1024 x 10 1.03 ms against 0.46; n >= 64 is unchanged."""
-    nv = max(1, min(cfg.nv, -(-n // cfg.vector)))
-    if nv == cfg.nv:
+    with 4, 0.070 with 2; 1024 x 1024 x 10 1.03 ms against 0.46; n >= 64 is unchanged.
+
+    With the rows per batch entry `m`, among the tiles of as many accumulators (MR x NV: 6 x 4,
+    8 x 3, 12 x 2 on AVX-512) no wider than n needs, the one that pads M and N least (the host's
+    on a tie): T2's convolutions, 32 or 144 rows by 624 whole-row positions, do no padded work on
+    8 x 3 (48 columns) where 6 x 4 computed 36 rows for 32 and 640 columns for 624 (one thread:
+    the forward 4.5 -> 3.7 ms, the input's gradient 7.8 -> 6.3)."""
+    need = -(-n // cfg.vector)
+    nv = max(1, min(cfg.nv, need))
+    if nv == cfg.nv and m is None:
         return cfg
     # two vectors wide: a tile twice as tall keeps the accumulators busy (a conv's weight
     # gradient, 32 output channels on AVX-512: 8.1 -> 4.8 ms)
     mr = cfg.mr * cfg.nv // NARROW_NV if nv == NARROW_NV else cfg.mr
-    return dataclasses.replace(cfg, nv=nv, mr=mr)
+    best = dataclasses.replace(cfg, nv=nv, mr=mr) if nv != cfg.nv else cfg
+    if m is None or nv < NARROW_NV:
+        return best
+
+    def padded(c: GemmConfig) -> int:
+        return -(-m // c.mr) * c.mr * -(-n // c.nr) * c.nr
+    for wide in range(nv - 1, NARROW_NV - 1, -1):   # narrower tiles of as many accumulators
+        if (cfg.mr * cfg.nv) % wide:
+            continue
+        other = dataclasses.replace(cfg, nv=wide, mr=cfg.mr * cfg.nv // wide)
+        if padded(other) < padded(best):
+            best = other
+    return best
+
+
+def _matrices(x: np.ndarray, split: int) -> np.ndarray:
+    """A split operand's (MatmulSpec.a_split / b_split) rows merged into one dim (a copy)."""
+    return x if split <= 1 else x.reshape(x.shape[:-1 - split] + (-1, x.shape[-1]))
 
 
 def _strided(flat: np.ndarray, view: View) -> np.ndarray:

@@ -23,10 +23,14 @@ OUTER_BLOCK = env_int("UG_LLVM_OUTER_BLOCK", 64, minimum=0, strict=False)
 # Measured on 4096 x 4096: column sum 6.4 -> 4.3 ms, softmax over axis 0 108 -> 32 ms; for
 # narrow outputs it leaves too few blocks to share out (8192 x 256: 0.57 -> 0.77 ms).
 WIDE_OUTER_BLOCK = env_int("UG_LLVM_WIDE_OUTER_BLOCK", 1024, minimum=0, strict=False)
-# pause instructions a pool worker spins for before it sleeps (see pool.SpinPool): about 0.5-1 ms
-# on Skylake (a pause is ~140 cycles there), less where pause is short. 0: workers sleep at once
-# (no core is kept busy between launches; every launch then pays the wake-up)
-SPINS = env_int("UG_LLVM_SPINS", 1 << 14, minimum=0, strict=False)
+# microseconds a pool worker spins for work before it sleeps (see pool.SpinPool; the number of
+# looks at the job counter this takes is measured once, since a pause instruction lasts 10 ns
+# on some x86 CPUs and 40+ on others: 2^14 pauses were 0.2 ms on the Sapphire Rapids CI host).
+# Short: a sleeping worker wakes on a futex in about 20 us, and on a loaded 2-core machine a
+# worker spinning a millisecond after each job took that core from the caller (a T1 training
+# step, 40 rounds at load 4.6: median 22.6 ms spinning 1000 us, 19-20.5 with 100-300).
+# 0: workers sleep at once (every launch then pays the wake-up)
+SPIN_US = env_int("UG_LLVM_SPIN_US", 300, minimum=0, strict=False)
 # matmul: "ug" (our packed gemm, ug_llvm.gemm) or "numpy" (numpy's BLAS on strided views)
 MATMUL_IMPL = env_choice("UG_LLVM_MATMUL", "ug", ("ug", "numpy"), strict=False)
 

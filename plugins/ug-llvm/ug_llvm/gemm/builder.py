@@ -35,6 +35,29 @@ class Builder(IRBuilder):
             out[name] = self.value(f"load {'ptr' if name in POINTER_FIELDS else 'i64'}, ptr {p}, align 8")
         return out
 
+    def packed_b_slot(self, local: str, batch: str) -> str:
+        """Which packed B a batch entry's rows go to (pack_b) and come from (row_blocks): its own
+        (all entries packed first), or, batch by batch (`b_local`), the thread's."""
+        is_local = self.value(f"icmp ne i64 {local}, 0")
+        return self.value(f"select i1 {is_local}, i64 %tid, i64 {batch}")
+
+    def row_offset(self, table: str, row: str, stride: str) -> str:
+        """The offset of an operand's row `row`: table[row] where the operand has a row table (a
+        split operand: its rows are a flattening of dims no single stride walks, see
+        problem.Problem), else row * stride."""
+        name = self.fresh("R")
+        has = self.value(f"icmp ne ptr {table}, null")
+        self.emit(f"br i1 {has}, label %{name}.table, label %{name}.stride")
+        self.label(f"{name}.table")
+        at = self.value(f"getelementptr inbounds i64, ptr {table}, i64 {row}")
+        looked = self.value(f"load i64, ptr {at}, align 8")
+        self.emit(f"br label %{name}.join")
+        self.label(f"{name}.stride")
+        times = self.value(f"mul nsw i64 {row}, {stride}")
+        self.emit(f"br label %{name}.join")
+        self.label(f"{name}.join")
+        return self.value(f"phi i64 [ {looked}, %{name}.table ], [ {times}, %{name}.stride ]")
+
     def load_widened(self, cfg: GemmConfig, base: str, offset: str, lanes: int = 1) -> str:
         """`lanes` elements of A's or B's dtype at base[offset] (any alignment), as the compute
         type (float16 operands are multiplied in float32)."""

@@ -9,9 +9,11 @@ import numpy as np
 # the i64 fields of the context array, in order (PackedGemm.run fills them)
 CTX_FIELDS = ("a", "b", "c", "a_pack", "b_pack", "m", "n", "k", "rsa", "csa", "rsb", "csb", "ldc",
               "offsets", "row_starts", "units_per_batch", "npad", "a_pack_stride", "pack_next", "gemm_next",
-              "epi_fn", "epi_args", "b_units", "g_units", "b_group", "pack_done", "gemm_done", "b_chunk")
+              "epi_fn", "epi_args", "b_units", "g_units", "b_group", "pack_done", "gemm_done", "b_chunk",
+              "a_rows", "b_rows", "n_batch", "b_local")
 FIELD = {name: i for i, name in enumerate(CTX_FIELDS)}
-POINTER_FIELDS = frozenset({"a", "b", "c", "a_pack", "b_pack", "offsets", "row_starts", "epi_fn", "epi_args"})
+POINTER_FIELDS = frozenset({"a", "b", "c", "a_pack", "b_pack", "offsets", "row_starts", "epi_fn", "epi_args",
+                            "a_rows", "b_rows"})
 
 LLVM_TYPE = {np.dtype(np.float16): "half", np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 

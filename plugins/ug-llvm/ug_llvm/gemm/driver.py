@@ -27,12 +27,16 @@ _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64,
 _SERIAL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # (an untyped call would pass an int as a 32-bit C int)
 _PARALLEL = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64)
 
-# runs fn(tid) once on each of `threads` threads, tid 0 on the calling one; need not wait for the
-# others (the gemm's fn(0) returns when all the work is done, see module._parallel)
-OnThreads = Callable[[Callable[[int], None], int], None]
+# on_threads(fn, threads, native=...) runs fn(tid) once on each of `threads` threads, tid 0 on the
+# calling one; need not wait for the others (the gemm's fn(0) returns when all the work is done,
+# see module._parallel). `native` is the same work as a native function, (its ctypes function,
+# address, pointer argument, what keeps that alive), which a pool may run without the GIL.
+OnThreads = Callable[..., None]
 
 _EPI_FN, _EPI_ARGS, _PACK_NEXT, _GEMM_NEXT = FIELD["epi_fn"], FIELD["epi_args"], FIELD["pack_next"], FIELD["gemm_next"]
-_PACK_DONE, _GEMM_DONE = FIELD["pack_done"], FIELD["gemm_done"]
+_PACK_DONE, _GEMM_DONE, _B_LOCAL = FIELD["pack_done"], FIELD["gemm_done"], FIELD["b_local"]
+# batch by batch (see module._batch_by_batch) from this many batch entries per thread
+LOCAL_MIN_BATCHES = 4
 assert CTX_FIELDS[:5] == ("a", "b", "c", "a_pack", "b_pack")  # (run sets them by position)
 # a problem whose workspace is at most this many bytes keeps its context and a workspace of
 # its own between calls (_Setup.spare): taking a workspace from the device's pool and building
@@ -40,6 +44,16 @@ assert CTX_FIELDS[:5] == ("a", "b", "c", "a_pack", "b_pack")  # (run sets them b
 # gemm's, like its code: not device buffers, at most 2 * 256 of them, 64 MiB in all.)
 SPARE_WORKSPACE = 1 << 17
 MAX_SETUPS = 256
+
+
+def _own_bs(p: Problem) -> bool:
+    """Whether the batch entries read different B (not one B broadcast over the batch)."""
+    return len(set(p.offsets[1::3])) > 1
+
+
+def _address(table: array.array | None) -> int:
+    """A row table's address (the problem keeps it alive), or 0 for none."""
+    return 0 if table is None else table.buffer_info()[0]
 
 
 def _own_workspace(nbytes: int) -> tuple[np.ndarray, int]:
@@ -77,7 +91,10 @@ class PackedGemm:
         self.pack_b = _ENTRY(jit.load(ir, f"{prefix}_pack_b"))
         self.gemm = _ENTRY(jit.address(f"{prefix}_gemm"))
         self.serial = _SERIAL(jit.address(f"{prefix}_serial"))
-        self.parallel = _PARALLEL(jit.address(f"{prefix}_parallel"))
+        self.parallel_address = jit.address(f"{prefix}_parallel")
+        self.parallel = _PARALLEL(self.parallel_address)
+        self.local_address = jit.address(f"{prefix}_local")
+        self.local = _PARALLEL(self.local_address)
 
     def plan(self, p: Problem, threads: int) -> array.array:
         """The row blocks of one batch entry, as their starts (multiples of MR, then M): the
@@ -132,7 +149,10 @@ class PackedGemm:
         ctx[_EPI_FN], ctx[_EPI_ARGS] = epilogue
         ctx[_PACK_NEXT] = ctx[_GEMM_NEXT] = ctx[_PACK_DONE] = ctx[_GEMM_DONE] = 0
         try:
-            self.serial(ctx_ptr)
+            if ctx[_B_LOCAL]:
+                self.local(ctx_ptr, 0)
+            else:
+                self.serial(ctx_ptr)
         finally:
             if setup.workspace > SPARE_WORKSPACE:
                 release(ws)
@@ -152,11 +172,12 @@ class PackedGemm:
             ctx = setup.ctx[:]
             ctx[0], ctx[1], ctx[2], ctx[3], ctx[4] = a, b, c, ws_ptr, ws_ptr + setup.b_pack_at
             ctx[_EPI_FN], ctx[_EPI_ARGS] = epilogue
-            ctx_ptr, parallel = ctx.buffer_info()[0], self.parallel
+            ctx_ptr = ctx.buffer_info()[0]
+            parallel, address = (self.local, self.local_address) if ctx[_B_LOCAL] else (self.parallel, self.parallel_address)
 
             def work(tid: int, ctx: array.array = ctx) -> None:  # (ctx: alive while a thread may read it)
                 parallel(ctx_ptr, tid)
-            on_threads(work, threads)
+            on_threads(work, threads, native=(parallel, address, ctx_ptr, ctx))
         finally:
             release(ws)
 
@@ -175,10 +196,14 @@ class PackedGemm:
         # pack_b's unit: one row of B, or VW rows where B's columns are contiguous (see pack_b.pack_b)
         group = cfg.vector if p.rsb == 1 and p.csb != 1 and cfg.kc % cfg.vector == 0 else 1
         b_rows, units = p.batch * -(-p.k // group), p.batch * blocks
+        # batch by batch (module._batch_by_batch): many entries, each with a B of its own
+        local = p.batch >= LOCAL_MIN_BATCHES * threads and p.batch > 1 and _own_bs(p)
         ctx = array.array("q", (0, 0, 0, 0, 0, p.m, p.n, p.k, p.rsa, p.csa, p.rsb, p.csb, p.n,
                                 p.offsets.buffer_info()[0], starts.buffer_info()[0], blocks, npad, a_stride, 0, 0,
-                                0, 0, b_rows, units, group, 0, 0, max(1, b_rows // (8 * threads))))
-        setup = _Setup(p, starts, ctx, b_pack_at + p.batch * p.k * npad * cfg.itemsize, b_pack_at)
+                                0, 0, b_rows, units, group, 0, 0, max(1, b_rows // (8 * threads)),
+                                _address(p.a_rows), _address(p.b_rows), p.batch, int(local)))
+        slots = threads if local else p.batch
+        setup = _Setup(p, starts, ctx, b_pack_at + slots * p.k * npad * cfg.itemsize, b_pack_at)
         if len(self._setups) >= MAX_SETUPS:  # bounded: problems of dropped schedules go eventually
             self._setups.clear()
         self._setups[id(p), threads] = setup

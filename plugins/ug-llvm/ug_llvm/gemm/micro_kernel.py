@@ -16,16 +16,21 @@ from .config import GemmConfig
 PREFETCH_B_BYTES = 2048  # how far ahead the micro-kernel prefetches the B panel (see micro_kernel)
 
 
-def micro_kernel(cfg: GemmConfig, name: str) -> str:
+def micro_kernel(cfg: GemmConfig, name: str, direct: bool = False) -> str:
+    """The micro-kernel; `direct`: reading A where it is (element (r, k) at ap[r * ars + k * acs],
+    rows past `rows` reading the last one) instead of from a packed panel, for a product one B
+    panel wide, where packing A copied each element to use it once (see row_blocks)."""
     t, mr, nr = cfg.t, cfg.mr, cfg.nr
+    a_args = "ptr noalias readonly %ap, i64 %ars, i64 %acs" if direct else "ptr noalias readonly %ap"
     lines = [
-        f"define internal void @{name}(ptr noalias readonly %ap, ptr noalias readonly %bp, i64 %kc, ptr noalias %c, "
+        f"define internal void @{name}({a_args}, ptr noalias readonly %bp, i64 %kc, ptr noalias %c, "
         f"i64 %ldc, i64 %rows, i64 %cols, i1 %accumulate) #0 {{",
         "entry:",
         f"  %tile = alloca [{mr * nr} x {t}], align 64",
         *_prefetch_c(cfg),
+        *(_direct_rows(cfg) if direct else []),
         "  br label %loop",
-        *_k_loop(cfg),
+        *_k_loop(cfg, direct),
         "done:",
         f"  %full.r = icmp eq i64 %rows, {mr}",
         f"  %full.c = icmp eq i64 %cols, {nr}",
@@ -50,7 +55,18 @@ def _tiles(cfg: GemmConfig) -> list[tuple[int, int]]:
     return [(r, j) for r in range(cfg.mr) for j in range(cfg.nv)]
 
 
-def _k_loop(cfg: GemmConfig) -> list[str]:
+def _direct_rows(cfg: GemmConfig) -> list[str]:
+    """Pointers %arow.r to the A rows a direct micro-kernel reads (rows past `rows`: the last)."""
+    lines = ["  %last = sub nsw i64 %rows, 1"]
+    for r in range(cfg.mr):
+        lines += [f"  %rin{r} = icmp slt i64 {r}, %rows",
+                  f"  %rsel{r} = select i1 %rin{r}, i64 {r}, i64 %last",
+                  f"  %roff{r} = mul nsw i64 %rsel{r}, %ars",
+                  f"  %arow{r} = getelementptr inbounds {cfg.t}, ptr %ap, i64 %roff{r}"]
+    return lines
+
+
+def _k_loop(cfg: GemmConfig, direct: bool = False) -> list[str]:
     """Block `loop`, once per k: the accumulators += A[:, k] (broadcast) * B[k, :]."""
     t, vw, mr, nr, nv, es = cfg.t, cfg.vector, cfg.mr, cfg.nr, cfg.nv, cfg.itemsize
     vt = _vector(cfg)
@@ -63,7 +79,7 @@ def _k_loop(cfg: GemmConfig) -> list[str]:
         f"  %bptr = getelementptr inbounds {t}, ptr %bp, i64 %bo",
         *[f"  %bptr{j} = getelementptr inbounds {t}, ptr %bptr, i64 {j * vw}" for j in range(nv)],
         *[f"  %b{j} = load {vt}, ptr %bptr{j}, align {min(64, vw * es)}" for j in range(nv)],
-        f"  %ao = mul nuw nsw i64 %k, {mr}",
+        "  %ao = mul nsw i64 %k, %acs" if direct else f"  %ao = mul nuw nsw i64 %k, {mr}",
     ]
     # the B panel (kc x NR) streams from L2: fetch its row PREFETCH_B_BYTES ahead into L1 (a
     # prefetch past the panel's end is harmless). Same process, AVX-512 float32: 1024^3 on one
@@ -75,8 +91,8 @@ def _k_loop(cfg: GemmConfig) -> list[str]:
                   f"  call void @llvm.prefetch.p0(ptr %pfb{j}, i32 0, i32 3, i32 1)"]
     for r in range(mr):
         lines += [
-            f"  %aptr{r} = getelementptr inbounds {t}, ptr %ap, i64 %ao",
-            f"  %aptr{r}.r = getelementptr inbounds {t}, ptr %aptr{r}, i64 {r}",
+            f"  %aptr{r} = getelementptr inbounds {t}, ptr {f'%arow{r}' if direct else '%ap'}, i64 %ao",
+            f"  %aptr{r}.r = getelementptr inbounds {t}, ptr %aptr{r}, i64 {0 if direct else r}",
             f"  %a{r} = load {t}, ptr %aptr{r}.r, align {es}",
             f"  %a{r}.i = insertelement {vt} poison, {t} %a{r}, i64 0",
             f"  %a{r}.s = shufflevector {vt} %a{r}.i, {vt} poison, <{vw} x i32> zeroinitializer",

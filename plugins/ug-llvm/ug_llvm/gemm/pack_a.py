@@ -40,8 +40,13 @@ def pack_a_block(b: Builder, cfg: GemmConfig, c: dict[str, str], rows: RowBlock,
         vectors = b.value(f"and i1 {whole}, {along}")
         kv0 = b.value(f"and i64 {kc}, -{vw}")
         kv1 = b.value(f"select i1 {vectors}, i64 {kv0}, i64 0")
+        # the panel's row offsets, once (rows past the block's last read its last: unused then)
+        last = b.value(f"add nsw i64 {rows.i0}, {rows.mc}")
+        last1 = b.value(f"sub nsw i64 {last}, 1")
+        offsets = [b.row_offset(c["a_rows"], b.smin(b.value(f"add nsw i64 {prow0}, {r}"), last1), c["rsa"])
+                   for r in range(mr)]
         with b.loop("0", kv1, str(vw)) as k:
-            _pack_a_columns(b, cfg, rows.abase, prow0, c["rsa"], pcs, k, pdst)
+            _pack_a_columns(b, cfg, rows.abase, offsets, pcs, k, pdst)
         # a whole panel of rows that are contiguous (A transposed): MR elements per column
         down = b.value(f"icmp eq i64 {c['rsa']}, 1")
         rows_down = b.value(f"and i1 {whole}, {down}")
@@ -62,7 +67,7 @@ def _pack_a_rest(b: Builder, cfg: GemmConfig, c: dict[str, str], rows: RowBlock,
         rdst = b.value(f"getelementptr inbounds {t}, ptr {pdst}, i64 {r}")
         with b.branch(inside) as zero:
             grow = b.value(f"add nsw i64 {rows.i0}, {lrow}")
-            so = b.value(f"mul nsw i64 {grow}, {c['rsa']}")
+            so = b.row_offset(c["a_rows"], grow, c["rsa"])
             so2 = b.value(f"add nsw i64 {so}, {pcs}")
             srow = b.value(f"getelementptr {src}, ptr {rows.abase}, i64 {so2}")
             with b.loop(kv, kc) as k:
@@ -78,9 +83,9 @@ def _pack_a_rest(b: Builder, cfg: GemmConfig, c: dict[str, str], rows: RowBlock,
                     b.emit(f"store {t} 0.0, ptr {dp}, align {es}")
 
 
-def _pack_a_columns(b: Builder, cfg: GemmConfig, abase: str, row0: str, rsa: str, col0: str, k: str, dst: str) -> None:
-    """Columns k .. k+VW of a panel's MR rows of A (row-major along those columns) into the
-    packed panel at `dst`: one vector load per row, then one shuffle that interleaves them
+def _pack_a_columns(b: Builder, cfg: GemmConfig, abase: str, offsets: list[str], col0: str, k: str, dst: str) -> None:
+    """Columns k .. k+VW of a panel's MR rows of A (row-major along those columns; the rows at
+    `offsets`) into the packed panel at `dst`: one vector load per row, then one shuffle that interleaves them
     column after column (packed[kk * MR + r] = A[row0 + r, col0 + k + kk]), one store of
     MR * VW elements. The element-by-element copy it replaces was 5-6 % of a 1024^3 product on
     one thread and a quarter of a 64^3 one: a scalar load and a scalar store 24 bytes apart per
@@ -88,9 +93,7 @@ def _pack_a_columns(b: Builder, cfg: GemmConfig, abase: str, row0: str, rsa: str
     t, mr, vw, es = cfg.t, cfg.mr, cfg.vector, cfg.itemsize
     rows = []
     for r in range(mr):
-        grow = b.value(f"add nsw i64 {row0}, {r}")
-        so = b.value(f"mul nsw i64 {grow}, {rsa}")
-        so2 = b.value(f"add nsw i64 {so}, {col0}")
+        so2 = b.value(f"add nsw i64 {offsets[r]}, {col0}")
         so3 = b.value(f"add nsw i64 {so2}, {k}")
         rows.append(b.load_widened(cfg, abase, so3, vw))
     # concatenate the rows (padded with poison to a power of two) pairwise into one long vector,

@@ -21,7 +21,7 @@ def pack_b(cfg: GemmConfig, name: str) -> str:
     column and transposed in registers (_pack_b_columns)."""
     t, nr, vw = cfg.t, cfg.nr, cfg.vector
     b = Builder(md_base=1000)
-    c = b.ctx_loads(["b", "b_pack", "n", "k", "rsb", "csb", "offsets", "npad", "b_group"])
+    c = b.ctx_loads(["b", "b_pack", "n", "k", "rsb", "csb", "offsets", "npad", "b_group", "b_rows", "b_local"])
     full_panels = b.value(f"sdiv i64 {c['n']}, {nr}")
     npanels = b.value(f"sdiv i64 {c['npad']}, {nr}")
     knpad = b.value(f"mul nsw i64 {c['k']}, {c['npad']}")
@@ -40,7 +40,7 @@ def pack_b(cfg: GemmConfig, name: str) -> str:
         op = b.value(f"getelementptr inbounds i64, ptr {c['offsets']}, i64 {oi1}")
         boff = b.value(f"load i64, ptr {op}, align 8")
         bbase = b.value(f"getelementptr {cfg.src}, ptr {c['b']}, i64 {boff}")
-        dbase = b.value(f"mul nsw i64 {batch}, {knpad}")
+        dbase = b.value(f"mul nsw i64 {b.packed_b_slot(c['b_local'], batch)}, {knpad}")
         dbatch = b.value(f"getelementptr inbounds {t}, ptr {c['b_pack']}, i64 {dbase}")
         # a whole group of VW rows down contiguous columns (b_group is VW only then, and a
         # KC block holds whole groups): the full panels as VW x VW transposes, then each row's rest
@@ -83,7 +83,7 @@ def _pack_b_row(b: Builder, cfg: GemmConfig, c: dict[str, str], bbase: str, dbat
     """Row k of B into panels [first, npanels): the full panels of a unit-stride row as vector
     copies, the rest element by element, zeros past N."""
     t, nr, es = cfg.t, cfg.nr, cfg.itemsize
-    so = b.value(f"mul nsw i64 {k}, {c['rsb']}")
+    so = b.row_offset(c["b_rows"], k, c["rsb"])
     srow = b.value(f"getelementptr {cfg.src}, ptr {bbase}, i64 {so}")
     place, pstride = _pack_b_layout(b, cfg, c, k)
     drow = b.value(f"getelementptr inbounds {t}, ptr {dbatch}, i64 {place}")

@@ -9,23 +9,33 @@ from .config import GemmConfig
 from .pack_a import RowBlock, pack_a_block
 
 
-def row_blocks(cfg: GemmConfig, name: str, micro: str) -> str:
+def row_blocks(cfg: GemmConfig, name: str, micro: str, direct: str | None = None) -> str:
+    """`direct`: the micro-kernel that reads A where it is (micro_kernel's `direct`), used where
+    B is one panel wide (N <= NR) and A has no row table: there packing A copied every element of
+    A to use it once (a (256, 512) @ (512, 10) spent as long packing A as multiplying)."""
     t, nr, kcmax = cfg.t, cfg.nr, cfg.kc
     b = Builder(md_base=100000)
     c = b.ctx_loads(["a", "b_pack", "c", "a_pack", "m", "n", "k", "rsa", "csa", "ldc", "offsets", "row_starts",
-                     "units_per_batch", "npad", "a_pack_stride", "epi_fn", "epi_args"])
+                     "units_per_batch", "npad", "a_pack_stride", "epi_fn", "epi_args", "a_rows", "b_local"])
     has_epilogue = b.value(f"icmp ne ptr {c['epi_fn']}, null")
     wo = b.value(f"mul nsw i64 %tid, {c['a_pack_stride']}")
     ap = b.value(f"getelementptr inbounds {t}, ptr {c['a_pack']}, i64 {wo}")
     npanels = b.value(f"sdiv i64 {c['npad']}, {nr}")
     knpad = b.value(f"mul nsw i64 {c['k']}, {c['npad']}")
+    one_panel = b.value(f"icmp eq i64 {npanels}, 1")
+    no_table = b.value(f"icmp eq ptr {c['a_rows']}, null")
+    in_place = b.value(f"and i1 {one_panel}, {no_table}") if direct else "false"
     with b.units("gemm_next", "gemm_done") as u:
         rows = _row_block(b, cfg, c, u, knpad)
         with b.loop("0", c["k"], str(kcmax)) as pc:
             kc = b.smin(b.value(f"sub nsw i64 {c['k']}, {pc}"), kcmax)
             pcs = b.value(f"mul nsw i64 {pc}, {c['csa']}")
-            pack_a_block(b, cfg, c, rows, ap, kc, pcs)
-            _multiply(b, cfg, c, rows, ap, pc, kc, npanels, micro)
+            with b.branch(in_place) as packed:
+                if direct:
+                    _multiply(b, cfg, c, rows, ap, pc, kc, npanels, direct, pcs)
+                with packed.otherwise():
+                    pack_a_block(b, cfg, c, rows, ap, kc, pcs)
+                    _multiply(b, cfg, c, rows, ap, pc, kc, npanels, micro)
         # this block of C's rows is final: the epilogue kernel (a ranged kernel entry, see
         # PackedGemm.run) over their elements, while they are still in cache
         with b.branch(has_epilogue):
@@ -59,16 +69,17 @@ def _row_block(b: Builder, cfg: GemmConfig, c: dict[str, str], u: str, knpad: st
     crow0 = b.value(f"mul nsw i64 {i0}, {c['ldc']}")
     c_first = b.value(f"add nsw i64 {coff}, {crow0}")
     cbase = b.value(f"getelementptr inbounds {t}, ptr {c['c']}, i64 {c_first}")
-    bo = b.value(f"mul nsw i64 {batch}, {knpad}")
+    bo = b.value(f"mul nsw i64 {b.packed_b_slot(c['b_local'], batch)}, {knpad}")
     bpb = b.value(f"getelementptr inbounds {t}, ptr {c['b_pack']}, i64 {bo}")
     return RowBlock(i0, mc, mpanels, abase, c_first, cbase, bpb)
 
 
 def _multiply(b: Builder, cfg: GemmConfig, c: dict[str, str], rows: RowBlock, ap: str, pc: str, kc: str,
-              npanels: str, micro: str) -> None:
+              npanels: str, micro: str, direct_pcs: str | None = None) -> None:
     """The block's rows of C (+)= its packed A (at `ap`) times KC block pc of packed B: the
     micro-kernel over every (B panel, A panel) pair, the B panel in the outer loop (it stays in
-    L1 while the A panels stream past it). The first KC block stores, later ones add."""
+    L1 while the A panels stream past it). The first KC block stores, later ones add.
+    `direct_pcs` (pc times csa): `micro` reads A in place, from the block's rows at column pc."""
     t, mr, nr = cfg.t, cfg.mr, cfg.nr
     accumulate = b.value(f"icmp ne i64 {pc}, 0")
     o1 = b.value(f"mul nsw i64 {pc}, {c['npad']}")
@@ -82,9 +93,17 @@ def _multiply(b: Builder, cfg: GemmConfig, c: dict[str, str], rows: RowBlock, ap
         with b.loop("0", rows.mpanels) as ip:
             row0 = b.value(f"mul nsw i64 {ip}, {mr}")
             height = b.smin(b.value(f"sub nsw i64 {rows.mc}, {row0}"), mr)
-            ao = b.value(f"mul nsw i64 {row0}, {kc}")
-            apanel = b.value(f"getelementptr inbounds {t}, ptr {ap}, i64 {ao}")
+            if direct_pcs is None:
+                ao = b.value(f"mul nsw i64 {row0}, {kc}")
+                apanel = b.value(f"getelementptr inbounds {t}, ptr {ap}, i64 {ao}")
+                a_args = f"ptr {apanel}"
+            else:   # A in place: row i0 + row0, column pc
+                grow = b.value(f"add nsw i64 {rows.i0}, {row0}")
+                ro = b.value(f"mul nsw i64 {grow}, {c['rsa']}")
+                ao = b.value(f"add nsw i64 {ro}, {direct_pcs}")
+                apanel = b.value(f"getelementptr {t}, ptr {rows.abase}, i64 {ao}")
+                a_args = f"ptr {apanel}, i64 {c['rsa']}, i64 {c['csa']}"
             co = b.value(f"mul nsw i64 {row0}, {c['ldc']}")
             ctile = b.value(f"getelementptr inbounds {t}, ptr {ccol}, i64 {co}")
-            b.emit(f"call void @{micro}(ptr {apanel}, ptr {bpanel}, i64 {kc}, ptr {ctile}, i64 {c['ldc']}, "
+            b.emit(f"call void @{micro}({a_args}, ptr {bpanel}, i64 {kc}, ptr {ctile}, i64 {c['ldc']}, "
                    f"i64 {height}, i64 {cols}, i1 {accumulate})")
