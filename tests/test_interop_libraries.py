@@ -1,6 +1,6 @@
 """dask.array and xarray running on ug tensors, as their users write it, against the same calls on
 numpy arrays (issue 23: "Interop that real libraries call"). Each library's tests are skipped
-where it is not installed (CI installs `dask` and `xarray`).
+where it is not installed (CI installs `dask`, `xarray` and, with scikit-learn, `scipy`).
 
 - dask: chunks that are ug tensors (`da.from_array(ug_tensor, chunks=...)` or
   `.map_blocks(ug.asarray)`): reductions with dtype= (sum, mean, std, var, prod, cumsum), argmax
@@ -10,6 +10,8 @@ where it is not installed (CI installs `dask` and `xarray`).
   lazy ug ones), rolling windows (`xp.pad(..., constant_values=)`,
   `xp.lib.stride_tricks.sliding_window_view`), where/fillna (`xp.result_type(scalar)`),
   quantile, round(decimals), polyfit (`xp.any(..., out=None)`).
+- scipy (SCIPY_ARRAY_API=1): scipy.fft's transforms and scipy.signal.fftconvolve on ug tensors run
+  ug.fft (issue 25), ug results.
 """
 from __future__ import annotations
 
@@ -166,3 +168,37 @@ def test_xarray_wrapping_ug(name):
     _same(got.data, want.values)
     if name not in ("polyfit",):   # (polyfit solves with numpy's lstsq: a numpy result)
         assert isinstance(got.data, ug.Tensor), type(got.data)
+
+
+SCIPY_ON_UG = r"""
+import numpy as np, ug_core as ug
+import scipy.fft as sf, scipy.signal as ss
+rng = np.random.default_rng(0)
+a = rng.standard_normal((4, 64)).astype(np.float32)
+x = ug.tensor(a, device=DEVICE)
+checks = {
+    "rfft": (sf.rfft(x), np.fft.rfft(a)),
+    "fft axis 0 of complex": (sf.fft(x.astype(ug.complex64), axis=0), np.fft.fft(a.astype(np.complex64), axis=0)),
+    "irfft(rfft)": (sf.irfft(sf.rfft(x), n=64), a),
+    "fftshift": (sf.fftshift(x), np.fft.fftshift(a)),
+    "fftconvolve": (ss.fftconvolve(x[0], x[1]), np.convolve(a[0], a[1])),
+}
+for name, (got, want) in checks.items():
+    assert isinstance(got, ug.Tensor) and got.device == DEVICE, (name, type(got))
+    assert np.allclose(np.asarray(got), want, atol=1e-4), name
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("dev", DEVICES)
+def test_scipy_fft_and_signal_on_ug_tensors(dev):
+    """SciPy's array API mode (SCIPY_ARRAY_API=1, read when scipy is imported: a fresh process)
+    runs scipy.fft and scipy.signal.fftconvolve on ug tensors through ug.fft: ug results."""
+    pytest.importorskip("scipy")
+    import os
+    import subprocess
+    import sys
+    env = dict(os.environ, SCIPY_ARRAY_API="1")
+    done = subprocess.run([sys.executable, "-c", f"DEVICE = {dev!r}\n" + SCIPY_ON_UG], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0 and done.stdout.strip().endswith("ok"), done.stderr[-3000:]
