@@ -419,7 +419,7 @@ def defined_on(operand_kind: str) -> frozenset[Op]:
     return frozenset(op for op, kinds in KINDS.items() if operand_kind in kinds)
 
 
-_COMPLEX_PARTS = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
+_COMPLEX_PARTS: dict[np.dtype, np.dtype] = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
 
 
 def alu_result(op: Op, operand: np.dtype) -> np.dtype | None:
