@@ -479,3 +479,42 @@ def test_grad_through_complex_intermediates_matches_torch(device, require_dtype,
     for g, t in zip(grads, targs):
         assert g.dtype == np.dtype(t.detach().numpy().dtype)
         np.testing.assert_allclose(g.numpy(), t.grad.numpy(), rtol=2e-4, atol=2e-4)
+
+
+def test_grad_through_complex_reductions_and_matmul_matches_torch(device, require_dtype, rng):
+    """Through sum, mean, prod, cumulative_sum, matmul and vecdot of complex values, and with
+    respect to complex inputs."""
+    torch = pytest.importorskip("torch")
+    require_dtype(C64)
+    z0, w0 = crand(rng, (3, 4), C64), crand(rng, (4, 2), C64)
+
+    def loss_ug(z, w):
+        m = z @ w
+        return (abs(m.sum(axis=0)) ** 2).sum() + ug.real(ug.prod(z[0] / 2)) + \
+            ug.imag(ug.cumulative_sum(z, axis=1)).sum() + ug.real(ug.vecdot(z, z * 1j)).sum() + abs(z.mean())
+
+    def loss_torch(z, w):
+        m = z @ w
+        return (m.sum(dim=0).abs() ** 2).sum() + torch.prod(z[0] / 2).real + \
+            torch.cumsum(z, dim=1).imag.sum() + (torch.conj(z) * (z * 1j)).sum(dim=-1).real.sum() + z.mean().abs()
+
+    gz, gw = ug.grad(loss_ug, argnums=(0, 1))(ug.tensor(z0, device=device), ug.tensor(w0, device=device))
+    tz, tw = torch.tensor(z0, requires_grad=True), torch.tensor(w0, requires_grad=True)
+    loss_torch(tz, tw).backward()
+    np.testing.assert_allclose(gz.numpy(), tz.grad.numpy(), rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(gw.numpy(), tw.grad.numpy(), rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("dt", COMPLEX, ids=str)
+def test_unique_of_complex_values(device, require_dtype, dt):
+    """unique_* order complex values as numpy does (by the real parts, then the imaginary ones;
+    each NaN a value of its own)."""
+    require_dtype(dt)
+    a = np.array([1 + 2j, 1 + 1j, 5j, 1 + 2j, complex(np.nan, 0), 5j, -1j, 1 + 1j], dt)
+    got = ug.unique_all(ug.tensor(a, device=device))
+    values, index, inverse, counts = np.unique(a, return_index=True, return_inverse=True, return_counts=True,
+                                               equal_nan=False)
+    check_same(got.values, values)
+    np.testing.assert_array_equal(got.indices.numpy(), index)
+    np.testing.assert_array_equal(got.inverse_indices.numpy(), inverse)
+    np.testing.assert_array_equal(got.counts.numpy(), counts)
