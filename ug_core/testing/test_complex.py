@@ -518,3 +518,43 @@ def test_unique_of_complex_values(device, require_dtype, dt):
     np.testing.assert_array_equal(got.indices.numpy(), index)
     np.testing.assert_array_equal(got.inverse_indices.numpy(), inverse)
     np.testing.assert_array_equal(got.counts.numpy(), counts)
+
+
+@pytest.mark.parametrize("dt", COMPLEX, ids=str)
+def test_scatters_einsum_and_linalg(device, require_dtype, dt, rng):
+    """Scatter sums (index_add, scatter_add, integer-array writes), einsum, trace, outer and the
+    host linalg functions take complex values."""
+    require_dtype(dt)
+    a, b = crand(rng, (3, 3), dt), crand(rng, (3,), dt)
+    x, v = ug.tensor(a, device=device), ug.tensor(b, device=device)
+    idx = np.array([0, 2, 0])
+    want = np.zeros(3, dt)
+    np.add.at(want, idx, b)
+    check_close(ug.scatter_add(ug.zeros(3, dtype=dt, device=device), 0, ug.tensor(idx, device=device), v), want)
+    want2 = np.zeros((3, 3), dt)
+    want2[[0, 2]] += a[:2]
+    check_close(ug.index_add(ug.zeros((3, 3), dtype=dt, device=device), 0, [0, 2], x[:2]), want2)
+    t = ug.zeros(3, dtype=dt, device=device)
+    t[ug.tensor(np.array([2, 0]), device=device)] = v[:2]
+    check_same(t, np.array([b[1], 0, b[0]], dt))
+    rtol = 1e-4 if dt == C64 else 1e-10
+    np.testing.assert_allclose(ug.einsum("ij,j->i", x, v).numpy(), np.einsum("ij,j->i", a, b), rtol=rtol)
+    np.testing.assert_allclose(ug.linalg.trace(x).numpy(), np.trace(a), rtol=rtol)
+    check_close(ug.linalg.outer(v, v), np.outer(b, b), _product_scale(np.repeat(b, 3), np.tile(b, 3)).reshape(3, 3))
+    np.testing.assert_allclose(ug.linalg.inv(x).numpy(), np.linalg.inv(a), rtol=rtol * 10, atol=rtol * 10)
+    np.testing.assert_allclose(ug.linalg.vector_norm(x).numpy(), np.linalg.norm(a), rtol=rtol)
+
+
+def test_dlpack_exchange_with_torch(device, require_dtype, rng):
+    """Complex tensors go both ways through DLPack (torch's complex64 / complex128)."""
+    torch = pytest.importorskip("torch")
+    require_dtype(C64)
+    a = crand(rng, (2, 3), C64)
+    t = torch.from_numpy(a.copy())
+    x = ug.asarray(t, device=device)
+    assert x.dtype == C64
+    check_same(x * 1, a)
+    back = torch.from_dlpack(x * 2)
+    assert back.dtype == torch.complex64
+    np.testing.assert_array_equal(back.numpy(), a * 2)
+    check_same(np.from_dlpack(ug.conj(x)), np.conj(a))
