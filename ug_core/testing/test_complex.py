@@ -278,6 +278,9 @@ def test_add_neg_conj_abs_and_friends(device, require_dtype, dt):
     check_same(ug.real(z), g.real)
     check_same(ug.imag(z), g.imag)
     check_same(z.real, g.real)
+    with np.errstate(all="ignore"):
+        check_close(ug.angle(z), np.angle(g))
+        check_close(ug.angle(z, deg=True), np.angle(g, deg=True))
     check_same(ug.isnan(z), np.isnan(g))
     check_same(ug.isinf(z), np.isinf(g))
     check_same(ug.isfinite(z), np.isfinite(g))
