@@ -81,17 +81,6 @@ def _isinf(x: Tensor) -> Tensor:
     return x.abs() == _k(x, math.inf)
 
 
-def _copysign(magnitude: Tensor, sign: Tensor) -> Tensor:
-    """|magnitude| with sign's sign bit."""
-    m = magnitude.abs()
-    return where(_signbit(sign), -m, m)
-
-
-def _box(v: Tensor) -> Tensor:
-    """Annex G's "box the infinity": +-1 for +-inf, +-0 for a finite or NaN value (its sign)."""
-    return _copysign(where(_isinf(v), _k(v, 1.0), _k(v, 0.0)), v)
-
-
 def _signbit(v: Tensor) -> Tensor:
     return _make(graph.alu(Op.SIGNBIT, (v.node,), dtypes.BOOL))
 
@@ -102,13 +91,7 @@ def _infinite(t: Tensor, sign: Tensor | None = None) -> Tensor:
     infinity would make the derivative of every branch a where() leaves unselected 0 * inf =
     NaN (the recovered values are constants to ug.grad)."""
     negative = _signbit(t) if sign is None else _signbit(t) != _signbit(sign)
-    inf = _k(t, math.inf)
-    return where(_isnan(t) | (t == 0), _k(t, math.nan), where(negative, -inf, inf))
-
-
-def _zero_nan(v: Tensor) -> Tensor:
-    """v, with a NaN replaced by a zero of its sign."""
-    return where(_isnan(v), _copysign(_k(v, 0.0), v), v)
+    return where(_isnan(t) | (t == 0), _k(t, math.nan), where(negative, _k(t, -math.inf), _k(t, math.inf)))
 
 
 def multiply(x: Tensor, y: Tensor) -> Tensor:
@@ -126,7 +109,8 @@ def multiply(x: Tensor, y: Tensor) -> Tensor:
     c, d = parts(y)
     ac, bd, ad, bc = a * c, b * d, a * d, b * c
     re, im = ac - bd, ad + bc
-    inf = [_isinf(v) for v in (a, b, c, d)]
+    big = _k(a, math.inf)
+    inf = [v.abs() == big for v in (a, b, c, d)]
     inf_z, inf_w = inf[0] | inf[1], inf[2] | inf[3]
     # neither operand infinite, but a product overflowed
     over = ~(inf_z | inf_w) & (_isinf(ac) | _isinf(bd) | _isinf(ad) | _isinf(bc))
@@ -142,10 +126,8 @@ def multiply(x: Tensor, y: Tensor) -> Tensor:
 def _recovered(v: Tensor, v_inf: Tensor, boxed: Tensor, zeroed: Tensor) -> Tensor:
     """Annex G's value of the part v for the recomputation: boxed (where `boxed`: +-1 for +-inf,
     +-0 else, v's sign), a NaN made a zero of its sign (where `zeroed`), else v."""
-    negative = _signbit(v)
-    zero = where(negative, _k(v, -0.0), _k(v, 0.0))
-    box = where(v_inf, where(negative, _k(v, -1.0), _k(v, 1.0)), zero)
-    return where(boxed, box, where(zeroed & _isnan(v), zero, v))
+    zero = where(_signbit(v), _k(v, -0.0), _k(v, 0.0))
+    return where(boxed, _boxed(v, v_inf), where(zeroed & _isnan(v), zero, v))
 
 
 def divide(x: Tensor, y: Tensor) -> Tensor:
@@ -161,30 +143,37 @@ def divide(x: Tensor, y: Tensor) -> Tensor:
         x = combine(x, _k(x, 0.0))   # (a real x over a complex y: x + 0j)
     a, b = parts(x)
     c, d = parts(y)
-    big_c = c.abs() >= d.abs()          # (False where c or d is NaN: numpy's second branch)
+    mag = [v.abs() for v in (a, b, c, d)]
+    big_c = mag[2] >= mag[3]            # (False where c or d is NaN: numpy's second branch)
     p, q = where(big_c, c, d), where(big_c, d, c)
     rat = q / p
     scl = _k(p, 1.0) / (p + q * rat)
     re = where(big_c, a + b * rat, a * rat + b) * scl
     im = where(big_c, b - a * rat, b * rat - a) * scl
     zero = (c == 0) & (d == 0)
-    re = where(zero, a / c.abs(), re)
-    im = where(zero, b / c.abs(), im)
-    # Annex G
-    finite_x = ~(_isinf(a) | _isinf(b) | _isnan(a) | _isnan(b))
-    finite_y = ~(_isinf(c) | _isinf(d) | _isnan(c) | _isnan(d))
+    re = where(zero, a / mag[2], re)
+    im = where(zero, b / mag[2], im)
+    # Annex G, where both parts are NaN (each part's |v| == inf and |v| < inf computed once)
+    inf = _k(re, math.inf)
+    is_inf = [m == inf for m in mag]
+    finite = [m < inf for m in mag]
     both_nan = _isnan(re) & _isnan(im)
     over_zero = both_nan & zero & ~(_isnan(a) & _isnan(b))
-    inf_x = both_nan & ~zero & (_isinf(a) | _isinf(b)) & finite_y
-    ab, bb = _box(a), _box(b)
-    inf_y = both_nan & ~zero & (_isinf(c) | _isinf(d)) & finite_x
-    cb, db = _box(c), _box(d)
+    inf_x = both_nan & ~zero & (is_inf[0] | is_inf[1]) & finite[2] & finite[3]
+    inf_y = both_nan & ~zero & (is_inf[2] | is_inf[3]) & finite[0] & finite[1]
+    ab, bb, cb, db = (_boxed(v, v_inf) for v, v_inf in zip((a, b, c, d), is_inf))
     zero_k = _k(re, 0.0)
     re = where(over_zero, _infinite(a, c), where(inf_x, _infinite(ab * c + bb * d),
                                                   where(inf_y, zero_k * (a * cb + b * db), re)))
     im = where(over_zero, _infinite(b, c), where(inf_x, _infinite(bb * c - ab * d),
                                                   where(inf_y, zero_k * (b * cb - a * db), im)))
     return combine(re, im)
+
+
+def _boxed(v: Tensor, v_inf: Tensor) -> Tensor:
+    """Annex G's box of v given whether it is infinite: +-1 for +-inf, +-0 else (v's sign)."""
+    negative = _signbit(v)
+    return where(v_inf, where(negative, _k(v, -1.0), _k(v, 1.0)), where(negative, _k(v, -0.0), _k(v, 0.0)))
 
 
 def absolute(z: Tensor) -> Tensor:
