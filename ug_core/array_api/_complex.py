@@ -179,10 +179,19 @@ def _boxed(v: Tensor, v_inf: Tensor) -> Tensor:
 def absolute(z: Tensor) -> Tensor:
     """|z| in z's part dtype: hypot(re, im), without overflow or underflow (the larger part
     times sqrt(1 + r^2), r the ratio of the smaller to it: |1e30 + 1e30j| in complex64 is
-    1.4142135e30); inf where either part is infinite, even with a NaN one (C99's hypot)."""
+    1.4142135e30); inf where either part is infinite, even with a NaN one (C99's hypot). Its
+    derivative is torch's: g z / |z|, 0 at 0."""
+    from ..autodiff import define_vjp
     from .transcendental import hypot
     a, b = parts(z)
-    return hypot(a, b)
+
+    def rule(g: Tensor, out: Tensor, z: Tensor) -> tuple[Tensor]:
+        # g z / |z|, and 0 at z == 0 (torch's): hypot's own derivative is NaN there (0 / 0)
+        re, im = parts(z)
+        zero = out == 0
+        safe = where(zero, _k(out, 1.0), out)
+        return (combine(where(zero, _k(g, 0.0), g * re / safe), where(zero, _k(g, 0.0), g * im / safe)),)
+    return define_vjp(hypot(a, b), [z], rule)
 
 
 def negative(z: Tensor) -> Tensor:

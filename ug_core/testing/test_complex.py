@@ -561,3 +561,14 @@ def test_dlpack_exchange_with_torch(device, require_dtype, rng):
     assert back.dtype == torch.complex64
     np.testing.assert_array_equal(back.numpy(), a * 2)
     check_same(np.from_dlpack(ug.conj(x)), np.conj(a))
+
+
+def test_grad_of_abs_at_zero_is_torchs(device, require_dtype):
+    """d|z| is z / |z|, and 0 at z == 0 (torch's; hypot's own formula would give 0 / 0 there)."""
+    torch = pytest.importorskip("torch")
+    require_dtype(C64)
+    a = np.array([0j, 3 + 4j, -2j, 1e-30 + 0j], C64)
+    g = ug.grad(lambda z: abs(z).sum())(ug.tensor(a, device=device))
+    t = torch.tensor(a, requires_grad=True)
+    t.abs().sum().backward()
+    np.testing.assert_allclose(g.numpy(), t.grad.numpy(), rtol=1e-6, atol=0)
