@@ -29,11 +29,15 @@ __all__ = ["parts", "combine"]
 
 def parts(z: Tensor) -> tuple[Tensor, Tensor]:
     """(real part, imaginary part) of `z` as real tensors of its part dtype (complex64: float32).
-    Of a real tensor: (z itself, zeros of its dtype)."""
+    Of a real tensor: (z itself, zeros of its dtype). Of a lazy combine(re, im): re and im
+    themselves (no REAL / IMAG nodes: chains of complex ops stay as small as their real parts)."""
     if not isinstance(z, Tensor):
         raise TypeError(f"parts: expected a ug Tensor, got {type(z).__name__}")
     if not dtypes.is_complex(z.dtype):
         return z, full(z.shape, 0, z.dtype, z.device)
+    node = z.node
+    if node.op is Op.COMPLEX and not node.realized:   # the parts a combine() was built from
+        return Tensor(node.srcs[0]), Tensor(node.srcs[1])
     part = dtypes.part_dtype(z.dtype)
     return (_make(graph.alu(Op.REAL, (z.node,), part)), _make(graph.alu(Op.IMAG, (z.node,), part)))
 
@@ -56,7 +60,6 @@ def combine(re: Tensor, im: Tensor) -> Tensor:
     a = _broadcast(graph.cast(re.node, part), shape)
     b = _broadcast(graph.cast(im.node, part), shape)
     return _make(graph.alu(Op.COMPLEX, (a, b), out))
-
 
 
 # --- arithmetic -------------------------------------------------------------------------------
