@@ -209,13 +209,14 @@ def conjugate(z: Tensor) -> Tensor:
 
 
 def sign(z: Tensor) -> Tensor:
-    """z / |z|, and 0 for z == 0 (the standard's sign of complex numbers; NaN parts give NaN)."""
+    """z / |z|, and +0 + 0j for z == 0 (the standard's sign of complex numbers, whatever the
+    zeros' signs; NaN parts give NaN)."""
     a, b = parts(z)
     m = absolute(z)
     zero = (a == 0) & (b == 0)
     one = _k(m, 1.0)
     safe = where(zero, one, m)
-    return combine(where(zero, a * 0, a / safe), where(zero, b * 0, b / safe))
+    return combine(where(zero, _k(a, 0.0), a / safe), where(zero, _k(b, 0.0), b / safe))
 
 
 def isnan(z: Tensor) -> Tensor:

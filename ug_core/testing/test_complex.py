@@ -292,6 +292,8 @@ def test_add_neg_conj_abs_and_friends(device, require_dtype, dt):
         regular = np.isfinite(g)
         sign_want = np.where(g == 0, 0, g / np.abs(g)).astype(dt)
         check_close(ug.sign(z)[ug.tensor(regular, device=device)], sign_want[regular])
+        zeros = g == 0   # (+0 + 0j for every zero, the standard's)
+        check_same(ug.sign(z)[ug.tensor(zeros, device=device)], np.zeros(int(zeros.sum()), dt))
     with np.errstate(all="ignore"):
         check_same(ug.round(ug.tensor(g * 1.25, device=device)), np.round(g * 1.25))
     big = 1e30 if dt == C64 else 1e300
