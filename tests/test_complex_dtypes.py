@@ -106,6 +106,12 @@ def test_ops_the_standard_leaves_undefined_raise_when_built(name):
         _UNORDERED[name](z)
 
 
+@pytest.mark.parametrize("reduce", ["prod", "amax", "amin"])
+def test_scatter_reduce_refuses_complex_products_and_extremes(reduce):
+    with pytest.raises(TypeError, match="complex64"):
+        ug.scatter_reduce(_t(C64), 0, [0, 1], ug.tensor(np.ones(2, C64), device=DEVICE), reduce)
+
+
 def test_bitwise_ops_refuse_complex():
     z = _t(C128)
     for fn in (lambda: z & z, lambda: z << 1, lambda: ~z):

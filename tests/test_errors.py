@@ -187,7 +187,7 @@ def test_to_unknown_device():
         assert d in str(ei.value)
 
 
-@pytest.mark.parametrize("dt", [np.dtype("U3"), np.dtype(object), np.dtype("datetime64[s]"), np.clongdouble], ids=str)
+@pytest.mark.parametrize("dt", [np.clongdouble, np.longdouble, np.dtype("U3"), np.dtype(object)], ids=str)
 def test_unsupported_dtype(dt):
     with pytest.raises(TypeError):
         ug.tensor(np.zeros(3, dtype=dt), device=DEVICE)
@@ -198,8 +198,6 @@ def test_unsupported_dtype(dt):
 def test_unsupported_astype():
     with pytest.raises(TypeError):
         t((3,), DEVICE).astype(np.clongdouble)
-    with pytest.raises(TypeError):
-        t((3,), DEVICE).astype("U3")
 
 
 @pytest.mark.parametrize("obj", [object(), "abc", b"abc", {"a": 1}, {1, 2}, None, [object()], ["a", "b"]],

@@ -415,26 +415,29 @@ def defined(op: Op, operand: np.dtype) -> bool:
     return kind(operand) in KINDS[op]
 
 
-_PART_OF: dict[np.dtype, np.dtype] = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
-_COMPLEX_OF: dict[np.dtype, np.dtype] = {part: whole for whole, part in _PART_OF.items()}
-
-
-def result_dtype(op: Op, operand: np.dtype) -> np.dtype | None:
-    """The dtype of ALU op `op` on operands of dtype `operand` (WHERE's: its value operands'):
-    bool for comparisons, a complex operand's part dtype for REAL / IMAG, the complex dtype of
-    its parts for COMPLEX (None where there is none: float16), else the operand's."""
-    if ALU[op].returns_bool:
-        return np.dtype(bool)
-    if op in (Op.REAL, Op.IMAG):
-        return _PART_OF.get(np.dtype(operand))
-    if op is Op.COMPLEX:
-        return _COMPLEX_OF.get(np.dtype(operand))
-    return np.dtype(operand)
-
-
 def defined_on(operand_kind: str) -> frozenset[Op]:
     """The ALU ops defined on operands of this dtype kind (one of OPERAND_KINDS)."""
     return frozenset(op for op, kinds in KINDS.items() if operand_kind in kinds)
+
+
+_COMPLEX_PARTS: dict[np.dtype, np.dtype] = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
+
+
+def alu_result(op: Op, operand: np.dtype) -> np.dtype | None:
+    """The dtype of ALU op `op` on operands of dtype `operand` (WHERE's: its value operands'):
+    bool for a comparison, the part dtype for REAL / IMAG, the complex dtype of float32 /
+    float64 parts for COMPLEX, else the operand's; None where the op is not defined on it (a
+    COMPLEX of float16 parts: there is no complex32)."""
+    operand = np.dtype(operand)
+    if not defined(op, operand):
+        return None
+    if ALU[op].returns_bool:
+        return np.dtype(bool)
+    if op in (Op.REAL, Op.IMAG):
+        return _COMPLEX_PARTS[operand]
+    if op is Op.COMPLEX:
+        return next((c for c, part in _COMPLEX_PARTS.items() if part == operand), None)
+    return operand
 
 
 TRANSCENDENTAL = frozenset({Op.EXP, Op.LOG, Op.SQRT, Op.SIN, Op.COS, Op.TANH})

@@ -114,6 +114,11 @@ def scatter_reduce(x: Tensor, axis: int, index: Any, src: Any, reduce: str, incl
     if reduce not in _REDUCE_OPS:
         raise ValueError(f"scatter_reduce: reduce must be one of {sorted(_REDUCE_OPS)}, got {reduce!r}")
     axis, slots, values = _indexed(x, axis, index, src, "scatter_reduce")
+    if reduce in ("prod", "amax", "amin") and "c" in (x.dtype.kind, values.dtype.kind):
+        # (a product of complex numbers mixes the parts: no accumulator combines them one
+        # part at a time; complex numbers are not ordered)
+        raise TypeError(f"scatter_reduce: reduce={reduce!r} is not defined on complex values "
+                        f"({x.dtype.name}, {values.dtype.name})")
     if values.shape[0] == 0:
         return Tensor(x.node)
     op = _REDUCE_OPS[reduce]

@@ -29,11 +29,15 @@ __all__ = ["parts", "combine"]
 
 def parts(z: Tensor) -> tuple[Tensor, Tensor]:
     """(real part, imaginary part) of `z` as real tensors of its part dtype (complex64: float32).
-    Of a real tensor: (z itself, zeros of its dtype)."""
+    Of a real tensor: (z itself, zeros of its dtype). Of a lazy combine(re, im): re and im
+    themselves (no REAL / IMAG nodes: chains of complex ops stay as small as their real parts)."""
     if not isinstance(z, Tensor):
         raise TypeError(f"parts: expected a ug Tensor, got {type(z).__name__}")
     if not dtypes.is_complex(z.dtype):
         return z, full(z.shape, 0, z.dtype, z.device)
+    node = z.node
+    if node.op is Op.COMPLEX and not node.realized:   # the parts a combine() was built from
+        return Tensor(node.srcs[0]), Tensor(node.srcs[1])
     part = dtypes.part_dtype(z.dtype)
     return (_make(graph.alu(Op.REAL, (z.node,), part)), _make(graph.alu(Op.IMAG, (z.node,), part)))
 
@@ -58,7 +62,6 @@ def combine(re: Tensor, im: Tensor) -> Tensor:
     return _make(graph.alu(Op.COMPLEX, (a, b), out))
 
 
-
 # --- arithmetic -------------------------------------------------------------------------------
 #
 # Each operand is a complex tensor, or a real tensor of the result's part dtype where the user's
@@ -81,17 +84,6 @@ def _isinf(x: Tensor) -> Tensor:
     return x.abs() == _k(x, math.inf)
 
 
-def _copysign(magnitude: Tensor, sign: Tensor) -> Tensor:
-    """|magnitude| with sign's sign bit."""
-    m = magnitude.abs()
-    return where(_signbit(sign), -m, m)
-
-
-def _box(v: Tensor) -> Tensor:
-    """Annex G's "box the infinity": +-1 for +-inf, +-0 for a finite or NaN value (its sign)."""
-    return _copysign(where(_isinf(v), _k(v, 1.0), _k(v, 0.0)), v)
-
-
 def _signbit(v: Tensor) -> Tensor:
     return _make(graph.alu(Op.SIGNBIT, (v.node,), dtypes.BOOL))
 
@@ -102,13 +94,7 @@ def _infinite(t: Tensor, sign: Tensor | None = None) -> Tensor:
     infinity would make the derivative of every branch a where() leaves unselected 0 * inf =
     NaN (the recovered values are constants to ug.grad)."""
     negative = _signbit(t) if sign is None else _signbit(t) != _signbit(sign)
-    inf = _k(t, math.inf)
-    return where(_isnan(t) | (t == 0), _k(t, math.nan), where(negative, -inf, inf))
-
-
-def _zero_nan(v: Tensor) -> Tensor:
-    """v, with a NaN replaced by a zero of its sign."""
-    return where(_isnan(v), _copysign(_k(v, 0.0), v), v)
+    return where(_isnan(t) | (t == 0), _k(t, math.nan), where(negative, _k(t, -math.inf), _k(t, math.inf)))
 
 
 def multiply(x: Tensor, y: Tensor) -> Tensor:
@@ -126,7 +112,8 @@ def multiply(x: Tensor, y: Tensor) -> Tensor:
     c, d = parts(y)
     ac, bd, ad, bc = a * c, b * d, a * d, b * c
     re, im = ac - bd, ad + bc
-    inf = [_isinf(v) for v in (a, b, c, d)]
+    big = _k(a, math.inf)
+    inf = [v.abs() == big for v in (a, b, c, d)]
     inf_z, inf_w = inf[0] | inf[1], inf[2] | inf[3]
     # neither operand infinite, but a product overflowed
     over = ~(inf_z | inf_w) & (_isinf(ac) | _isinf(bd) | _isinf(ad) | _isinf(bc))
@@ -142,10 +129,8 @@ def multiply(x: Tensor, y: Tensor) -> Tensor:
 def _recovered(v: Tensor, v_inf: Tensor, boxed: Tensor, zeroed: Tensor) -> Tensor:
     """Annex G's value of the part v for the recomputation: boxed (where `boxed`: +-1 for +-inf,
     +-0 else, v's sign), a NaN made a zero of its sign (where `zeroed`), else v."""
-    negative = _signbit(v)
-    zero = where(negative, _k(v, -0.0), _k(v, 0.0))
-    box = where(v_inf, where(negative, _k(v, -1.0), _k(v, 1.0)), zero)
-    return where(boxed, box, where(zeroed & _isnan(v), zero, v))
+    zero = where(_signbit(v), _k(v, -0.0), _k(v, 0.0))
+    return where(boxed, _boxed(v, v_inf), where(zeroed & _isnan(v), zero, v))
 
 
 def divide(x: Tensor, y: Tensor) -> Tensor:
@@ -161,24 +146,25 @@ def divide(x: Tensor, y: Tensor) -> Tensor:
         x = combine(x, _k(x, 0.0))   # (a real x over a complex y: x + 0j)
     a, b = parts(x)
     c, d = parts(y)
-    big_c = c.abs() >= d.abs()          # (False where c or d is NaN: numpy's second branch)
+    mag = [v.abs() for v in (a, b, c, d)]
+    big_c = mag[2] >= mag[3]            # (False where c or d is NaN: numpy's second branch)
     p, q = where(big_c, c, d), where(big_c, d, c)
     rat = q / p
     scl = _k(p, 1.0) / (p + q * rat)
     re = where(big_c, a + b * rat, a * rat + b) * scl
     im = where(big_c, b - a * rat, b * rat - a) * scl
     zero = (c == 0) & (d == 0)
-    re = where(zero, a / c.abs(), re)
-    im = where(zero, b / c.abs(), im)
-    # Annex G
-    finite_x = ~(_isinf(a) | _isinf(b) | _isnan(a) | _isnan(b))
-    finite_y = ~(_isinf(c) | _isinf(d) | _isnan(c) | _isnan(d))
+    re = where(zero, a / mag[2], re)
+    im = where(zero, b / mag[2], im)
+    # Annex G, where both parts are NaN (each part's |v| == inf and |v| < inf computed once)
+    inf = _k(re, math.inf)
+    is_inf = [m == inf for m in mag]
+    finite = [m < inf for m in mag]
     both_nan = _isnan(re) & _isnan(im)
     over_zero = both_nan & zero & ~(_isnan(a) & _isnan(b))
-    inf_x = both_nan & ~zero & (_isinf(a) | _isinf(b)) & finite_y
-    ab, bb = _box(a), _box(b)
-    inf_y = both_nan & ~zero & (_isinf(c) | _isinf(d)) & finite_x
-    cb, db = _box(c), _box(d)
+    inf_x = both_nan & ~zero & (is_inf[0] | is_inf[1]) & finite[2] & finite[3]
+    inf_y = both_nan & ~zero & (is_inf[2] | is_inf[3]) & finite[0] & finite[1]
+    ab, bb, cb, db = (_boxed(v, v_inf) for v, v_inf in zip((a, b, c, d), is_inf))
     zero_k = _k(re, 0.0)
     re = where(over_zero, _infinite(a, c), where(inf_x, _infinite(ab * c + bb * d),
                                                   where(inf_y, zero_k * (a * cb + b * db), re)))
@@ -187,13 +173,28 @@ def divide(x: Tensor, y: Tensor) -> Tensor:
     return combine(re, im)
 
 
+def _boxed(v: Tensor, v_inf: Tensor) -> Tensor:
+    """Annex G's box of v given whether it is infinite: +-1 for +-inf, +-0 else (v's sign)."""
+    negative = _signbit(v)
+    return where(v_inf, where(negative, _k(v, -1.0), _k(v, 1.0)), where(negative, _k(v, -0.0), _k(v, 0.0)))
+
+
 def absolute(z: Tensor) -> Tensor:
     """|z| in z's part dtype: hypot(re, im), without overflow or underflow (the larger part
     times sqrt(1 + r^2), r the ratio of the smaller to it: |1e30 + 1e30j| in complex64 is
-    1.4142135e30); inf where either part is infinite, even with a NaN one (C99's hypot)."""
+    1.4142135e30); inf where either part is infinite, even with a NaN one (C99's hypot). Its
+    derivative is torch's: g z / |z|, 0 at 0."""
+    from ..autodiff import define_vjp
     from .transcendental import hypot
     a, b = parts(z)
-    return hypot(a, b)
+
+    def rule(g: Tensor, out: Tensor, z: Tensor) -> tuple[Tensor]:
+        # g z / |z|, and 0 at z == 0 (torch's): hypot's own derivative is NaN there (0 / 0)
+        re, im = parts(z)
+        zero = out == 0
+        safe = where(zero, _k(out, 1.0), out)
+        return (combine(where(zero, _k(g, 0.0), g * re / safe), where(zero, _k(g, 0.0), g * im / safe)),)
+    return define_vjp(hypot(a, b), [z], rule)
 
 
 def negative(z: Tensor) -> Tensor:

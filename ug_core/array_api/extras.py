@@ -220,6 +220,18 @@ def isclose(a: Any, b: Any, /, rtol: float = 1e-05, atol: float = 1e-08, equal_n
     return result
 
 
+def angle(z: Tensor, /, deg: bool = False) -> Tensor:
+    """The argument of complex numbers, atan2(imag, real), in (-pi, pi] (numpy's angle; degrees
+    with `deg`); of real numbers atan2(0, x): 0, or pi for negative ones (and -0.0: numpy's),
+    in the float dtype numpy gives (float64 for ints)."""
+    from . import _complex
+    from .transcendental import atan2
+    check_tensor(z, "angle")
+    re, im = _complex.parts(z if z.dtype.kind in "fc" else z._float())
+    out = atan2(im, re)
+    return out * (180 / math.pi) if deg else out
+
+
 def allclose(a: Any, b: Any, /, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> Tensor:
     """Whether every element is close (see isclose): a 0-d bool tensor, lazy (numpy returns a
     Python bool: `bool(...)` or `if ug.allclose(...)` reads it)."""
@@ -299,4 +311,4 @@ def array_split(x: Tensor, /, indices_or_sections: Any, axis: int = 0) -> list[T
     return _split(x, indices_or_sections, axis, "array_split", False)
 
 
-__all__ = ["allclose", "array_split", "erf", "erfc", "isclose", "lerp", "logcumsumexp", "logsumexp", "split"]
+__all__ = ["allclose", "angle", "array_split", "erf", "erfc", "isclose", "lerp", "logcumsumexp", "logsumexp", "split"]

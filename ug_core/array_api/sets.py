@@ -1,7 +1,8 @@
 """Set functions of the Array API standard: unique_values, unique_counts, unique_inverse,
 unique_all, on a stable sort (sorting.py).
 
-The flattened x is sorted; a group of equal values starts where a value differs from the one
+The flattened x is sorted (complex values lexicographically, by the real parts then the
+imaginary parts, as numpy orders them); a group of equal values starts where a value differs from the one
 before it (NaN differs from everything, itself included: each NaN is a value of its own, as the
 standard asks). How many groups there are depends on the values: the group starts are read on
 the host (a sync); the rest stays on the device: the values are a gather of the sorted ones,
@@ -65,12 +66,21 @@ def unique_all(x: Tensor, /) -> UniqueAllResult:
     return UniqueAllResult(values, first, _inverse(x, order, starts, n), _counts(starts, n, x.device))
 
 
+def _complex_order(flat: Tensor) -> Tensor:
+    """The stable order that sorts complex values lexicographically (by the real part, then by
+    the imaginary part: numpy's order): a stable sort by the imaginary parts, then one by the
+    real parts of the values in that order (equal values end up together, which is what the
+    groups need; the standard's sort itself takes no complex values)."""
+    by_imag = argsort(flat.imag)
+    return by_imag[argsort(flat.real[by_imag])]
+
+
 def _groups(x: Tensor, fn: str) -> tuple[Tensor, Tensor, np.ndarray, int]:
     """(the distinct values, the stable order that sorts the flattened x, where in that order
     each group starts (host int64), the element count)."""
     flat = x.reshape(x.size) if x.ndim != 1 else x
     n = flat.shape[0]
-    order = argsort(flat)
+    order = _complex_order(flat) if flat.dtype.kind == "c" else argsort(flat)
     if n == 0:
         return flat, order, np.zeros(0, np.int64), 0
     ordered = flat[order]

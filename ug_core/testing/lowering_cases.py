@@ -21,7 +21,6 @@ from ug_core.plugins import registry
 from ug_core.view import View, chain_push
 
 F32 = np.dtype(np.float32)
-C64 = np.dtype(np.complex64)
 F64 = np.dtype(np.float64)
 I32 = np.dtype(np.int32)
 I64 = np.dtype(np.int64)
@@ -367,10 +366,10 @@ def alu_case(rng, op: Op) -> Case:
         dtypes_in, out_dtype = [BOOL], BOOL
     elif op is Op.WHERE:
         dtypes_in, out_dtype = [BOOL, F32, F32], F32
-    elif op in (Op.REAL, Op.IMAG):   # a complex value's part
-        dtypes_in, out_dtype = [C64], F32
-    elif op is Op.COMPLEX:
-        dtypes_in, out_dtype = [F32, F32], C64
+    elif op in (Op.REAL, Op.IMAG):   # complex64 -> float32
+        dtypes_in, out_dtype = [np.dtype(np.complex64)], F32
+    elif op is Op.COMPLEX:           # two float32 parts -> complex64
+        dtypes_in, out_dtype = [F32, F32], np.dtype(np.complex64)
     else:
         operand = F32 if defined(op, F32) else I32   # bitwise ops and shifts: ints
         dtypes_in, out_dtype = [operand] * arity, (BOOL if ALU[op].returns_bool else operand)
@@ -380,8 +379,8 @@ def alu_case(rng, op: Op) -> Case:
             inputs[i] = rng.random(n) < 0.5
         elif dt == I32:
             inputs[i] = rng.integers(-40, 1000, n).astype(I32)   # shift counts outside [0, 32) too
-        elif dt == C64:
-            inputs[i] = (rand(rng, n) + 1j * rand(rng, n)).astype(C64)
+        elif dt.kind == "c":
+            inputs[i] = (rand(rng, n) + 1j * rand(rng, n)).astype(dt)
         elif op in (Op.LOG, Op.SQRT, Op.POW) and i == 0:
             inputs[i] = rng.random(n).astype(F32) + 0.1
         else:
@@ -396,7 +395,8 @@ def alu_case(rng, op: Op) -> Case:
     return Case(k, inputs, {arity: want}, rtol=1e-6, atol=1e-6)
 
 
-CASTS = [(F32, I32), (I32, F64), (BOOL, F32), (F32, np.dtype(np.float16)), (I64, BOOL), (F64, F32)]
+CASTS = [(F32, I32), (I32, F64), (BOOL, F32), (F32, np.dtype(np.float16)), (I64, BOOL), (F64, F32),
+         (F32, np.dtype(np.complex64)), (np.dtype(np.complex64), np.dtype(np.complex128))]
 
 
 def cast_case(rng, src: np.dtype, dst: np.dtype) -> Case:
@@ -406,6 +406,8 @@ def cast_case(rng, src: np.dtype, dst: np.dtype) -> Case:
     k = Kernel("cast", (BufferArg(src, n, False), BufferArg(dst, n, True)), (n,), (), (),
                (Store(1, (n,), c((n,)), eb.cast(x, dst)),))
     a = (rand(rng, n) * 10).astype(src) if src != BOOL else rng.random(n) < 0.5
+    if src.kind == "c":
+        a = (a + 1j * rand(rng, n) * 10).astype(src)
     return Case(k, {0: a}, {1: a.astype(dst)})
 
 
@@ -494,7 +496,8 @@ def check_outputs(case: Case, buffers: list[np.ndarray], context: object = "") -
         if want.dtype.kind in "biu":
             np.testing.assert_array_equal(got, want.astype(got.dtype), err_msg=f"buffer {i}\n{context}")
         else:
-            np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=case.rtol,
+            wide = np.complex128 if want.dtype.kind == "c" else np.float64
+            np.testing.assert_allclose(got.astype(wide), want.astype(wide), rtol=case.rtol,
                                        atol=case.atol, equal_nan=True, err_msg=f"buffer {i}\n{context}")
 
 

@@ -278,6 +278,9 @@ def test_add_neg_conj_abs_and_friends(device, require_dtype, dt):
     check_same(ug.real(z), g.real)
     check_same(ug.imag(z), g.imag)
     check_same(z.real, g.real)
+    with np.errstate(all="ignore"):
+        check_close(ug.angle(z), np.angle(g))
+        check_close(ug.angle(z, deg=True), np.angle(g, deg=True))
     check_same(ug.isnan(z), np.isnan(g))
     check_same(ug.isinf(z), np.isinf(g))
     check_same(ug.isfinite(z), np.isfinite(g))
@@ -289,6 +292,8 @@ def test_add_neg_conj_abs_and_friends(device, require_dtype, dt):
         regular = np.isfinite(g)
         sign_want = np.where(g == 0, 0, g / np.abs(g)).astype(dt)
         check_close(ug.sign(z)[ug.tensor(regular, device=device)], sign_want[regular])
+        zeros = g == 0   # (+0 + 0j for every zero, the standard's)
+        check_same(ug.sign(z)[ug.tensor(zeros, device=device)], np.zeros(int(zeros.sum()), dt))
     with np.errstate(all="ignore"):
         check_same(ug.round(ug.tensor(g * 1.25, device=device)), np.round(g * 1.25))
     big = 1e30 if dt == C64 else 1e300
@@ -479,3 +484,93 @@ def test_grad_through_complex_intermediates_matches_torch(device, require_dtype,
     for g, t in zip(grads, targs):
         assert g.dtype == np.dtype(t.detach().numpy().dtype)
         np.testing.assert_allclose(g.numpy(), t.grad.numpy(), rtol=2e-4, atol=2e-4)
+
+
+def test_grad_through_complex_reductions_and_matmul_matches_torch(device, require_dtype, rng):
+    """Through sum, mean, prod, cumulative_sum, matmul and vecdot of complex values, and with
+    respect to complex inputs."""
+    torch = pytest.importorskip("torch")
+    require_dtype(C64)
+    z0, w0 = crand(rng, (3, 4), C64), crand(rng, (4, 2), C64)
+
+    def loss_ug(z, w):
+        m = z @ w
+        return (abs(m.sum(axis=0)) ** 2).sum() + ug.real(ug.prod(z[0] / 2)) + \
+            ug.imag(ug.cumulative_sum(z, axis=1)).sum() + ug.real(ug.vecdot(z, z * 1j)).sum() + abs(z.mean())
+
+    def loss_torch(z, w):
+        m = z @ w
+        return (m.sum(dim=0).abs() ** 2).sum() + torch.prod(z[0] / 2).real + \
+            torch.cumsum(z, dim=1).imag.sum() + (torch.conj(z) * (z * 1j)).sum(dim=-1).real.sum() + z.mean().abs()
+
+    gz, gw = ug.grad(loss_ug, argnums=(0, 1))(ug.tensor(z0, device=device), ug.tensor(w0, device=device))
+    tz, tw = torch.tensor(z0, requires_grad=True), torch.tensor(w0, requires_grad=True)
+    loss_torch(tz, tw).backward()
+    np.testing.assert_allclose(gz.numpy(), tz.grad.numpy(), rtol=2e-4, atol=2e-4)
+    np.testing.assert_allclose(gw.numpy(), tw.grad.numpy(), rtol=2e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("dt", COMPLEX, ids=str)
+def test_unique_of_complex_values(device, require_dtype, dt):
+    """unique_* order complex values as numpy does (by the real parts, then the imaginary ones;
+    each NaN a value of its own)."""
+    require_dtype(dt)
+    a = np.array([1 + 2j, 1 + 1j, 5j, 1 + 2j, complex(np.nan, 0), 5j, -1j, 1 + 1j], dt)
+    got = ug.unique_all(ug.tensor(a, device=device))
+    values, index, inverse, counts = np.unique(a, return_index=True, return_inverse=True, return_counts=True,
+                                               equal_nan=False)
+    check_same(got.values, values)
+    np.testing.assert_array_equal(got.indices.numpy(), index)
+    np.testing.assert_array_equal(got.inverse_indices.numpy(), inverse)
+    np.testing.assert_array_equal(got.counts.numpy(), counts)
+
+
+@pytest.mark.parametrize("dt", COMPLEX, ids=str)
+def test_scatters_einsum_and_linalg(device, require_dtype, dt, rng):
+    """Scatter sums (index_add, scatter_add, integer-array writes), einsum, trace, outer and the
+    host linalg functions take complex values."""
+    require_dtype(dt)
+    a, b = crand(rng, (3, 3), dt), crand(rng, (3,), dt)
+    x, v = ug.tensor(a, device=device), ug.tensor(b, device=device)
+    idx = np.array([0, 2, 0])
+    want = np.zeros(3, dt)
+    np.add.at(want, idx, b)
+    check_close(ug.scatter_add(ug.zeros(3, dtype=dt, device=device), 0, ug.tensor(idx, device=device), v), want)
+    want2 = np.zeros((3, 3), dt)
+    want2[[0, 2]] += a[:2]
+    check_close(ug.index_add(ug.zeros((3, 3), dtype=dt, device=device), 0, [0, 2], x[:2]), want2)
+    t = ug.zeros(3, dtype=dt, device=device)
+    t[ug.tensor(np.array([2, 0]), device=device)] = v[:2]
+    check_same(t, np.array([b[1], 0, b[0]], dt))
+    rtol = 1e-4 if dt == C64 else 1e-10
+    np.testing.assert_allclose(ug.einsum("ij,j->i", x, v).numpy(), np.einsum("ij,j->i", a, b), rtol=rtol)
+    np.testing.assert_allclose(ug.linalg.trace(x).numpy(), np.trace(a), rtol=rtol)
+    check_close(ug.linalg.outer(v, v), np.outer(b, b), _product_scale(np.repeat(b, 3), np.tile(b, 3)).reshape(3, 3))
+    np.testing.assert_allclose(ug.linalg.inv(x).numpy(), np.linalg.inv(a), rtol=rtol * 10, atol=rtol * 10)
+    np.testing.assert_allclose(ug.linalg.vector_norm(x).numpy(), np.linalg.norm(a), rtol=rtol)
+
+
+def test_dlpack_exchange_with_torch(device, require_dtype, rng):
+    """Complex tensors go both ways through DLPack (torch's complex64 / complex128)."""
+    torch = pytest.importorskip("torch")
+    require_dtype(C64)
+    a = crand(rng, (2, 3), C64)
+    t = torch.from_numpy(a.copy())
+    x = ug.asarray(t, device=device)
+    assert x.dtype == C64
+    check_same(x * 1, a)
+    back = torch.from_dlpack(x * 2)
+    assert back.dtype == torch.complex64
+    np.testing.assert_array_equal(back.numpy(), a * 2)
+    check_same(np.from_dlpack(ug.conj(x)), np.conj(a))
+
+
+def test_grad_of_abs_at_zero_is_torchs(device, require_dtype):
+    """d|z| is z / |z|, and 0 at z == 0 (torch's; hypot's own formula would give 0 / 0 there)."""
+    torch = pytest.importorskip("torch")
+    require_dtype(C64)
+    a = np.array([0j, 3 + 4j, -2j, 1e-30 + 0j], C64)
+    g = ug.grad(lambda z: abs(z).sum())(ug.tensor(a, device=device))
+    t = torch.tensor(a, requires_grad=True)
+    t.abs().sum().backward()
+    np.testing.assert_allclose(g.numpy(), t.grad.numpy(), rtol=1e-6, atol=0)

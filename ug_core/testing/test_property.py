@@ -568,3 +568,44 @@ def test_random_reductions(device, close, data):
         x, b = x[::2], a[::2]
     expected = np.asarray(getattr(b, red)(axis=axis, keepdims=keep))
     close(getattr(x, red)(axis=axis, keepdims=keep), expected, rtol=1e-5, atol=1e-5)
+
+
+# complex64 chains: each step combines the running value with a broadcast operand; all are
+# continuous, and the divisions are by 1 + |w|^2 (never near 0), so the float64 reference is
+# a fair oracle for complex64 arithmetic
+COMPLEX_STEPS = {
+    "add": (lambda v, w: v + w),
+    "sub": (lambda v, w: w - v),
+    "mul": (lambda v, w: v * w),
+    "mul_conj": (lambda v, w: v * (w.conj() if isinstance(w, ug.Tensor) else np.conj(w))),
+    "div": (lambda v, w: v / (1 + w * (w.conj() if isinstance(w, ug.Tensor) else np.conj(w)))),
+    "real_scale": (lambda v, w: v * (abs(w) + 0.5)),
+    "swap_parts": (lambda v, w: (v.imag if isinstance(v, ug.Tensor) else np.imag(v)) + 1j * (v.real if isinstance(v, ug.Tensor) else np.real(v))),
+    "where": (lambda v, w: where((w.real if isinstance(w, ug.Tensor) else np.real(w)) > 0, v, w)),
+}
+
+
+@given(shapes=input_shapes(), seed=st.integers(0, 2 ** 16),
+       steps=st.lists(st.sampled_from(sorted(COMPLEX_STEPS)), min_size=1, max_size=5),
+       reduce=st.sampled_from(["none", "sum", "mean", "prod"]))
+def test_random_complex_chains(device, shapes, seed, steps, reduce):
+    """Random chains of complex64 arithmetic over broadcast operands, then a reduction, against
+    numpy in complex128 (relative to the magnitudes involved)."""
+    assume(supported(device, np.complex64))
+    rng = np.random.default_rng(seed)
+    sa, sb = shapes[0], shapes[-1]
+    a = ((rng.standard_normal(sa) + 1j * rng.standard_normal(sa)) / 2).astype(np.complex64)
+    b = ((rng.standard_normal(sb) + 1j * rng.standard_normal(sb)) / 2).astype(np.complex64)
+    v, w = ug.tensor(a, device=device), ug.tensor(b, device=device)
+    ref, refw = A(a.astype(np.complex128)), A(b.astype(np.complex128))
+    scale = np.abs(ref) + 1
+    for name in steps:
+        v, ref = COMPLEX_STEPS[name](v, w), A(COMPLEX_STEPS[name](ref, refw))
+        scale = np.broadcast_to(scale, ref.shape) * (np.abs(refw) + 2) + np.abs(ref)
+    if reduce != "none":
+        v, ref = getattr(v, reduce)(), A(getattr(ref, reduce)())
+        scale = np.array(scale.sum() * (1 if reduce != "prod" else np.prod(scale))) if scale.size else np.array(1.0)
+    note(f"steps {steps}, reduce {reduce}")
+    got = v.numpy()
+    assert got.dtype == np.complex64 and got.shape == ref.shape
+    assert (np.abs(got - ref) <= 1e-5 * scale + 1e-6).all(), (got, ref)

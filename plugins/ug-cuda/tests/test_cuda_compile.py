@@ -34,7 +34,7 @@ from ug_core.dtypes import SUPPORTED
 from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Reduction, Store
 from ug_core.kit import CachedCompiler, gpusort
 from ug_core.loop_ir import LoopProgram
-from ug_core.ops import ALU, REDUCE, TRANSCENDENTAL, Op, defined, result_dtype
+from ug_core.ops import ALU, REDUCE, TRANSCENDENTAL, Op, alu_result
 from ug_core.view import View
 
 import kernel_recorder
@@ -73,16 +73,14 @@ def synthetic_kernels() -> list[Kernel]:
     kernels = []
     BOOL = np.dtype(bool)
     for dt, op in itertools.product(SUPPORTED, ALU):
-        if not defined(op, dt):  # (legalization rejects it, as the frontend never builds it)
+        out = alu_result(op, dt)
+        if out is None:  # (legalization rejects it, as the frontend never builds it)
             continue
         info = ALU[op]
         if op is Op.WHERE:
             ins = [BOOL, dt, dt]
         else:
             ins = [dt] * info.arity
-        out = result_dtype(op, dt)
-        if out is None:   # (COMPLEX of float16: there is no such dtype)
-            continue
         kernels.append(_elementwise(f"alu_{op.name}_{dt.name}", ins,
                                     lambda eb, xs, op=op, out=out: eb.alu(op, tuple(xs), out), out))
     for src, dst in itertools.product(SUPPORTED, SUPPORTED):
@@ -102,7 +100,7 @@ def synthetic_kernels() -> list[Kernel]:
             return acc
         kernels.append(_elementwise(f"const_{dt.name}", [dt], build, dt))
     for dt, op in itertools.product(SUPPORTED, REDUCE):
-        if dt.kind == "c" and op is not Op.SUM:   # (complex numbers are not ordered; prod is a tree of multiplies)
+        if dt.kind == "c" and op is not Op.SUM:   # (not componentwise: the frontend builds complex products)
             continue
         for rows, n in ((3, 5), (4, 1000), (1, 70000)):  # serial, workgroup, one long row
             eb = ExprBuilder()
@@ -282,7 +280,7 @@ def test_nvrtc_is_a_kit_compiler_cached_on_disk(cache_dir, monkeypatch):
 def test_matmul_kernels_compile(arch):
     from ug_cuda.matmul import kernel_source
     for dt in SUPPORTED:
-        if dt.kind == "c":   # (a complex matmul is real matmuls of the parts, built by the frontend)
+        if dt.kind == "c":   # (complex matmuls are real ones of the parts: the frontend's)
             continue
         src, name = kernel_source(dt)
         assert nvrtc.NVRTCCompiler(arch).compile(src, name)

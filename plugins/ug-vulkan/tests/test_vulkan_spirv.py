@@ -8,7 +8,7 @@ import pytest
 from ug_core.device import MatmulSpec
 from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Reduction, Store
 from ug_core.lower import LowerOptions, lower
-from ug_core.ops import ALU, Op, defined, result_dtype
+from ug_core.ops import ALU, Op, alu_result
 from ug_core.view import View
 from ug_vulkan import matmul as mm
 from ug_core.kit import Renderer, RenderError
@@ -38,8 +38,8 @@ def c(shape):
 def elementwise(op: Op, dt: np.dtype, n: int = 37) -> Kernel:
     eb = ExprBuilder()
     arity = ALU[op].arity
-    out_dt = result_dtype(op, dt)
-    assert out_dt is not None
+    out_dt = alu_result(op, dt)
+    assert out_dt is not None, (op, dt)
     srcs = []
     for i in range(arity):
         if op is Op.WHERE and i == 0:
@@ -64,13 +64,10 @@ def softmax_like(dt: np.dtype, rows: int = 3, cols: int = 300) -> Kernel:
 
 
 def _kernels(caps: Caps):
-    # complex operands too: the legalizer splits them into pairs of real values before rendering
-    dts = _dtypes(caps) + [np.dtype(np.complex64)] + ([np.dtype(np.complex128)] if caps.float64 else [])
+    dts = _dtypes(caps)
     for op in ALU:
         for dt in dts:
-            if not defined(op, dt):   # (legalization refuses it: the frontend never builds it)
-                continue
-            if result_dtype(op, dt) is None:   # (COMPLEX of float16: there is no such dtype)
+            if alu_result(op, dt) is None:   # (legalization refuses it: the frontend never builds it)
                 continue
             if dt == F64 and op in F64_MATH and not caps.int64:
                 continue   # test_float64_math_needs_int64
