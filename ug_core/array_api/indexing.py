@@ -198,7 +198,7 @@ def is_mask(item: Any) -> bool:
 
 def expand_masks(index: tuple[Any, ...], shape: tuple[int, ...], device: str) -> tuple[Any, ...]:
     """`index` (into a tensor of `shape`) with each boolean mask replaced by its nonzero() index
-    vectors (numpy's rule: a k-d mask indexes k dims, whose sizes it must have). Which elements a
+    vectors (numpy's rule: a k-d mask indexes k dims, whose sizes it must have, or 0). Which elements a
     mask selects depends on its values: it is read on the host here (a tensor's is realized first)."""
     if not any(is_mask(i) for i in index):
         return index
@@ -215,7 +215,9 @@ def expand_masks(index: tuple[Any, ...], shape: tuple[int, ...], device: str) ->
         k = _ndim(item)
         if k == 0:
             raise IndexError("a 0-d boolean index is not supported beside other indices")
-        if tuple(item.shape if isinstance(item, Tensor) else np.shape(item)) != tuple(shape[dim:dim + k]):
+        # (a mask dim of 0 selects nothing whatever the axis's size: numpy's and the standard's rule)
+        mask_shape = tuple(item.shape if isinstance(item, Tensor) else np.shape(item))
+        if len(shape[dim:dim + k]) != k or not all(m in (s, 0) for m, s in zip(mask_shape, shape[dim:dim + k])):
             raise IndexError(f"boolean index of shape {tuple(np.shape(item) if not isinstance(item, Tensor) else item.shape)} "
                              f"does not match the indexed dims {tuple(shape[dim:dim + k])} of a tensor of shape {shape}")
         dim += k

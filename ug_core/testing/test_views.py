@@ -175,3 +175,15 @@ def test_flatten_is_row_major(device, close):
     x = ug.tensor(a, device=device)
     close(x.permute(1, 2, 0).flatten(), a.transpose(1, 2, 0).flatten())
     close(x.reshape(4, 6), a.reshape(4, 6))
+
+
+def test_boolean_masks_with_a_zero_dim_select_nothing(device):
+    # a mask dim of 0 against an axis of any size selects nothing (numpy's and the standard's rule);
+    # other mismatches are an IndexError
+    for xs, ms in [((1,), (0,)), ((2, 3), (0, 3)), ((2, 3), (2, 0)), ((2, 3, 4), (0, 3))]:
+        a = np.arange(np.prod(xs), dtype=np.float32).reshape(xs)
+        m = np.zeros(ms, bool)
+        got = ug.tensor(a, device=device)[ug.tensor(m, device=device)]
+        assert got.shape == a[m].shape and got.numpy().size == 0
+    with pytest.raises(IndexError, match=r"\(3, 3\)"):
+        ug.tensor(np.ones((2, 3), np.float32), device=device)[ug.tensor(np.ones((3, 3), bool), device=device)]
