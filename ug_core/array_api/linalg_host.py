@@ -134,6 +134,16 @@ def _differentiating() -> bool:
 PartRule = Callable[[Tensor, list[Tensor], Tensor], "Tensor | None"]
 
 
+def _real_rules_only(*inputs: Tensor) -> None:
+    """The derivative rules here are the real-matrix formulas (transposes, not conjugate
+    transposes; eigh / qr / svd's complex forms have terms of their own): a gradient through a
+    decomposition of a complex matrix is refused when it is taken, never computed wrong."""
+    for x in inputs:
+        if x.dtype.kind == "c":
+            raise TypeError(f"the gradient of a linalg function of a complex matrix ({x.dtype.name} {x.shape}) "
+                            "is not implemented: its derivative rules are for real matrices")
+
+
 def _with_rules(values: list[Tensor], x: Tensor, rules: list[PartRule | None]) -> list[Tensor]:
     """values (the results of one decomposition of x), each with its VJP: rules[i](g, parts, a)
     gives x's cotangent from result i's cotangent g, where parts are the results as returned
@@ -144,7 +154,10 @@ def _with_rules(values: list[Tensor], x: Tensor, rules: list[PartRule | None]) -
     parts: list[Tensor] = []
 
     def vjp(rule: PartRule | None) -> Callable[..., tuple[Tensor | None]]:
-        return lambda g, out, a: (None if rule is None else rule(g, parts, a),)
+        def cotangent(g: Tensor, out: Tensor, a: Tensor) -> tuple[Tensor | None]:
+            _real_rules_only(a)
+            return (None if rule is None else rule(g, parts, a),)
+        return cotangent
     parts.extend(define_vjp(v, [x], vjp(rule)) for v, rule in zip(values, rules))
     return parts
 
@@ -368,6 +381,7 @@ def solve(x1: Tensor, x2: Tensor, /) -> Tensor:
         return out
 
     def rule(g: Tensor, out: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
+        _real_rules_only(a, b)
         gm, xm = (_col(g), _col(out)) if vector else (g, out)
         gb = _inv_transpose(a) @ gm
         ga = -(gb @ xm.mT)

@@ -102,3 +102,16 @@ def test_qr_complete_tall_is_a_type_error(device, rng):
     x = ug.tensor(_general(rng, 4, 3), device=device)
     with pytest.raises(TypeError, match="mode='complete'"):
         ug.grad(lambda a: ug.linalg.qr(a, mode="complete").Q.sum())(x)
+
+
+def test_gradients_through_decompositions_of_complex_matrices_are_refused(device, require_dtype):
+    # the rules are the real-matrix formulas: refused when the gradient is taken, never wrong
+    require_dtype(np.complex64)
+    a = (np.eye(3) * 3 + 1j * np.arange(9).reshape(3, 3) / 10).astype(np.complex64)
+    for fn in (ug.linalg.inv, ug.linalg.det, lambda m: ug.linalg.solve(m, m[:, :1]), lambda m: ug.linalg.qr(m)[1]):
+        with pytest.raises(TypeError, match="complex matrix"):
+            ug.grad(lambda m: ug.real(ug.sum(fn(m))))(ug.tensor(a, device=device))
+    # what is built from ug's complex ops differentiates (matrix_power: products)
+    g = ug.grad(lambda m: ug.real(ug.sum(ug.linalg.matrix_power(m, 2))))(ug.tensor(a, device=device)).numpy()
+    ones = np.ones((3, 3))
+    np.testing.assert_allclose(g, np.conj(ones @ a.T + a.T @ ones), rtol=1e-5)
