@@ -43,8 +43,16 @@ class MissingOp(AttributeError):
 # helpers module (getenv, Context and the flags test_ops reads)
 
 def getenv(key: str, default: Any = 0) -> Any:
-    """tinygrad.helpers.getenv: the environment variable converted to the default's type."""
-    return type(default)(os.getenv(key, default))
+    """tinygrad.helpers.getenv: the environment variable converted to the default's type (an int
+    flag given as a word, as CI systems set CI=true: true/yes/on 1, false/no/off/empty 0)."""
+    value = os.getenv(key)
+    if value is None:
+        return default
+    if isinstance(default, int) and not isinstance(default, bool):
+        words = {"true": 1, "yes": 1, "on": 1, "false": 0, "no": 0, "off": 0, "": 0}
+        if value.strip().lower() in words:
+            return words[value.strip().lower()]
+    return type(default)(value)
 
 
 class _Flag(int):
