@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import array
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
@@ -51,13 +52,7 @@ class Problem:
             return Problem(rows, n, k, rsa, csa, rsb, csb, array.array("q", (a_offset, b_offset, 0)))
         if not batch:
             return Problem(m, n, k, rsa, csa, rsb, csb, array.array("q", (a_offset, b_offset, 0)))
-        nb = int(np.prod(batch))
-        idx = np.indices(batch, dtype=np.int64).reshape(len(batch), nb)
-        offsets = np.empty((nb, 3), dtype=np.int64)
-        offsets[:, 0] = a_offset + np.array(a_bs, dtype=np.int64) @ idx
-        offsets[:, 1] = b_offset + np.array(b_bs, dtype=np.int64) @ idx
-        offsets[:, 2] = np.arange(nb, dtype=np.int64) * (m * n)
-        return Problem(m, n, k, rsa, csa, rsb, csb, array.array("q", offsets.tobytes()))
+        return Problem(m, n, k, rsa, csa, rsb, csb, _batch_offsets(batch, a_bs, a_offset, b_bs, b_offset, m * n))
 
     @staticmethod
     def _split(a_shape: tuple[int, ...], a_strides: tuple[int, ...], a_offset: int, b_shape: tuple[int, ...],
@@ -65,14 +60,8 @@ class Problem:
         a_rows, rsa, batch, a_bs = _row_table(a_shape, a_strides, a_split)
         b_rows, rsb, _, b_bs = _row_table(b_shape, b_strides, b_split)
         m, k, n = int(np.prod(a_shape[-1 - a_split:-1])), a_shape[-1], b_shape[-1]
-        nb = int(np.prod(batch))
-        idx = np.indices(batch, dtype=np.int64).reshape(len(batch), nb)
-        offsets = np.empty((nb, 3), dtype=np.int64)
-        offsets[:, 0] = a_offset + np.array(a_bs, dtype=np.int64) @ idx
-        offsets[:, 1] = b_offset + np.array(b_bs, dtype=np.int64) @ idx
-        offsets[:, 2] = np.arange(nb, dtype=np.int64) * (m * n)
-        return Problem(m, n, k, rsa, a_strides[-1], rsb, b_strides[-1], array.array("q", offsets.tobytes()),
-                       a_rows, b_rows)
+        return Problem(m, n, k, rsa, a_strides[-1], rsb, b_strides[-1],
+                       _batch_offsets(batch, a_bs, a_offset, b_bs, b_offset, m * n), a_rows, b_rows)
 
     @property
     def batch(self) -> int:
@@ -102,3 +91,16 @@ def _row_table(shape: tuple[int, ...], strides: tuple[int, ...], split: int
     idx = np.indices(dims, dtype=np.int64).reshape(len(dims), -1)
     table = np.asarray(dstrides, dtype=np.int64) @ idx
     return array.array("q", table.tobytes()), 0, batch, bs
+
+
+def _batch_offsets(batch: Sequence[int], a_bs: Sequence[int], a_offset: int,
+                   b_bs: Sequence[int], b_offset: int, out_size: int) -> "array.array[int]":
+    """The (A offset, B offset, C offset) of each batch entry, C order over `batch`: the operands'
+    offsets plus their batch strides, C's entries out_size apart."""
+    nb = int(np.prod(batch))
+    idx = np.indices(batch, dtype=np.int64).reshape(len(batch), nb)
+    offsets = np.empty((nb, 3), dtype=np.int64)
+    offsets[:, 0] = a_offset + np.array(a_bs, dtype=np.int64) @ idx
+    offsets[:, 1] = b_offset + np.array(b_bs, dtype=np.int64) @ idx
+    offsets[:, 2] = np.arange(nb, dtype=np.int64) * out_size
+    return array.array("q", offsets.tobytes())
