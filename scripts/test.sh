@@ -28,6 +28,10 @@ python -m mypy ug_core   # the core is typed (pyproject.toml [tool.mypy])
 # the kit runs once per usable device (the `device` fixture; --ug-device NAME picks devices), then
 # tests/ and each plugin's own tests (--pyargs: ug_core.testing is a package, the rest are paths)
 python -m pytest -q --pyargs ug_core.testing "${paths[@]}" "$@"
+# the README's install as a new user runs it: the wheelhouse of every package, then in a fresh venv
+# `pip install --find-links WHEELHOUSE "ug-core[llvm,vulkan]==VERSION"` beside higher-versioned decoys
+# of our names; every ug-* must come from the wheelhouse, compute on cpu and show in `ug devices` (~30 s)
+python scripts/check_install.py
 # tinygrad's own op tests (0.12.0's test_ops.py, forward and backward, downloaded from PyPI once) through
 # a name translation onto ug (docs/tinygrad-ops.md): the floor is today's count, so a regression fails
 python scripts/tinygrad_ops.py --device cpu --min-passed 372 | tail -n 8
