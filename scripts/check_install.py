@@ -10,7 +10,7 @@
    VERSION (the pins of ug-core's extras are what keeps the decoys out);
 4. outside the checkout and without PYTHONPATH, so nothing is imported from the source tree:
    compute on the `cpu` device and compare with numpy, and run `ug devices`, which must list `cpu`
-   usable from ug-llvm and the vulkan device from ug-vulkan (usable when a Vulkan driver is there).
+   usable from ug-llvm and a row of ug-vulkan (its device is usable where a Vulkan driver is).
 
 Exits non-zero, saying what is wrong, on any failure. `--keep DIR` leaves the wheelhouse and the
 environment in DIR to look at.
@@ -124,13 +124,14 @@ def check(work: Path) -> None:
     run([py, "-c", PROGRAM], env=env, cwd=work)
     devices = run([str(venv / "bin" / "ug"), "devices"], env=env, cwd=work, capture_output=True, text=True).stdout
     print(devices)
-    rows = {line.split()[0]: line for line in devices.splitlines()[1:] if line.strip() and not line.startswith(
-        ("preferred", "UG_"))}
-    cpu, vulkan = rows.get("cpu", ""), rows.get("vulkan", "")
+    # the table's rows: below the header, up to the blank line before "preferred device"
+    rows = devices.split("\n\n")[0].splitlines()[1:]
+    cpu = next((row for row in rows if row.split()[0] == "cpu"), "")
     if not (" ug-llvm " in cpu and " usable" in cpu and "not usable" not in cpu):
         problems.append(f"`ug devices` does not list cpu usable from ug-llvm: {cpu or 'no cpu row'}")
-    if " ug-vulkan " not in vulkan:
-        problems.append(f"`ug devices` does not list the vulkan device of ug-vulkan: {vulkan or 'no vulkan row'}")
+    # the vulkan device is usable only where a Vulkan driver is (CI: lavapipe); its plugin's row is always there
+    if not any(" ug-vulkan " in row for row in rows):
+        problems.append("`ug devices` has no row of the ug-vulkan plugin")
     if problems:
         raise SystemExit("error: " + "\n       ".join(problems))
     print(f"install check passed: wheelhouse {t1 - t0:.0f}s, venv + pip install {t2 - t1:.0f}s, "
