@@ -92,7 +92,7 @@ def check(work: Path) -> None:
     build_wheelhouse.build(wheelhouse)
     t1 = time.perf_counter()
     venv = work / "venv"
-    run([sys.executable, "-m", "venv", str(venv)])
+    run([sys.executable, "-m", "venv", "--clear", str(venv)])
     py = str(venv / "bin" / "python")
     env = clean_env()
     report = work / "pip-report.json"
