@@ -44,7 +44,8 @@ from .array_api.manipulation import stack
 from .array_api.searching import searchsorted
 from .array_api.sorting import argsort
 from .mathlib import LN2_HI, LN2_LO, LOG_POLY
-from .tensor import Tensor, _resolve_device, _shape_arg, tensor, where
+from .shapes import shape_arg
+from .tensor import Tensor, _resolve_device, tensor, where
 
 __all__ = ["key", "split", "fold_in", "bits", "uniform", "normal", "truncated_normal", "randint", "bernoulli",
            "gumbel", "permutation", "choice"]
@@ -78,7 +79,7 @@ def _float_dtype(dtype: Any, fn: str) -> np.dtype:
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
-    return () if shape is None else _shape_arg(shape)
+    return () if shape is None else shape_arg(shape)
 
 
 def _c(value: Any, dtype: np.dtype, device: str) -> Tensor:

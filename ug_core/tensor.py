@@ -16,6 +16,7 @@ from .graph import Node
 from .ops import ALU, REDUCE, Op
 from .plugins import registry
 from .runtime import realize_nodes
+from .shapes import broadcast_node, broadcast_pair, broadcast_shape, normalize_axes, normalize_axis, shape_arg
 from .view import View, compose, prod
 
 Scalar = bool | int | float
@@ -62,56 +63,6 @@ def _make(node: Node) -> "Tensor":
 
 
 # --- shapes and axes ----------------------------------------------------------------------
-
-
-def _broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
-    ndim = max(len(s) for s in shapes)
-    out = []
-    for d in range(ndim):
-        sizes = {s[len(s) - ndim + d] for s in shapes if len(s) - ndim + d >= 0} - {1}
-        if len(sizes) > 1:
-            raise ValueError(f"shapes {' and '.join(str(s) for s in shapes)} cannot be broadcast together")
-        out.append(sizes.pop() if sizes else 1)
-    return tuple(out)
-
-
-def _broadcast_pair(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
-    """_broadcast_shape(a, b), answering the common cases (equal shapes, a scalar) at once."""
-    if a == b or not b:
-        return a
-    if not a:
-        return b
-    return _broadcast_shape(a, b)
-
-
-def _normalize_axis(axis: int, ndim: int) -> int:
-    if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
-        raise TypeError(f"axis must be an int, got {axis!r}")
-    if not -ndim <= axis < ndim:
-        raise np.exceptions.AxisError(int(axis), ndim)
-    return int(axis) % ndim if ndim else 0
-
-
-def _normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
-    if axis is None:
-        return tuple(range(ndim))
-    items = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    axes = tuple(_normalize_axis(a, ndim) for a in items)
-    if len(set(axes)) != len(axes):
-        raise ValueError(f"duplicate value in axis {axis!r}")
-    return axes
-
-
-def _shape_arg(shape: Any) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        shape = (shape,)
-    try:
-        out = tuple(operator.index(s) for s in shape)
-    except TypeError as e:
-        raise TypeError(f"shape must be a tuple of ints, got {shape!r}") from e
-    if any(s < 0 for s in out):
-        raise ValueError(f"negative dimension in shape {out}")
-    return out
 
 
 def _index_view(shape: tuple[int, ...], index: Any) -> View:
@@ -236,7 +187,7 @@ def full(shape: Any, value: Scalar, dtype: Any = None, device: str | None = None
     """A tensor of `value`: of `dtype`, which must hold it (dtypes.written: `full(3, 300,
     uint8)` is an OverflowError, as numpy's), else of the value's (a numpy scalar's or a 0-d
     array's own dtype, ug's defaults for a Python scalar)."""
-    shape = _shape_arg(shape)
+    shape = shape_arg(shape)
     if isinstance(value, np.ndarray) and value.ndim == 0:
         value = value[()]   # numpy's full takes a 0-d array as its scalar (and its dtype)
     if not dtypes.is_scalar(value):
@@ -252,7 +203,7 @@ def full(shape: Any, value: Scalar, dtype: Any = None, device: str | None = None
             return Tensor(graph.const(v.item(), dt, dev))
         return Tensor(graph.from_buffer(scalars.private_buffer(v, dev), ()))
     # a value that does not fold is a kernel argument (scalars): a new one reuses the kernels
-    return Tensor(_broadcast(scalars.scalar(v, dt, dev), shape))
+    return Tensor(broadcast_node(scalars.scalar(v, dt, dev), shape))
 
 
 def zeros(shape: Any, dtype: Any = np.float32, device: str | None = None) -> "Tensor":
@@ -598,9 +549,9 @@ class Tensor:
             b = scalars.parameter(b)
         if reverse:
             a, b = b, a
-        shape = _broadcast_pair(a.shape, b.shape)
+        shape = broadcast_pair(a.shape, b.shape)
         out_dtype = dtypes.BOOL if op in _COMPARISONS else common
-        return _make(graph.alu(op, (_broadcast(a, shape), _broadcast(b, shape)), out_dtype))
+        return _make(graph.alu(op, (broadcast_node(a, shape), broadcast_node(b, shape)), out_dtype))
 
     def _complex_binary(self, op: Op, other: Any, reverse: bool, common: np.dtype) -> "Tensor":
         """A binary op whose operands promote to the complex dtype `common`: built from real ops
@@ -623,8 +574,8 @@ class Tensor:
         a, b = operand(self), operand(other)
         if reverse:
             a, b = b, a
-        shape = _broadcast_pair(a.shape, b.shape)
-        return _complex.binary(op, Tensor(_broadcast(a, shape)), Tensor(_broadcast(b, shape)))
+        shape = broadcast_pair(a.shape, b.shape)
+        return _complex.binary(op, Tensor(broadcast_node(a, shape)), Tensor(broadcast_node(b, shape)))
 
     def __add__(self, o: Any) -> "Tensor": return self._binary(Op.ADD, o, ufunc=np.add)
     def __radd__(self, o: Any) -> "Tensor": return self._binary(Op.ADD, o, True, ufunc=np.add)
@@ -795,7 +746,7 @@ class Tensor:
 
     # --- reductions ---
     def _reduce(self, op: Op, axis: Any, keepdims: bool, dtype: np.dtype) -> "Tensor":
-        axes = _normalize_axes(axis, self.ndim)
+        axes = normalize_axes(axis, self.ndim)
         if op in (Op.RMAX, Op.RMIN) and any(self.shape[a] == 0 for a in axes):
             name = "maximum" if op is Op.RMAX else "minimum"
             raise ValueError(f"zero-size array to reduction operation {name} which has no identity "
@@ -866,7 +817,7 @@ class Tensor:
                 return _into(out, self.astype(dt).mean(axis, keepdims).astype(dt))
             if dt != self.dtype:
                 return _into(out, self.astype(dt).mean(axis, keepdims))
-        axes = _normalize_axes(axis, self.ndim)
+        axes = normalize_axes(axis, self.ndim)
         dt = dtypes.ufunc_result(np.true_divide, self.dtype, self.dtype) if self.dtype.kind != "f" else self.dtype
         work = _F32 if dt == _F16 else dt
         count = prod([self.shape[a] for a in axes])
@@ -961,7 +912,7 @@ class Tensor:
             axes = tuple(axes[0])
         if len(axes) != self.ndim:
             raise ValueError(f"permute needs {self.ndim} axes for shape {self.shape}, got {axes}")
-        norm = tuple(_normalize_axis(a, self.ndim) for a in axes)
+        norm = tuple(normalize_axis(a, self.ndim) for a in axes)
         if sorted(norm) != list(range(self.ndim)):
             raise ValueError(f"{axes} is not a permutation of the axes of shape {self.shape}")
         return self._view(View.contiguous(self.shape).permute(norm))
@@ -974,7 +925,7 @@ class Tensor:
         return self.permute(tuple(reversed(range(self.ndim))))
 
     def broadcast_to(self, shape: Any) -> "Tensor":
-        shape = _shape_arg(shape)
+        shape = shape_arg(shape)
         if len(shape) < self.ndim or any(s != 1 and s != t for s, t in zip(self.shape, shape[len(shape) - self.ndim:])):
             raise ValueError(f"cannot broadcast tensor of shape {self.shape} to shape {shape}")
         pad = (1,) * (len(shape) - self.ndim)
@@ -985,7 +936,7 @@ class Tensor:
         if axis is None:
             axes = tuple(d for d, s in enumerate(self.shape) if s == 1)
         else:
-            axes = _normalize_axes(axis, self.ndim)
+            axes = normalize_axes(axis, self.ndim)
             bad = [a for a in axes if self.shape[a] != 1]
             if bad:
                 raise ValueError(f"cannot squeeze axis {bad[0]} of shape {self.shape}: its size is not 1")
@@ -994,7 +945,7 @@ class Tensor:
     def expand_dims(self, axis: Any) -> "Tensor":
         items = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
         ndim = self.ndim + len(items)
-        axes = _normalize_axes(items, ndim)
+        axes = normalize_axes(items, ndim)
         it = iter(self.shape)
         return self.reshape(tuple(1 if d in axes else next(it) for d in range(ndim)))
 
@@ -1063,7 +1014,7 @@ class Tensor:
             node = _written_array(value, self.dtype, self.device)._node
         if not all(s == 1 or s == t for s, t in zip(node.shape[::-1], shape[::-1])) or len(node.shape) > len(shape):
             raise ValueError(f"cannot assign a value of shape {node.shape} to a region of shape {shape}")
-        return _broadcast(graph.cast(node, self.dtype), shape)
+        return broadcast_node(graph.cast(node, self.dtype), shape)
 
 
 class TensorView(Tensor):
@@ -1317,16 +1268,6 @@ def _exponent_folds(exponent: Any) -> bool:
     raise TypeError(f"unexpected exponent {exponent!r} of type {type(exponent).__name__}")
 
 
-def _broadcast(node: Node, shape: tuple[int, ...]) -> Node:
-    if node.shape == shape:
-        return node
-    if not node.shape:  # a scalar (a constant, mostly): every index reads its one element
-        return graph.view(node, View(shape, (0,) * len(shape)))
-    pad = (1,) * (len(shape) - len(node.shape))
-    v = View.contiguous(pad + node.shape).expand(shape)
-    return graph.view(node, v)
-
-
 def _as_tensor(x: Any, like: Tensor | None) -> Tensor:
     if isinstance(x, Tensor):
         return x
@@ -1373,8 +1314,8 @@ def where(cond: Any, a: Any, b: Any) -> Tensor:
     for v in (x, y):
         # a scalar: a kernel argument unless it folds (see scalars)
         branches.append(scalars.scalar(v, dt, like.device) if not isinstance(v, Tensor) else graph.cast(v._node, dt))
-    shape = _broadcast_shape(c.shape, *(n.shape for n in branches))
-    srcs = (_broadcast(graph.cast(c._node, dtypes.BOOL), shape), *(_broadcast(n, shape) for n in branches))
+    shape = broadcast_shape(c.shape, *(n.shape for n in branches))
+    srcs = (broadcast_node(graph.cast(c._node, dtypes.BOOL), shape), *(broadcast_node(n, shape) for n in branches))
     return _make(graph.alu(Op.WHERE, srcs, dt))
 
 
@@ -1391,7 +1332,7 @@ def matmul(a: Any, b: Any) -> Tensor:
     if a2.shape[-1] != b2.shape[-2]:
         raise ValueError(f"matmul: inner dimensions do not match: {a.shape} @ {b.shape} "
                          f"({a2.shape[-1]} != {b2.shape[-2]})")
-    batch = _broadcast_shape(a2.shape[:-2], b2.shape[:-2])
+    batch = broadcast_shape(a2.shape[:-2], b2.shape[:-2])
     dt = dtypes.ufunc_result(np.matmul, a.dtype, b.dtype)
     if dt.kind == "c":   # real matmuls of the parts (4, or 2 where an operand is real)
         from .array_api._complex import parts, combine
@@ -1403,8 +1344,8 @@ def matmul(a: Any, b: Any) -> Tensor:
         if bi is None:
             return combine(matmul(ar, br), matmul(ai, br))
         return combine(matmul(ar, br) - matmul(ai, bi), matmul(ar, bi) + matmul(ai, br))
-    an = _broadcast(a2._node, batch + a2.shape[-2:])
-    bn = _broadcast(b2._node, batch + b2.shape[-2:])
+    an = broadcast_node(a2._node, batch + a2.shape[-2:])
+    bn = broadcast_node(b2._node, batch + b2.shape[-2:])
     out = _make(graph.matmul(an, bn, dt))
     shape = batch + ((a2.shape[-2],) if a.ndim > 1 else ()) + ((b2.shape[-1],) if b.ndim > 1 else ())
     return Tensor(graph.view(out._node, View.contiguous(shape))) if shape != out.shape else out
@@ -1428,7 +1369,7 @@ def custom(fn: Callable[..., Any], inputs: Iterable[Tensor], shape: Any, dtype: 
     dt = _check_supported(dtypes.to_dtype(dtype), device)
     if vjp is not None and not callable(vjp):
         raise TypeError(f"custom: vjp must be callable, got {vjp!r}")
-    node = graph.custom(fn, tuple(t._node for t in inputs), _shape_arg(shape), dt, device)
+    node = graph.custom(fn, tuple(t._node for t in inputs), shape_arg(shape), dt, device)
     if vjp is not None:
         from .autodiff import custom_vjps
         custom_vjps[node] = vjp

@@ -21,7 +21,8 @@ import numpy as np
 from .. import dtypes, graph
 from ..graph import Node
 from ..ops import Op
-from ..tensor import Tensor, _broadcast, _broadcast_shape, _make, full, where
+from ..shapes import broadcast_node, broadcast_shape
+from ..tensor import Tensor, _make, full, where
 from ..view import View
 
 __all__ = ["parts", "combine"]
@@ -56,9 +57,9 @@ def combine(re: Tensor, im: Tensor) -> Tensor:
     common = dtypes.promote(re.dtype, im.dtype)
     out = dtypes.complex_of(common)
     part = dtypes.part_dtype(out)
-    shape = _broadcast_shape(re.shape, im.shape)
-    a = _broadcast(graph.cast(re.node, part), shape)
-    b = _broadcast(graph.cast(im.node, part), shape)
+    shape = broadcast_shape(re.shape, im.shape)
+    a = broadcast_node(graph.cast(re.node, part), shape)
+    b = broadcast_node(graph.cast(im.node, part), shape)
     return _make(graph.alu(Op.COMPLEX, (a, b), out))
 
 
@@ -353,10 +354,10 @@ def _column(m: int, scale: int, offset: int, rows: int, device: str) -> Node:
     """The int64 index scale * j + offset of each (row, j), shape (rows, m)."""
     i64 = np.dtype(np.int64)
     j = graph.iota((1, m), i64, device)
-    col = graph.alu(Op.MUL, (j, _broadcast(graph.const(scale, i64, device), (1, m))), i64) if scale != 1 else j
+    col = graph.alu(Op.MUL, (j, broadcast_node(graph.const(scale, i64, device), (1, m))), i64) if scale != 1 else j
     if offset:
-        col = graph.alu(Op.ADD, (col, _broadcast(graph.const(offset, i64, device), (1, m))), i64)
-    return _broadcast(col, (rows, m))
+        col = graph.alu(Op.ADD, (col, broadcast_node(graph.const(offset, i64, device), (1, m))), i64)
+    return broadcast_node(col, (rows, m))
 
 
 def prod_rows(z: Tensor) -> Tensor:
@@ -391,13 +392,14 @@ def cumprod_rows(z: Tensor) -> Tensor:
     step = 1
     while step < n:
         i = _column(n, 1, 0, rows, z.device)
-        earlier = graph.alu(Op.MAX, (graph.alu(Op.SUB, (i, _broadcast(graph.const(step, np.dtype(np.int64), z.device),
-                                                                          (rows, n))), np.dtype(np.int64)),
-                                     _broadcast(graph.const(0, np.dtype(np.int64), z.device), (rows, n))),
+        earlier = graph.alu(Op.MAX, (graph.alu(Op.SUB, (i, broadcast_node(graph.const(step, np.dtype(np.int64),
+                                                                                      z.device), (rows, n))),
+                                               np.dtype(np.int64)),
+                                     broadcast_node(graph.const(0, np.dtype(np.int64), z.device), (rows, n))),
                             np.dtype(np.int64))
         here = _make(graph.gather(z.node, i, 1))
         before = _make(graph.gather(z.node, earlier, 1))
-        has = Tensor(graph.alu(Op.CMPLE, (_broadcast(graph.const(step, np.dtype(np.int64), z.device), (rows, n)), i),
+        has = Tensor(graph.alu(Op.CMPLE, (broadcast_node(graph.const(step, np.dtype(np.int64), z.device), (rows, n)), i),
                                dtypes.BOOL))
         z = where(has, multiply(before, here), here)
         step *= 2

@@ -25,8 +25,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..tensor import Tensor, _as_tensor, _normalize_axes, _normalize_axis, maximum as _maximum, \
-    minimum as _minimum, tensor, where
+from ..shapes import normalize_axes, normalize_axis
+from ..tensor import Tensor, _as_tensor, maximum as _maximum, minimum as _minimum, tensor, where
 from ._common import check_tensor
 from .elementwise import _pair, floor, isfinite, isnan
 from .transcendental import _in_float, logaddexp
@@ -137,7 +137,7 @@ def logsumexp(x: Tensor, /, axis: int | Sequence[int] | None = None, keepdims: b
     gives +inf). An empty slice gives -inf. The shift is a constant of the result (detached):
     the gradient is softmax(x)."""
     x = check_tensor(x, "logsumexp")._float()
-    axes = _normalize_axes(axis, x.ndim)
+    axes = normalize_axes(axis, x.ndim)
     if any(x.shape[a] == 0 for a in axes):
         total = x.exp().sum(axes, keepdims=True)   # 0: log gives -inf
         out = total.log()
@@ -172,7 +172,7 @@ def logcumsumexp(x: Tensor, /, axis: int | None = None) -> Tensor:
         if x.ndim != 1:
             raise ValueError(f"logcumsumexp: axis is required for an array of more than one dimension (shape {x.shape})")
         axis = 0
-    axis = _normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     if x.shape[axis] == 0:
         return x + 0.0
     last = x.ndim - 1
@@ -279,7 +279,7 @@ def _split(x: Tensor, indices_or_sections: Any, axis: int, fn: str, equal: bool)
     check_tensor(x, fn)
     if x.ndim == 0:
         raise ValueError(f"{fn}: x must have at least one dimension")
-    axis = _normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     n = x.shape[axis]
     if isinstance(indices_or_sections, (int, np.integer)) and not isinstance(indices_or_sections, (bool, np.bool_)):
         sections = int(indices_or_sections)

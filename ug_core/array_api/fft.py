@@ -33,7 +33,8 @@ import numpy as np
 from .. import dtypes, graph
 from ..device import FFT_NORMS, FftSpec
 from ..plugins import registry
-from ..tensor import Tensor, _normalize_axis, _resolve_device, full, where
+from ..shapes import normalize_axis
+from ..tensor import Tensor, _resolve_device, full, where
 from ..view import prod
 from ._common import check_tensor
 from ._complex import combine, parts
@@ -163,7 +164,7 @@ def _one(x: Tensor, n: int | None, axis: int, norm: str | None, fn: str, inverse
     norm = _norm(norm, fn)
     if x.ndim == 0:
         raise ValueError(f"{fn}: x must have at least one dimension, got a 0-d tensor")
-    axis = _normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     m = x.shape[axis]
     if n is None:
         n = 2 * (m - 1) if onesided_in else m
@@ -300,7 +301,7 @@ def _sizes_axes(x: Tensor, s: Sequence[int] | None, axes: Sequence[int] | None, 
             raise ValueError(f"{fn}: s has {count} entries for a tensor of {x.ndim} dimensions")
         axes_ = list(range(x.ndim - count, x.ndim))
     else:
-        axes_ = [_normalize_axis(int(a), x.ndim) for a in _sequence(axes, fn, "axes")]
+        axes_ = [normalize_axis(int(a), x.ndim) for a in _sequence(axes, fn, "axes")]
     if s is None:
         sizes = [x.shape[a] for a in axes_]
         if half_last and axes_:
@@ -331,7 +332,7 @@ def _sequence(value: Any, fn: str, what: str) -> tuple[Any, ...]:
 def _shift_axes(x: Tensor, axes: int | Sequence[int] | None, fn: str) -> tuple[int, ...]:
     if axes is None:
         return tuple(range(x.ndim))
-    return tuple(_normalize_axis(int(a), x.ndim) for a in _sequence(axes, fn, "axes"))
+    return tuple(normalize_axis(int(a), x.ndim) for a in _sequence(axes, fn, "axes"))
 
 
 # --- frequencies ------------------------------------------------------------------------------

@@ -28,7 +28,8 @@ from .. import graph
 from ..api import realize
 from ..autodiff import define_vjp
 from ..autodiff import sign
-from ..tensor import Tensor, _broadcast_shape, _normalize_axis, custom, matmul, tensor, tracing, where, zeros
+from ..shapes import broadcast_shape, normalize_axis
+from ..tensor import Tensor, custom, matmul, tensor, tracing, where, zeros
 from ._common import check_tensor
 from .creation import eye, tril, triu
 from .manipulation import concat, stack
@@ -96,7 +97,7 @@ def _custom(fn: Callable[..., Any], inputs: list[Tensor], cores: tuple[int, ...]
         probe = fn(*(_probe(x, c) for x, c in zip(inputs, cores)))
     probe = np.asarray(probe if pick is None else probe[pick])
     batch_ndim = max(x.ndim - c for x, c in zip(inputs, cores))
-    batch = _broadcast_shape(*(x.shape[:x.ndim - c] for x, c in zip(inputs, cores)))
+    batch = broadcast_shape(*(x.shape[:x.ndim - c] for x, c in zip(inputs, cores)))
     shape = batch + probe.shape[batch_ndim:]
 
     def fill(out: np.ndarray, *arrays: np.ndarray) -> None:
@@ -471,12 +472,12 @@ def cross(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
     """The cross product of 3-vectors along `axis` (of the broadcast operands), from views."""
     check_tensor(x1, "cross", "x1")
     check_tensor(x2, "cross", "x2")
-    shape = _broadcast_shape(x1.shape, x2.shape)
+    shape = broadcast_shape(x1.shape, x2.shape)
     if not shape:
         raise ValueError("cross: needs at least 1 dimension")
     if axis >= 0 and (axis >= x1.ndim or axis >= x2.ndim):
         raise ValueError(f"cross: axis {axis} is out of range for shapes {x1.shape} and {x2.shape}")
-    at = _normalize_axis(axis if axis < 0 else axis - x1.ndim, len(shape))
+    at = normalize_axis(axis if axis < 0 else axis - x1.ndim, len(shape))
     u, v = x1.broadcast_to(shape), x2.broadcast_to(shape)
     if shape[at] != 3:
         raise ValueError(f"cross: axis {axis} must have size 3, got shapes {x1.shape} and {x2.shape}")

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import dtypes, graph
-from ..tensor import _broadcast_shape, _normalize_axis
+from ..shapes import broadcast_shape, normalize_axis
 from ..tensor import Tensor, TensorView, full, values_for_shape, where
 from ..view import View
 from .data_types import result_type
@@ -23,7 +23,7 @@ from ._common import check_tensor, shape_tuple
 
 
 def _axis(axis: Any, ndim: int) -> int:
-    return _normalize_axis(axis, ndim)
+    return normalize_axis(axis, ndim)
 
 
 def permute_dims(x: Tensor, /, axes: tuple[int, ...]) -> Tensor:
@@ -49,7 +49,7 @@ def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
         check_tensor(a, "broadcast_arrays", f"arrays[{i}]")
     if not arrays:
         return []
-    shape = _broadcast_shape(*(a.shape for a in arrays))
+    shape = broadcast_shape(*(a.shape for a in arrays))
     return [a.broadcast_to(shape) for a in arrays]
 
 

@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes, graph, scans
-from ..tensor import _check_supported, _normalize_axes, _normalize_axis, graph_scalar as _graph_scalar
+from ..shapes import normalize_axes, normalize_axis
+from ..tensor import _check_supported, graph_scalar as _graph_scalar
 from ..ops import Op
 from ..view import View
 from ..tensor import Tensor
@@ -44,7 +45,7 @@ def mean(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:
 
 
 def _count(x: Tensor, axis: Axis) -> int:
-    return math.prod(x.shape[a] for a in _normalize_axes(axis, x.ndim))
+    return math.prod(x.shape[a] for a in normalize_axes(axis, x.ndim))
 
 
 _F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -120,7 +121,7 @@ def _cumulative(x: Tensor, op: Op, fn: str, axis: int | None, dtype: Any, includ
         if x.ndim != 1:
             raise ValueError(f"{fn}: axis is required for an array of more than one dimension (shape {x.shape})")
         axis = 0
-    axis = _normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     if dtype is None:
         dt = (np.sum if op is Op.SUM else np.prod)(np.empty(0, x.dtype)).dtype
     else:

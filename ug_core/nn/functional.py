@@ -32,7 +32,8 @@ from ..array_api.indexing import take, take_along_axis
 from ..scatter import scatter_add
 from ..array_api.statistical import cumulative_max, cumulative_min
 from ..array_api.transcendental import expm1, log1p
-from ..tensor import Tensor, _as_tensor, _normalize_axis, matmul, maximum, minimum, tensor, where
+from ..shapes import normalize_axis
+from ..tensor import Tensor, _as_tensor, matmul, maximum, minimum, tensor, where
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -171,19 +172,19 @@ def _dtype_first(x: Tensor, dtype: Any) -> Tensor:
 def softmax(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
     """exp(x) / sum(exp(x)) along `dim` (max-shifted); `dtype`: cast to it first (torch's)."""
     x = _dtype_first(check_tensor(input, "softmax"), dtype)
-    return x.softmax(_normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
+    return x.softmax(normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
 
 
 def softmin(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
     """softmax(-x) along `dim`."""
     x = _dtype_first(check_tensor(input, "softmin"), dtype)
-    return (-x).softmax(_normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
+    return (-x).softmax(normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
 
 
 def log_softmax(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
     """x - logsumexp(x) along `dim` (max-shifted)."""
     x = _dtype_first(check_tensor(input, "log_softmax"), dtype)
-    return x.log_softmax(_normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
+    return x.log_softmax(normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
@@ -191,7 +192,7 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     x = _float(input, "glu")
     if x.ndim == 0:
         raise ValueError("glu: input must have at least one dimension")
-    axis = _normalize_axis(dim, x.ndim)
+    axis = normalize_axis(dim, x.ndim)
     n = x.shape[axis]
     if n % 2:
         raise ValueError(f"glu: halving dimension {dim} must be of even length, got {n} (shape {x.shape})")
@@ -580,7 +581,7 @@ def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Te
     x = check_tensor(tensor, "split", "tensor")
     if x.ndim == 0:
         raise ValueError("split: tensor must have at least one dimension")
-    axis = _normalize_axis(dim, x.ndim)
+    axis = normalize_axis(dim, x.ndim)
     n = x.shape[axis]
     if isinstance(split_size_or_sections, (int, np.integer)):
         size = int(split_size_or_sections)
@@ -613,7 +614,7 @@ def _cum_extreme(input: Tensor, dim: int, largest: bool, fn: str) -> CumResult:
     flat = x.ndim == 0
     if flat:
         x = x.reshape(1)
-    axis = _normalize_axis(dim, x.ndim)
+    axis = normalize_axis(dim, x.ndim)
     values = (cumulative_max if largest else cumulative_min)(x, axis=axis)
     # torch's ties: the index of the last occurrence of the running extreme (it moves on to each
     # later equal element), and of the last NaN once one was met. The positions where x equals
