@@ -25,7 +25,7 @@ from .array_api.data_types import *  # noqa: F403
 from .array_api.elementwise import *  # noqa: F403
 from .array_api.extras import *  # noqa: F403
 from .array_api.indexing import *  # noqa: F403
-from .scatter import bincount, index_add, scatter, scatter_add, scatter_reduce
+from .array_api.scatter import bincount, index_add, scatter, scatter_add, scatter_reduce
 from .array_api.linalg import matmul, matrix_transpose, tensordot, vecdot
 from .array_api.manipulation import *  # noqa: F403
 from .array_api.numpy_names import *  # noqa: F403

@@ -131,7 +131,7 @@ def prod_vjp(g: Tensor, out: Tensor, x: Tensor, axes: tuple[int, ...]) -> Tensor
 
 
 def _scan(t: Tensor, op: Op, axis: int) -> Tensor:
-    from .scans import scan
+    from .array_api.scans import scan
     return _make(scan(t.node, op, axis, t.dtype))
 
 
@@ -172,7 +172,7 @@ def cumextreme_vjp(g: Tensor, out: Tensor, x: Tensor, axis: int) -> Tensor:
 
 
 def _scatter_add(x: Tensor, axis: int, index: Tensor, values: Tensor) -> Tensor:
-    from .scatter import scatter_add
+    from .array_api.scatter import scatter_add
     return scatter_add(x, axis, index, values)
 
 

@@ -978,7 +978,7 @@ class Tensor:
 
     def __setitem__(self, index: Any, value: Any) -> None:
         if _is_advanced(index):
-            from .scatter import setitem   # integer arrays: a scatter (the last write wins)
+            from .array_api.scatter import setitem   # integer arrays: a scatter (the last write wins)
             with _write_lock:   # (the scatter's value is built on the tensor's current node)
                 self._write(setitem(self, _advanced_items(index), value), None)
             return

@@ -1,5 +1,5 @@
 """Statistical functions of the Array API standard: sum, prod, max, min, mean, var, std, and the
-scans cumulative_sum and cumulative_prod (ops.SCANS, built by ug_core.scans)."""
+scans cumulative_sum and cumulative_prod (ops.SCANS, built by array_api.scans)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes, graph, scans
+from .. import dtypes, graph
 from ..shapes import normalize_axes, normalize_axis
 from ..tensor import _check_supported, graph_scalar as _graph_scalar
 from ..ops import Op
 from ..view import View
 from ..tensor import Tensor
-from . import _complex
+from . import _complex, scans
 from ._common import check_tensor
 
 Axis = int | tuple[int, ...] | None

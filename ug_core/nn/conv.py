@@ -598,7 +598,7 @@ def _max_unpool(x: Tensor, indices: Any, kernel_size: Any, stride: Any, padding:
                 fn: str) -> Tensor:
     """max pooling's partial inverse: each value of x written at its flat spatial index
     (max_pool's return_indices) into zeros of the unpooled size (a scatter per plane)."""
-    from ..scatter import scatter
+    from ..array_api.scatter import scatter
     _check_tensor(x, fn, "input")
     _check_tensor(indices, fn, "indices")
     if indices.dtype.kind not in "iu":

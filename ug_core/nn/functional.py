@@ -29,7 +29,7 @@ from ..array_api._common import check_tensor, iota
 from ..array_api.elementwise import isnan
 from ..array_api.extras import erf, erfc, logsumexp
 from ..array_api.indexing import take, take_along_axis
-from ..scatter import scatter_add
+from ..array_api.scatter import scatter_add
 from ..array_api.statistical import cumulative_max, cumulative_min
 from ..array_api.transcendental import expm1, log1p
 from ..shapes import normalize_axis

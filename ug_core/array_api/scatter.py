@@ -32,16 +32,16 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes, graph, scalars
-from .array_api.indexing import _checked_index, _gather, _wrapped, getitem, is_mask
-from .array_api.manipulation import pad
-from .graph import Node
-from .memory import available_host_bytes
-from .ops import Op
-from .plugins import registry
-from .schedule import scatter_identity
-from .shapes import broadcast_node, normalize_axis
-from .tensor import Tensor, _written_array, maximum, minimum, tensor, tracing, values_for_shape, where
+from .. import dtypes, graph, scalars
+from .indexing import _checked_index, _gather, _wrapped, getitem, is_mask
+from .manipulation import pad
+from ..graph import Node
+from ..memory import available_host_bytes
+from ..ops import Op
+from ..plugins import registry
+from ..schedule import scatter_identity
+from ..shapes import broadcast_node, normalize_axis
+from ..tensor import Tensor, _written_array, maximum, minimum, tensor, tracing, values_for_shape, where
 
 __all__ = ["scatter", "scatter_add", "scatter_reduce", "index_add", "bincount"]
 
@@ -179,7 +179,7 @@ def scatter_reduce(x: Tensor, axis: int, index: Any, src: Any, reduce: str, incl
         return gx.reshape(*out_shape), gv
 
     out_shape = x.shape
-    from .autodiff import define_vjp
+    from ..autodiff import define_vjp
     return define_vjp(out.reshape(*x.shape), [x, values], rule)
 
 
@@ -409,7 +409,7 @@ def _min_max(x: Tensor) -> tuple[int, int]:
     """x's smallest and largest value, read on the host (one schedule for both)."""
     low, high = x.min(), x.max()
     if not tracing():
-        from .api import realize
+        from ..api import realize
         realize(low, high)
     return int(values_for_shape(low, "bincount")), int(values_for_shape(high, "bincount"))
 
