@@ -45,7 +45,8 @@ from .array_api.searching import searchsorted
 from .array_api.sorting import argsort
 from .mathlib import LN2_HI, LN2_LO, LOG_POLY
 from .shapes import shape_arg
-from .tensor import Tensor, _resolve_device, tensor, where
+from .tensor import Tensor, resolve_device, tensor
+from .tensor_arith import where
 
 __all__ = ["key", "split", "fold_in", "bits", "uniform", "normal", "truncated_normal", "randint", "bernoulli",
            "gumbel", "permutation", "choice"]
@@ -157,7 +158,7 @@ def key(seed: int, device: str | None = None) -> Tensor:
     if not -2**63 <= s < 2**64:
         raise ValueError(f"ug.random.key: seed {s} is outside [-2**63, 2**64)")
     s %= 2**64
-    return tensor(np.array([s >> 32, s & 0xFFFFFFFF], U32), device=_resolve_device(device))
+    return tensor(np.array([s >> 32, s & 0xFFFFFFFF], U32), device=resolve_device(device))
 
 
 def split(key: Tensor, num: int | tuple[int, ...] = 2) -> Tensor:

@@ -20,7 +20,8 @@ import numpy as np
 
 from .. import dtypes, graph
 from ..shapes import broadcast_shape, normalize_axis
-from ..tensor import Tensor, maximum, minimum, tensor, values_for_shape, where
+from ..tensor import Tensor, tensor, values_for_shape
+from ..tensor_arith import maximum, minimum, where
 from ._common import check_tensor
 
 __all__ = ["take", "take_along_axis"]

@@ -13,8 +13,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import graph
+from ..custom import custom
 from ..shapes import broadcast_shape, normalize_axis
-from ..tensor import Tensor, custom, matmul
+from ..tensor import Tensor
+from ..tensor_arith import matmul
 from ..view import View, contiguous_strides, prod
 from ._common import check_tensor
 from .linalg_host import svdvals

@@ -13,7 +13,7 @@ when the jitted call runs (each replay included).
 `cross` and `matrix_power` with n >= 0 are compositions of ug ops (views, `stack`, matmul).
 
 Derivatives: while a gradient is being taken (inside ug.grad / ug.vjp / ug.keep_graph) each
-float result carries its own VJP rule (autodiff.define_vjp), the standard formulas (torch's),
+float result carries its own VJP rule (custom.define_vjp), the standard formulas (torch's),
 built from ug ops and from these same functions on the forward values (inv(A), inv(L), eigh(A),
 svd(A): computed from values already known, so the cotangent's graph stays lazy), so they
 differentiate again. Outside a gradient nothing is added: the call costs what it did."""
@@ -25,13 +25,14 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from .. import graph
-from ..api import realize
-from ..autodiff import define_vjp
-from ..autodiff import sign
+from ..custom import custom, define_vjp
 from ..shapes import broadcast_shape, normalize_axis
-from ..tensor import Tensor, custom, matmul, tensor, tracing, where, zeros
+from ..tensor import Tensor, tensor, tracing, zeros
+from ..tensor_arith import matmul, where
+from ..tensor_io import realize
 from ._common import check_tensor
 from .creation import eye, tril, triu
+from .elementwise import sign
 from .manipulation import concat, stack
 
 

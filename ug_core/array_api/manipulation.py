@@ -16,10 +16,12 @@ import numpy as np
 
 from .. import dtypes, graph
 from ..shapes import broadcast_shape, normalize_axis
-from ..tensor import Tensor, TensorView, full, values_for_shape, where
+from ..tensor import Tensor, TensorView, full, values_for_shape
+from ..tensor_arith import where
 from ..view import View
-from .data_types import result_type
 from ._common import check_tensor, shape_tuple
+from .indexing import take
+from .data_types import result_type
 
 
 def _axis(axis: Any, ndim: int) -> int:
@@ -146,7 +148,6 @@ def repeat(x: Tensor, repeats: int | Tensor, /, *, axis: int | None = None) -> T
 
 
 def _repeat_each(x: Tensor, counts: np.ndarray, axis: int | None) -> Tensor:
-    from .indexing import take
     if axis is None:
         x, axis = x.reshape(-1), 0
     axis = _axis(axis, x.ndim)

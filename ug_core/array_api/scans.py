@@ -26,7 +26,7 @@ from ..view import View, prod
 
 SPLIT_MIN_LENGTH = 1 << 16
 """A scan at least this long over at most SPLIT_MAX_ROWS rows is blocked (as long reductions are
-split, see tensor.SPLIT_MIN_ELEMENTS)."""
+split, see tensor_reduce.SPLIT_MIN_ELEMENTS)."""
 SPLIT_MAX_ROWS = 16
 
 

@@ -33,15 +33,19 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes, graph, scalars
-from .indexing import _checked_index, _gather, _wrapped, getitem, is_mask
-from .manipulation import pad
+from ..custom import define_vjp
 from ..graph import Node
 from ..memory import available_host_bytes
 from ..ops import Op
 from ..plugins import registry
 from ..schedule import scatter_identity
 from ..shapes import broadcast_node, normalize_axis
-from ..tensor import Tensor, _written_array, maximum, minimum, tensor, tracing, values_for_shape, where
+from ..tensor import Tensor, tensor, tracing, values_for_shape
+from ..tensor_arith import maximum, minimum, where
+from ..tensor_index import written_array
+from ..tensor_io import realize
+from .indexing import _checked_index, _gather, _wrapped, getitem, is_mask
+from .manipulation import pad
 
 __all__ = ["scatter", "scatter_add", "scatter_reduce", "index_add", "bincount"]
 
@@ -179,7 +183,6 @@ def scatter_reduce(x: Tensor, axis: int, index: Any, src: Any, reduce: str, incl
         return gx.reshape(*out_shape), gv
 
     out_shape = x.shape
-    from ..autodiff import define_vjp
     return define_vjp(out.reshape(*x.shape), [x, values], rule)
 
 
@@ -292,7 +295,7 @@ def _written_value(value: Any, x: Tensor) -> Tensor:
         return value
     if dtypes.is_scalar(value):
         return Tensor(scalars.scalar(dtypes.written(value, x.dtype), x.dtype, x.device))
-    return _written_array(value, x.dtype, x.device)
+    return written_array(value, x.dtype, x.device)
 
 
 def _target(x: Any, axis: int, index: Any, fn: str) -> tuple[int, Tensor, bool]:
@@ -409,7 +412,6 @@ def _min_max(x: Tensor) -> tuple[int, int]:
     """x's smallest and largest value, read on the host (one schedule for both)."""
     low, high = x.min(), x.max()
     if not tracing():
-        from ..api import realize
         realize(low, high)
     return int(values_for_shape(low, "bincount")), int(values_for_shape(high, "bincount"))
 

@@ -19,7 +19,8 @@ import numpy as np
 from .. import dtypes, graph
 from ..ops import Op
 from ..shapes import normalize_axes, normalize_axis
-from ..tensor import Tensor, tensor, values_for_shape, where
+from ..tensor import Tensor, tensor, values_for_shape
+from ..tensor_arith import where
 from ._common import check_tensor, index_dtype
 from .data_types import result_type
 from .indexing import _take, take

@@ -24,8 +24,10 @@ from .. import graph
 from ..device import SortSpec
 from ..plugins import registry
 from ..shapes import normalize_axis
-from ..tensor import Tensor, where
+from ..tensor import Tensor
+from ..tensor_arith import where
 from ._common import check_tensor, index_dtype
+from ._complex import refused
 from .indexing import take_along_axis
 from .manipulation import pad
 
@@ -63,7 +65,6 @@ def _sorted(x: Tensor, axis: int, descending: bool, stable: bool, indices: bool,
     if not isinstance(descending, bool) or not isinstance(stable, bool):
         raise TypeError(f"{fn}: descending and stable must be bools, got {descending!r}, {stable!r}")
     if x.dtype.kind == "c":   # (the standard's sort, argsort and topk take real-valued data)
-        from ._complex import refused
         raise refused(fn, x.dtype)
     if x.ndim == 0:
         one = _sorted(x.reshape(1), 0, descending, stable, indices, k, fn)

@@ -9,11 +9,11 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes, graph
-from ..shapes import normalize_axes, normalize_axis
-from ..tensor import _check_supported, graph_scalar as _graph_scalar
 from ..ops import Op
+from ..shapes import normalize_axes, normalize_axis
+from ..tensor import Tensor, check_supported, graph_scalar as _graph_scalar
+from ..tensor_arith import parts
 from ..view import View
-from ..tensor import Tensor
 from . import _complex, scans
 from ._common import check_tensor
 
@@ -62,7 +62,7 @@ def _variance(x: Tensor, axis: Axis, correction: int | float, keepdims: bool, fn
         raise ValueError(f"{fn}: correction must be a non-negative number, got {correction!r}")
     if x.dtype.kind == "c":   # numpy's: the mean of |x - mean|^2, in the parts' dtype
         centered = x - x.mean(axis, keepdims=True)
-        re, im = _complex.parts(centered)
+        re, im = parts(centered)
         squares, dt = (re * re + im * im).sum(axis, keepdims), dtypes.part_dtype(x.dtype)
         divisor = float(_count(x, axis)) - float(correction)
         return squares / _graph_scalar(divisor if divisor > 0 else 0.0, dt, x.device), dt
@@ -126,7 +126,7 @@ def _cumulative(x: Tensor, op: Op, fn: str, axis: int | None, dtype: Any, includ
         dt = (np.sum if op is Op.SUM else np.prod)(np.empty(0, x.dtype)).dtype
     else:
         dt = dtypes.to_dtype(dtype)
-    node = graph.cast(x.node, _check_supported(dt, x.device))
+    node = graph.cast(x.node, check_supported(dt, x.device))
     if include_initial:  # the identity in front: a masked index reads 0, a product's selects 1
         widths = tuple((1, 0) if d == axis else (0, 0) for d in range(x.ndim))
         before = View.contiguous(x.shape).pad(widths)

@@ -8,10 +8,10 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..shapes import normalize_axes, normalize_axis
-from ..tensor import full as _full
 from ..ops import Op
-from ..tensor import Tensor, _into, tensor
+from ..shapes import normalize_axes, normalize_axis
+from ..tensor import Tensor, full as _full, tensor
+from ..tensor_reduce import into
 from ._common import check_tensor
 from .elementwise import _as_bool
 from .manipulation import concat
@@ -33,12 +33,12 @@ def _truth_reduce(x: Tensor, axis: Axis, keepdims: bool, op: Op, fn: str) -> Ten
 def all(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False, out: Any = None) -> Tensor:
     """Whether every element along `axis` is true. `out` is numpy's (xarray passes numpy's
     out=None on): a tensor given the result, see Tensor.sum."""
-    return _into(out, _truth_reduce(x, axis, keepdims, Op.RMIN, "all"))
+    return into(out, _truth_reduce(x, axis, keepdims, Op.RMIN, "all"))
 
 
 def any(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False, out: Any = None) -> Tensor:
     """Whether some element along `axis` is true (`out` as for all)."""
-    return _into(out, _truth_reduce(x, axis, keepdims, Op.RMAX, "any"))
+    return into(out, _truth_reduce(x, axis, keepdims, Op.RMAX, "any"))
 
 
 def diff(x: Tensor, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None) -> Tensor:

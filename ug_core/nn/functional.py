@@ -24,7 +24,6 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from .. import dtypes
-from .attention import scaled_dot_product_attention
 from ..array_api._common import check_tensor, iota
 from ..array_api.elementwise import isnan
 from ..array_api.extras import erf, erfc, logsumexp
@@ -32,15 +31,18 @@ from ..array_api.indexing import take, take_along_axis
 from ..array_api.scatter import scatter_add
 from ..array_api.statistical import cumulative_max, cumulative_min
 from ..array_api.transcendental import expm1, log1p
+from ..autodiff import define_vjp
 from ..shapes import normalize_axis
-from ..tensor import Tensor, _as_tensor, matmul, maximum, minimum, tensor, where
+from ..tensor import Tensor, tensor
+from ..tensor_arith import as_tensor, matmul, maximum, minimum, where
+from .attention import scaled_dot_product_attention
 
 _REDUCTIONS = ("none", "mean", "sum")
 
 
 def _k(like: Tensor, value: float) -> Tensor:
     """A library constant of like's dtype, folded into the kernel's code."""
-    return _as_tensor(value, like)
+    return as_tensor(value, like)
 
 
 def _float(x: Any, fn: str, name: str = "input") -> Tensor:
@@ -68,7 +70,6 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tens
     out = minimum(maximum(x, min_val), max_val)
     if x.dtype.kind != "f":
         return out
-    from ..autodiff import define_vjp
     return define_vjp(out, [x], lambda g, out, x: (where((x <= min_val) | (x >= max_val), 0.0, g),))
 
 
@@ -368,7 +369,7 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
 
 def _pointwise(input: Tensor, target: Any, fn: str) -> tuple[Tensor, Tensor]:
     x = _float(input, fn)
-    t = target if isinstance(target, Tensor) else _as_tensor(target, x)
+    t = target if isinstance(target, Tensor) else as_tensor(target, x)
     if t.shape != x.shape:
         raise ValueError(f"{fn}: target (shape {t.shape}) must have input's shape {x.shape}")
     return x, t._float()
@@ -472,7 +473,7 @@ def _class_layout(input: Tensor, fn: str) -> tuple[Tensor, int]:
 
 
 def _class_targets(target: Any, x: Tensor, unbatched: bool, fn: str) -> Tensor:
-    t = target if isinstance(target, Tensor) else _as_tensor(np.asarray(target), x)
+    t = target if isinstance(target, Tensor) else as_tensor(np.asarray(target), x)
     if t.dtype.kind not in "iu":
         raise TypeError(f"{fn}: class-index targets must be integers, got {t.dtype}")
     if unbatched:
