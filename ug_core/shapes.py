@@ -15,6 +15,7 @@ from .view import View
 
 
 def broadcast_shape(*shapes: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape the shapes broadcast to (numpy's rule); ValueError naming them where they do not."""
     ndim = max(len(s) for s in shapes)
     out = []
     for d in range(ndim):
@@ -35,6 +36,8 @@ def broadcast_pair(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
 
 
 def normalize_axis(axis: int, ndim: int) -> int:
+    """`axis` of a rank-`ndim` shape as 0 .. ndim - 1 (negative ones count from the end): TypeError
+    for a non-integer, numpy's AxisError (an IndexError and a ValueError) out of range."""
     if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
         raise TypeError(f"axis must be an int, got {axis!r}")
     if not -ndim <= axis < ndim:
@@ -43,6 +46,8 @@ def normalize_axis(axis: int, ndim: int) -> int:
 
 
 def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
+    """An axis, a sequence of axes or None (every axis) as normalized axes; a repeated one is a
+    ValueError."""
     if axis is None:
         return tuple(range(ndim))
     items = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
@@ -53,6 +58,8 @@ def normalize_axes(axis: int | Sequence[int] | None, ndim: int) -> tuple[int, ..
 
 
 def shape_arg(shape: Any) -> tuple[int, ...]:
+    """A shape argument (an int or a sequence of ints) as a tuple: TypeError for anything else,
+    ValueError for a negative dimension."""
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     try:

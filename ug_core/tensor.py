@@ -1,20 +1,17 @@
 """The user-facing Tensor: numpy-like, lazy. Every method validates its input (shapes,
 axes, dtypes, devices) and builds graph nodes; nothing runs until a value is needed.
 
-Here: the Tensor and TensorView classes (a tensor's node, its properties, views and writes), the
-constructors the rest of the frontend builds on (`tensor`, `full`), the device and dtype checks,
-and ug.jit's tracing hooks. Tensor's other methods live beside what they use, and are declared in
-the class body (for type checkers) and bound to the class in one place, array_api/methods.py:
-
+Here: the Tensor and TensorView classes (node, properties, views, writes), the constructors the
+frontend builds on (`tensor`, `full`), the device and dtype checks and ug.jit's tracing hooks. The
+other methods live beside what they use, are declared in the class body (for type checkers) and
+are bound in one place, array_api/methods.py, which ug_core imports first:
     tensor_arith.py       operators, elementwise math, where, maximum, minimum, matmul
     tensor_reduce.py      reductions (sum, max, mean, softmax, ...), long rows split in two stages
     tensor_index.py       movement (reshape, permute, squeeze, ...), basic indexing, assign
     tensor_io.py          values out: numpy(), item(), int()/float(), DLPack, ug.realize
-    array_api/methods.py  the methods that are namespace functions (argmax, var, cumsum, any, round,
-                          real/conj, integer-array indexing, numpy's protocols, complex arithmetic)
-
-The package imports array_api first, so a Tensor has all its methods by the time ug_core is
-imported. Nothing here imports those modules: they build on this one."""
+    array_api/methods.py  the namespace's functions as methods (argmax, var, cumsum, any, round,
+                          real, conj, ...), integer-array indexing, numpy's protocols, complex ops
+Nothing here imports them: they build on this module."""
 
 from __future__ import annotations
 
@@ -47,6 +44,8 @@ not read the tensor (the written value) before taking it."""
 
 
 def resolve_device(device: str | None) -> str:
+    """A device argument as a usable device's name: None is the preferred device; a name the
+    registry does not have is a ValueError naming the available ones."""
     if device is None:
         # the first usable device that initializes (one whose hardware fails is skipped)
         preferred = registry.preferred()
@@ -60,6 +59,7 @@ def resolve_device(device: str | None) -> str:
 
 
 def check_supported(dtype: np.dtype, device: str) -> np.dtype:
+    """`dtype`, which the device must support (TypeError naming the ones it does)."""
     dev = registry.get(device)
     if dtype not in dev.dtypes:
         names = ", ".join(sorted(d.name for d in dev.dtypes))

@@ -280,6 +280,8 @@ def silu(self: Tensor) -> Tensor:
 
 
 def as_tensor(x: Any, like: Tensor | None) -> Tensor:
+    """x as a tensor: a scalar as a constant of like's dtype where its kind fits (weak, as an
+    operand), an array or list on like's device (of the default device without `like`)."""
     if isinstance(x, Tensor):
         return x
     if like is not None:
