@@ -7,17 +7,20 @@
     print(y.numpy())           # runs it
 """
 
+from . import array_api  # (first: importing it binds the Tensor's methods, see array_api/methods.py)
 from .api import devices, realize, schedule
 from .device import Buffer, CompileError, Device, DeviceSpec, MatmulSpec, Program
 from .env import ConfigError
 from .hookspecs import hookimpl
-from .jit import RetraceWarning, TracerValueError, jit
+from .jit import RetraceWarning, jit
 from .autodiff import grad, gradients, jvp, keep_graph, stop_gradient, value_and_grad, vjp
 from .memory import memory_stats, reset_peak_memory_stats
 from .plugins import DeviceUnavailableError, registry
 from .schedule import ScheduleError
-from .tensor import Tensor, custom, tensor, where
-from . import array_api, fft, linalg, nn, random
+from .custom import custom
+from .tensor import Tensor, TracerValueError, tensor
+from .tensor_arith import where
+from . import fft, linalg, nn, random
 from .einsum import einsum
 # the Array API namespace (arange, full, zeros, ... included), group by group (each lists its names)
 from .array_api.creation import *  # noqa: F403
@@ -25,7 +28,7 @@ from .array_api.data_types import *  # noqa: F403
 from .array_api.elementwise import *  # noqa: F403
 from .array_api.extras import *  # noqa: F403
 from .array_api.indexing import *  # noqa: F403
-from .scatter import bincount, index_add, scatter, scatter_add, scatter_reduce
+from .array_api.scatter import bincount, index_add, scatter, scatter_add, scatter_reduce
 from .array_api.linalg import matmul, matrix_transpose, tensordot, vecdot
 from .array_api.manipulation import *  # noqa: F403
 from .array_api.numpy_names import *  # noqa: F403
@@ -54,4 +57,3 @@ __all__ += array_api.__all__   # the Array API namespace (arange, full, matmul, 
 # value of its own (never its argument, nor a view of it; see array_api/aliasing.py)
 from .array_api import aliasing as _aliasing  # noqa: E402
 _aliasing.apply(globals(), array_api.__all__ + ["bincount", "custom", "einsum", "index_add", "scatter", "scatter_add", "scatter_reduce", "where"])
-_aliasing.apply_methods(Tensor)

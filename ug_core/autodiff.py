@@ -31,25 +31,27 @@ Rules of the road (as JAX's):
 from __future__ import annotations
 
 import itertools
-import weakref
 from dataclasses import replace
 from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from . import graph
+from .array_api._common import iota
+from .array_api.fft import fft_vjp
+from .array_api.scans import scan
+from .array_api.scatter import scatter_add
+from .custom import custom_vjps, define_vjp
 from .graph import Node
+from .jit import _map_tensors
 from .ops import ALU, NO_DERIVATIVE, REDUCE, STRUCTURAL_VJP, Op
-from .tensor import Tensor, _make, where, zeros
+from .tensor import Tensor, checked_tensor, tensor, zeros
+from .tensor_arith import combine, parts, where
 from .view import View, prod
 
 __all__ = ["grad", "value_and_grad", "vjp", "jvp", "gradients", "stop_gradient", "keep_graph", "define_vjp"]
 
 _INT64 = np.dtype(np.int64)
-
-custom_vjps: "weakref.WeakKeyDictionary[Node, Callable[..., Any]]" = weakref.WeakKeyDictionary()
-"""The user's VJP of each live ug.custom node (tensor.custom registers it)."""
-
 
 # --- what the rules in ops.py call ------------------------------------------------------------
 
@@ -60,7 +62,7 @@ def sign(x: Tensor) -> Tensor:
 
 
 def trunc(x: Tensor) -> Tensor:
-    return _make(graph.alu(Op.TRUNC, (x.node,), x.dtype))
+    return checked_tensor(graph.alu(Op.TRUNC, (x.node,), x.dtype))
 
 
 def _expand(t: Tensor, shape: tuple[int, ...]) -> Tensor:
@@ -92,19 +94,16 @@ def zeros_like(t: Tensor) -> Tensor:
 
 def real(z: Tensor) -> Tensor:
     """The real part of a complex cotangent."""
-    from .array_api._complex import parts
     return parts(z)[0]
 
 
 def imag(z: Tensor) -> Tensor:
     """The imaginary part of a complex cotangent."""
-    from .array_api._complex import parts
     return parts(z)[1]
 
 
 def make_complex(re: Tensor, im: Tensor) -> Tensor:
     """The complex cotangent re + im j (of a complex operand, from its parts' cotangents)."""
-    from .array_api._complex import combine
     return combine(re, im)
 
 
@@ -131,8 +130,7 @@ def prod_vjp(g: Tensor, out: Tensor, x: Tensor, axes: tuple[int, ...]) -> Tensor
 
 
 def _scan(t: Tensor, op: Op, axis: int) -> Tensor:
-    from .scans import scan
-    return _make(scan(t.node, op, axis, t.dtype))
+    return checked_tensor(scan(t.node, op, axis, t.dtype))
 
 
 def _flip(t: Tensor, axis: int) -> Tensor:
@@ -159,7 +157,7 @@ def cumprod_vjp(g: Tensor, out: Tensor, x: Tensor, axis: int) -> Tensor:
 
 def _positions(shape: tuple[int, ...], axis: int, device: str) -> Tensor:
     """The index along `axis` of every element of `shape` (int64)."""
-    line = _make(graph.iota((shape[axis],), _INT64, device))
+    line = checked_tensor(graph.iota((shape[axis],), _INT64, device))
     return _expand(Tensor(_reshape(line.node, tuple(n if d == axis else 1 for d, n in enumerate(shape)))), shape)
 
 
@@ -172,7 +170,6 @@ def cumextreme_vjp(g: Tensor, out: Tensor, x: Tensor, axis: int) -> Tensor:
 
 
 def _scatter_add(x: Tensor, axis: int, index: Tensor, values: Tensor) -> Tensor:
-    from .scatter import scatter_add
     return scatter_add(x, axis, index, values)
 
 
@@ -181,7 +178,7 @@ def matmul_vjp(g: Tensor, a: Tensor, b: Tensor) -> tuple[Tensor, Tensor]:
     def t(n: Node) -> Node:
         nd = len(n.shape)
         return graph.view(n, View.contiguous(n.shape).permute(tuple(range(nd - 2)) + (nd - 1, nd - 2)))
-    return (_make(graph.matmul(g.node, t(b.node), a.dtype)), _make(graph.matmul(t(a.node), g.node, b.dtype)))
+    return (checked_tensor(graph.matmul(g.node, t(b.node), a.dtype)), checked_tensor(graph.matmul(t(a.node), g.node, b.dtype)))
 
 
 def attention_vjp(g: Tensor, srcs: Sequence[Tensor], arg: tuple[float, bool]) -> tuple[Tensor, ...]:
@@ -189,7 +186,6 @@ def attention_vjp(g: Tensor, srcs: Sequence[Tensor], arg: tuple[float, bool]) ->
     (causal: -inf past the diagonal): the standard backward, the scores recomputed (they were
     never stored): dv = p^T g, dp = g v^T, ds = p (dp - rowsum(dp p)), dq = ds k * scale,
     dk = ds^T q * scale, dmask = ds. Built from ug ops (the composite graph), so it differentiates again."""
-    from .array_api._common import iota
     scale, causal = arg
     q, k, v = srcs[:3]
     s = (q @ k.mT) * scale
@@ -233,80 +229,27 @@ def scatter_vjp(g: Tensor, out: Tensor, values: Tensor, slots: Tensor, arg: tupl
     scatter's g goes to the values equal to the result, split equally between ties."""
     op, n_slots, parts = arg
     n = values.shape[0]
-    part = _make(graph.iota((n,), _INT64, values.device)) // (n // parts)
+    part = checked_tensor(graph.iota((n,), _INT64, values.device)) // (n // parts)
     slot = slots.astype(_INT64)
     slot = where(slot < 0, 0, where(slot >= n_slots, n_slots - 1, slot))  # the scatter clamps
     at = part * n_slots + slot
 
     def read(t: Tensor) -> Tensor:
-        return _make(graph.gather(_reshape(t.node, (parts * n_slots,)), at.node, 0))
+        return checked_tensor(graph.gather(_reshape(t.node, (parts * n_slots,)), at.node, 0))
     if op is Op.SUM:
         return read(g)
     if op not in (Op.RMAX, Op.RMIN):  # (PROD: no op of the frontend builds a float product scatter)
         raise TypeError(f"no derivative for a {REDUCE[op].name} scatter (scatter_reduce has its own rule)")
     hit = values == read(out)
-    count = _make(graph.scatter(hit.astype(values.dtype).node, slots.node, Op.SUM, n_slots, parts))
+    count = checked_tensor(graph.scatter(hit.astype(values.dtype).node, slots.node, Op.SUM, n_slots, parts))
     return where(hit, read(g) / read(count), 0.0)
 
 
 def sort_vjp(g: Tensor, x: Tensor, spec: Any) -> Tensor:
     """Sorted values (or a top-k): g goes back to where each came from (the same sort's
     indices; a row's positions are distinct)."""
-    index = _make(graph.sort(x.node, replace(spec, indices=True), _INT64))
+    index = checked_tensor(graph.sort(x.node, replace(spec, indices=True), _INT64))
     return _scatter_add(zeros(x.shape, x.dtype, x.device), len(x.shape) - 1, index, g)
-
-
-def fft_vjp(g: Tensor, x: Tensor, spec: Any) -> Tensor:
-    """A discrete Fourier transform (ops.Op.FFT) is linear: y = s W x (W the DFT matrix of one
-    sign, s the norm's scale), so x's cotangent is s W^H g, the transform of g with the other
-    sign and the same scale (the other direction with the other norm), its length cut or padded
-    back to x's along the axis. A real input's cotangent is the real part of that. A half
-    spectrum (rfft: x real, y its first n // 2 + 1 values) is W's top rows: g padded with zeros
-    to n, transformed back, the real part: irfft of g with its inner bins halved (irfft counts
-    each of them twice, as a bin and its mirror). A real output from a Hermitian half (irfft) is
-    the transpose: rfft of g, the inner bins doubled."""
-    from .array_api.manipulation import concat
-
-    axis = _fft_axis(g.shape, spec.outer, spec.n_out, spec.inner)
-    n, half = spec.n, spec.n // 2 + 1
-    norm = {"backward": "forward", "forward": "backward"}.get(spec.norm, spec.norm)
-
-    def bins(weight_inner: float) -> Tensor:
-        """1 at bin 0 (and n / 2 for an even n), `weight_inner` at the others, along the axis."""
-        k = _make(graph.iota((half,), _INT64, g.device))
-        ends = (k == 0) | (k * 2 == n)
-        w = where(ends, 1.0, weight_inner).astype(spec.dtype)
-        return w.reshape((half,) + (1,) * (g.ndim - axis - 1))
-
-    back = replace(spec, inverse=not spec.inverse, norm=norm)
-    if spec.onesided and not spec.real_out:      # rfft / ihfft: an irfft / hfft of g, inner bins halved
-        source = g * bins(0.5)
-        back = replace(back, real_in=False, real_out=True, n_in=half)
-    elif spec.onesided:                          # irfft / hfft: an rfft / ihfft of g, inner bins doubled
-        source = g
-        back = replace(back, real_in=True, real_out=False, n_in=n)
-    else:                                        # complex (or real) in, complex (or real) out: the other way
-        source = g
-        back = replace(back, real_in=spec.real_out, real_out=spec.real_in, n_in=n)
-    out = _make(graph.fft(source.node, back, axis))
-    if spec.onesided and spec.real_out:
-        out = out * bins(2.0)
-    have = out.shape[axis]
-    if spec.n_in < have:
-        out = out[(slice(None),) * axis + (slice(0, spec.n_in),)]
-    elif spec.n_in > have:   # (the source's elements past n got no gradient: zeros)
-        tail = out.shape[:axis] + (spec.n_in - have,) + out.shape[axis + 1:]
-        out = concat([out, zeros(tail, out.dtype, out.device)], axis=axis)
-    return out.reshape(x.shape)
-
-
-def _fft_axis(shape: tuple[int, ...], outer: int, extent: int, inner: int) -> int:
-    """An axis of `shape` whose extent is `extent`, with `outer` elements before it and `inner`
-    after (any such axis: they lay the values out alike)."""
-    for axis, size in enumerate(shape):
-        if size == extent and prod(shape[:axis]) == outer and prod(shape[axis + 1:]) == inner:
-            return axis
-    raise AssertionError((shape, outer, extent, inner))
 
 
 def assign_vjp(g: Tensor, target: Tensor, value: Tensor, region: View | None) -> tuple[Tensor | None, Tensor]:
@@ -318,7 +261,7 @@ def assign_vjp(g: Tensor, target: Tensor, value: Tensor, region: View | None) ->
 
 
 def copy_vjp(g: Tensor, src: Tensor) -> Tensor:
-    return _make(graph.copy(g.node, src.device))
+    return checked_tensor(graph.copy(g.node, src.device))
 
 
 def custom_vjp(g: Tensor, out: Tensor, srcs: Sequence[Tensor], fn: Any) -> tuple[Tensor | None, ...]:
@@ -623,17 +566,6 @@ def _accumulate(cotangents: dict[int, Tensor], node: Node, ct: Tensor) -> None:
 # --- the public functions -----------------------------------------------------------------------
 
 
-def define_vjp(value: Tensor, inputs: Sequence[Tensor], rule: Callable[..., Any]) -> Tensor:
-    """`value` (computed from `inputs`) with its own derivative: rule(g, out, *inputs) returns one
-    cotangent (or None) per input, built from ug ops (so it differentiates again). The gradient
-    takes it instead of going through the graph that computes `value`: for numerically careful
-    formulas (expm1, log1p, the elu family) whose unused `where` branches would give NaN
-    gradients, or whose derivative has a simpler exact form (JAX's custom_vjp)."""
-    node = graph.name(value.node)
-    graph.derivatives[node] = (tuple(t.node for t in inputs), rule)
-    return Tensor(node)
-
-
 def stop_gradient(x: Any) -> Tensor:
     """x's value, with no gradient flowing back through it (JAX's stop_gradient, torch's
     detach): a constant to every derivative. Lazy and free (no copy)."""
@@ -693,13 +625,11 @@ def _cotangent_for(out: Tensor, cotangent: Tensor | None, fn: str) -> Tensor:
 
 
 def _as_like(value: Any, like: Tensor) -> Tensor:
-    from .tensor import tensor
     arr = np.asarray(value)
     return tensor(arr.astype(like.dtype) if arr.dtype != like.dtype else arr, device=like.device)
 
 
 def _tree_leaves(tree: Any) -> list[Tensor]:
-    from .jit import _map_tensors
     leaves: list[Tensor] = []
 
     def note(t: Tensor) -> Tensor:
@@ -710,7 +640,6 @@ def _tree_leaves(tree: Any) -> list[Tensor]:
 
 
 def _treereplace(tree: Any, new: Sequence[Any]) -> Any:
-    from .jit import _map_tensors
     it = iter(new)
     return _map_tensors(tree, lambda t: next(it))
 
@@ -723,9 +652,7 @@ def _handle(t: Tensor) -> Tensor:
 
 def _as_primal(value: Any) -> Any:
     """An argument tree with numpy arrays and Python floats as tensors (JAX accepts both)."""
-    from .jit import _map_tensors
     if isinstance(value, (np.ndarray, float, np.floating)):
-        from .tensor import tensor
         return tensor(value)
     return _map_tensors(value, lambda t: t)
 

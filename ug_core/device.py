@@ -155,6 +155,19 @@ class FftSpec:
         return 1.0 / self.n if (self.norm == "backward") == self.inverse else 1.0
 
 
+
+_host_fft: Callable[..., None] | None = None
+"""numpy's transform of flat host arrays, run_numpy(src, out, spec, wide) (kit.hostfft's), which
+Device.fft's default runs: the kit registers it when imported (the registry imports it, with ref,
+before it makes any device). The kit is built on this module, so this module cannot import it."""
+
+
+def register_host_fft(run: Callable[..., None]) -> None:
+    """The kit's call when imported (see _host_fft)."""
+    global _host_fft
+    _host_fft = run
+
+
 @dataclass(frozen=True)
 class AttentionSpec:
     """out[b..., i, :] = softmax_j(q[b..., i, :] . k[b..., j, :] * scale + mask[b..., i, j]) @ v[b..., :, :]
@@ -277,13 +290,14 @@ class Device(abc.ABC):
         its own, as sort is). The default copies the source to the host, runs numpy's pocketfft
         there (in float64, rounded to the output's precision) and copies the result in; the
         kit's devices run it in their own memory (ug_core.kit.hostfft, ug_core.kit.gpufft)."""
-        from .kit.hostfft import run_numpy   # (the kit imports this module)
-
+        if _host_fft is None:
+            raise RuntimeError("Device.fft: no host transform is registered (ug_core.kit.hostfft registers it when "
+                               "imported, as the device registry does)")
         x = np.empty(src.size, src.dtype)
         if src.size:
             self.copy_out(src.handle, x)
         y = np.empty(out.size, out.dtype)
-        run_numpy(x, y, spec, wide=True)
+        _host_fft(x, y, spec, wide=True)
         if out.size:
             self.copy_in(out.handle, y)
 

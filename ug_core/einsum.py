@@ -18,7 +18,8 @@ import operator
 import string
 from typing import Any, Hashable, Sequence
 
-from .tensor import Tensor, matmul
+from .tensor import Tensor
+from .tensor_arith import matmul
 from .view import View, contiguous_strides
 
 Label = Hashable

@@ -29,7 +29,7 @@ from __future__ import annotations
 import os
 import signal
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 try:
     import _signal as _sig  # type: ignore[import-not-found]  # CPython's C module behind `signal` (see above)
@@ -190,10 +190,10 @@ def _after_fork_in_child() -> None:
         _held_for_fork = False
         _graph_lock().release()
     from .plugins import registry
-    from .runtime import compile_cache
     from . import scalars
     registry._lock = threading.RLock()   # (another thread may have held these at the fork)
-    compile_cache.after_fork()
+    for cache in _core_caches:
+        cache.after_fork()
     scalars.after_fork()
     for name, device in list(registry.devices.items()):
         try:
@@ -202,9 +202,30 @@ def _after_fork_in_child() -> None:
             keeps = False
         if not keeps:
             registry.forget_created(name)
-            compile_cache.forget_device(name)
+            for cache in _core_caches:
+                cache.forget_device(name)
     for fn in list(_child_hooks):
         fn()
+
+
+class ForkAwareCache(Protocol):
+    """A core cache a forked child keeps in its own way (runtime's compile cache)."""
+
+    def after_fork(self) -> None:
+        """Its state made whole again in the child (its locks new)."""
+
+    def forget_device(self, name: str) -> None:
+        """What it holds for the device `name`, which the child makes anew."""
+
+
+_core_caches: list[ForkAwareCache] = []
+
+
+def register_core_cache(cache: ForkAwareCache) -> None:
+    """Reset `cache` in every forked child, and drop what it holds of each device made anew
+    there. runtime registers its compile cache: it imports this module (its critical sections),
+    so this module cannot import it."""
+    _core_caches.append(cache)
 
 
 _child_hooks: list[Callable[[], None]] = []

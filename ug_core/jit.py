@@ -77,7 +77,7 @@ from .ops import Op
 from .replay import PY, Capture, Guard, Stale, Trace, Write, general_replay, sig_text
 from .runtime import CompiledSchedule, realize_nodes
 from .schedule import create_schedule, walk
-from .tensor import Tensor, TensorView
+from .tensor import Tensor, TensorView, TracerValueError
 
 # the module tensor.py (where the tracing hooks live); not `from . import tensor`, which gives the
 # function ug_core.tensor once the package has imported it under that name
@@ -89,10 +89,6 @@ DEFAULT_MAX_TRACES = 64
 
 RETRACE_WARNING_AFTER = 8
 """A jitted function traced more often than this warns once (RetraceWarning)."""
-
-
-class TracerValueError(RuntimeError):
-    """A jitted function read the value of a traced tensor to Python while it was traced."""
 
 
 class RetraceWarning(UserWarning):
@@ -131,7 +127,7 @@ _thread = _ThreadState()
 
 
 class _Tracer:
-    """The hooks tensor.py calls (through tensor._tracer, which api.py reads through
+    """The hooks tensor.py calls (through tensor._tracer, which tensor_io reads through
     tensor.tracing()) while some thread traces; each does nothing on a thread that is not
     tracing."""
 

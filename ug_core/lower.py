@@ -37,7 +37,7 @@ Strategies (which thread does what):
 A scan store (kernel_ir) runs its axis in order with a running accumulator, stored at each
 step: on cpu serially per outer index (or, outer-blocked, one running value per lane in the
 small array), on gpu always one thread per outer index (a long scan over few rows arrives
-blocked into many rows: ug_core.scans).
+blocked into many rows: ug_core.array_api.scans).
 
 `x ** c` for a constant c in {0, 0.5, 1..8} (and -1..-4 for floats) is multiplies (and a
 reciprocal, or a sqrt) instead of POW (see _pow_by_multiplies).
@@ -282,7 +282,7 @@ class _Lowerer:
             elif (max(self._extents(), default=0) <= self.opts.gpu_serial_max_extent
                   or any(s.scan is not None for s in self.k.stores)):
                 # (a scan: one thread runs each outer index's scan in order; a long one over few
-                # rows arrives blocked into many rows, see ug_core.scans)
+                # rows arrives blocked into many rows, see ug_core.array_api.scans)
                 self._lower_gpu_thread_per_outer()
             else:
                 self._lower_gpu_workgroup_per_outer()

@@ -534,7 +534,7 @@ dtype, up to the rounding error of the order a device adds in. float16 runs in f
 rounds each output once (numpy rounds its running float16 value at every step: 5000 x 0.1 sum
 to 256 there). A device runs each row sequentially along the axis (an error of at most
 n eps max |prefix|, in practice about sqrt(n) eps max |prefix|, as numpy's float32 cumsum); a
-long scan over few rows is blocked (ug_core.scans: block totals, their prefix, then a scan per
+long scan over few rows is blocked (ug_core.array_api.scans: block totals, their prefix, then a scan per
 block seeded with it: about (blocks + block length) eps max |prefix| at most). The tests allow
 4 sqrt(n) eps max |prefix|. A blocked scan, or one with include_initial (the identity put in
 front as a first value), may give +0.0 where the whole prefix is -0.0."""

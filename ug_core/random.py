@@ -44,7 +44,9 @@ from .array_api.manipulation import stack
 from .array_api.searching import searchsorted
 from .array_api.sorting import argsort
 from .mathlib import LN2_HI, LN2_LO, LOG_POLY
-from .tensor import Tensor, _resolve_device, _shape_arg, tensor, where
+from .shapes import shape_arg
+from .tensor import Tensor, resolve_device, tensor
+from .tensor_arith import where
 
 __all__ = ["key", "split", "fold_in", "bits", "uniform", "normal", "truncated_normal", "randint", "bernoulli",
            "gumbel", "permutation", "choice"]
@@ -78,7 +80,7 @@ def _float_dtype(dtype: Any, fn: str) -> np.dtype:
 
 
 def _shape(shape: Any) -> tuple[int, ...]:
-    return () if shape is None else _shape_arg(shape)
+    return () if shape is None else shape_arg(shape)
 
 
 def _c(value: Any, dtype: np.dtype, device: str) -> Tensor:
@@ -156,7 +158,7 @@ def key(seed: int, device: str | None = None) -> Tensor:
     if not -2**63 <= s < 2**64:
         raise ValueError(f"ug.random.key: seed {s} is outside [-2**63, 2**64)")
     s %= 2**64
-    return tensor(np.array([s >> 32, s & 0xFFFFFFFF], U32), device=_resolve_device(device))
+    return tensor(np.array([s >> 32, s & 0xFFFFFFFF], U32), device=resolve_device(device))
 
 
 def split(key: Tensor, num: int | tuple[int, ...] = 2) -> Tensor:

@@ -191,7 +191,7 @@ def _value_before(write: Write) -> Node:
 def general_replay(trace: Trace, leaves: list[Tensor]) -> Any:
     """A replay on the general path: bind every buffer, run the steps, write, build the result.
 
-    One that writes tensors holds the graph lock (tensor._write_lock) from reading their values
+    One that writes tensors holds the graph lock (tensor.write_lock) from reading their values
     to replacing them, and runs its steps and writes as one critical section: Ctrl-C never
     leaves some of the writes done and others not."""
     if not trace.writes:

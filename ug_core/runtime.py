@@ -21,7 +21,7 @@ import numpy as np
 
 from .device import Buffer, CompileError, Device, MatmulSpec, Program
 from .env import env_int
-from .faults import checkpoint, defer_interrupts, interrupt_pending
+from .faults import checkpoint, defer_interrupts, interrupt_pending, register_core_cache
 from .graph import Node, graph_lock
 from .kernel_ir import Kernel, toposort
 from .ops import Op
@@ -134,6 +134,7 @@ class CompileCache:
 MAX_CACHED_SCHEDULES = 512
 
 compile_cache = CompileCache()
+register_core_cache(compile_cache)   # (a forked child resets it: see faults)
 
 
 @dataclass

@@ -125,7 +125,7 @@ def scalar(value: Any, dtype: np.dtype, device: str) -> Node:
 def parameter(node: Node) -> Node:
     """`node` itself, or, when it is a 0-d constant that does not fold, the kept buffer node
     holding its value: for a user's scalar that was made a CONST to take part in dtype
-    promotion and casts first (tensor.Tensor._binary)."""
+    promotion and casts first (tensor_arith._binary)."""
     if node.op is not Op.CONST or node.shape != ():
         return node
     v = typed(node.arg, node.dtype)

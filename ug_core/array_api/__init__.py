@@ -48,3 +48,7 @@ __all__ += sorting.__all__
 __all__ += statistical.__all__
 __all__ += transcendental.__all__
 __all__ += utility.__all__
+
+# complex_math registers itself with _complex (the complex arguments of the functions above reach
+# it there), and methods binds the Tensor's methods: both import the groups above, none imports them
+from . import complex_math, methods  # noqa: E402,F401

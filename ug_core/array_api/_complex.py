@@ -1,4 +1,4 @@
-"""Complex tensors as pairs of real ones: the frontend's constructor and destructor.
+"""Complex arithmetic on tensors as pairs of real ones.
 
 complex64 / complex128 are dtypes of the graph (buffers, views, gathers, concatenations move
 complex values as they are), but complex *arithmetic* is built, when the op is built, from real
@@ -7,13 +7,14 @@ together (ug_core.ops). An expression such as `z * w` is then COMPLEX(a c - b d,
 over REAL / IMAG nodes, which the scheduler fuses as it fuses any real expression, and which
 autodiff, ug.jit and every backend handle without knowing about complex numbers.
 
-`parts` and `combine` are what the complex math (complex_math.py: exp, log, sqrt, trig, ...)
-and the operators build on.
+`parts` and `combine` (tensor_arith's: the frontend's destructor and constructor) are what this
+module, the complex math (complex_math.py: exp, log, sqrt, trig, ...) and the operators build on.
 """
 
 from __future__ import annotations
 
 import math
+from types import ModuleType
 from typing import Callable, cast
 
 import numpy as np
@@ -21,45 +22,28 @@ import numpy as np
 from .. import dtypes, graph
 from ..graph import Node
 from ..ops import Op
-from ..tensor import Tensor, _broadcast, _broadcast_shape, _make, full, where
+from ..shapes import broadcast_node
+from ..tensor import Tensor, checked_tensor, full
+from ..tensor_arith import combine, parts, where
 from ..view import View
 
-__all__ = ["parts", "combine"]
+_math: ModuleType | None = None
+"""complex_math (exp, log, sqrt, ... of complex numbers, and |z|), which registers itself here when
+imported (array_api/__init__ imports it). It is built on the real functions of elementwise and
+transcendental, which hand their complex arguments to this module: so this module cannot import
+it, and finds it here when a function runs."""
 
 
-def parts(z: Tensor) -> tuple[Tensor, Tensor]:
-    """(real part, imaginary part) of `z` as real tensors of its part dtype (complex64: float32).
-    Of a real tensor: (z itself, zeros of its dtype). Of a lazy combine(re, im): re and im
-    themselves (no REAL / IMAG nodes: chains of complex ops stay as small as their real parts)."""
-    if not isinstance(z, Tensor):
-        raise TypeError(f"parts: expected a ug Tensor, got {type(z).__name__}")
-    if not dtypes.is_complex(z.dtype):
-        return z, full(z.shape, 0, z.dtype, z.device)
-    node = z.node
-    if node.op is Op.COMPLEX and not node.realized:   # the parts a combine() was built from
-        return Tensor(node.srcs[0]), Tensor(node.srcs[1])
-    part = dtypes.part_dtype(z.dtype)
-    return (_make(graph.alu(Op.REAL, (z.node,), part)), _make(graph.alu(Op.IMAG, (z.node,), part)))
+def register_math(module: ModuleType) -> None:
+    """complex_math's call, when imported (see _math)."""
+    global _math
+    _math = module
 
 
-def combine(re: Tensor, im: Tensor) -> Tensor:
-    """The complex tensor re + im j, its parts exactly `re` and `im` (-0.0, inf and NaN parts
-    kept). The parts broadcast together and promote to one float dtype (ints and bools become
-    ug's default float, float32; float16 computes as float32), whose complex dtype is the
-    result's: float32 parts give complex64, float64 parts complex128."""
-    if not isinstance(re, Tensor) or not isinstance(im, Tensor):
-        raise TypeError(f"combine: expected two ug Tensors, got {type(re).__name__} and {type(im).__name__}")
-    if dtypes.is_complex(re.dtype) or dtypes.is_complex(im.dtype):
-        raise TypeError(f"combine: the parts must be real, got {re.dtype.name} and {im.dtype.name}")
-    if re.device != im.device:
-        raise ValueError(f"combine: the parts are on different devices: {re.device!r} and {im.device!r}")
-    common = dtypes.promote(re.dtype, im.dtype)
-    out = dtypes.complex_of(common)
-    part = dtypes.part_dtype(out)
-    shape = _broadcast_shape(re.shape, im.shape)
-    a = _broadcast(graph.cast(re.node, part), shape)
-    b = _broadcast(graph.cast(im.node, part), shape)
-    return _make(graph.alu(Op.COMPLEX, (a, b), out))
+def _complex_math() -> ModuleType:
+    if _math is None:
+        raise RuntimeError("ug_core.array_api.complex_math was not imported (ug_core.array_api imports it)")
+    return _math
 
 
 # --- arithmetic -------------------------------------------------------------------------------
@@ -85,7 +69,7 @@ def _isinf(x: Tensor) -> Tensor:
 
 
 def _signbit(v: Tensor) -> Tensor:
-    return _make(graph.alu(Op.SIGNBIT, (v.node,), dtypes.BOOL))
+    return checked_tensor(graph.alu(Op.SIGNBIT, (v.node,), dtypes.BOOL))
 
 
 def _infinite(t: Tensor, sign: Tensor | None = None) -> Tensor:
@@ -179,24 +163,6 @@ def _boxed(v: Tensor, v_inf: Tensor) -> Tensor:
     return where(v_inf, where(negative, _k(v, -1.0), _k(v, 1.0)), where(negative, _k(v, -0.0), _k(v, 0.0)))
 
 
-def absolute(z: Tensor) -> Tensor:
-    """|z| in z's part dtype: hypot(re, im), without overflow or underflow (the larger part
-    times sqrt(1 + r^2), r the ratio of the smaller to it: |1e30 + 1e30j| in complex64 is
-    1.4142135e30); inf where either part is infinite, even with a NaN one (C99's hypot). Its
-    derivative is torch's: g z / |z|, 0 at 0."""
-    from ..autodiff import define_vjp
-    from .transcendental import hypot
-    a, b = parts(z)
-
-    def rule(g: Tensor, out: Tensor, z: Tensor) -> tuple[Tensor]:
-        # g z / |z|, and 0 at z == 0 (torch's): hypot's own derivative is NaN there (0 / 0)
-        re, im = parts(z)
-        zero = out == 0
-        safe = where(zero, _k(out, 1.0), out)
-        return (combine(where(zero, _k(g, 0.0), g * re / safe), where(zero, _k(g, 0.0), g * im / safe)),)
-    return define_vjp(hypot(a, b), [z], rule)
-
-
 def negative(z: Tensor) -> Tensor:
     a, b = parts(z)
     return combine(-a, -b)
@@ -257,7 +223,7 @@ def binary(op: Op, x: Tensor, y: Tensor) -> Tensor:
         if not dtypes.is_complex(x.dtype) or not dtypes.is_complex(y.dtype):
             (a, b), (c, d) = parts(x), parts(y)
             return ((a == c) & (b == d)) if op is Op.CMPEQ else ((a != c) | (b != d))
-        return _make(graph.alu(op, (x.node, y.node), dtypes.BOOL))
+        return checked_tensor(graph.alu(op, (x.node, y.node), dtypes.BOOL))
     if op is Op.POW:
         return power(x, y)
     what = _REFUSED.get(op, op.name.lower())
@@ -302,8 +268,7 @@ def math_function(name: str) -> Callable[..., Tensor]:
     """The complex math's function `name` (ug_core.array_api.complex_math: exp, log, sqrt, ...)
     on complex tensors: complex_math's functions take and return the parts (pairs of real
     tensors), so the arguments are taken apart and the result put together here."""
-    from . import complex_math
-    fn = getattr(complex_math, name, None)
+    fn = getattr(_complex_math(), name, None)
     if fn is None:
         raise TypeError(f"{name} of complex numbers is not available (ug_core.array_api.complex_math has no {name})")
     pair_fn = cast(Callable[..., tuple[Tensor, Tensor]], fn)
@@ -322,7 +287,7 @@ def unary(op: Op, z: Tensor) -> Tensor:
     if op is Op.NEG:
         return negative(z)
     if op is Op.ABS:
-        return absolute(z)
+        return cast(Tensor, _complex_math().absolute(z))
     if op is Op.RECIP:
         return divide(full(z.shape, 1.0, dtypes.part_dtype(z.dtype), z.device), z)
     if op in _UNARY_MATH:
@@ -353,10 +318,10 @@ def _column(m: int, scale: int, offset: int, rows: int, device: str) -> Node:
     """The int64 index scale * j + offset of each (row, j), shape (rows, m)."""
     i64 = np.dtype(np.int64)
     j = graph.iota((1, m), i64, device)
-    col = graph.alu(Op.MUL, (j, _broadcast(graph.const(scale, i64, device), (1, m))), i64) if scale != 1 else j
+    col = graph.alu(Op.MUL, (j, broadcast_node(graph.const(scale, i64, device), (1, m))), i64) if scale != 1 else j
     if offset:
-        col = graph.alu(Op.ADD, (col, _broadcast(graph.const(offset, i64, device), (1, m))), i64)
-    return _broadcast(col, (rows, m))
+        col = graph.alu(Op.ADD, (col, broadcast_node(graph.const(offset, i64, device), (1, m))), i64)
+    return broadcast_node(col, (rows, m))
 
 
 def prod_rows(z: Tensor) -> Tensor:
@@ -376,7 +341,7 @@ def prod_rows(z: Tensor) -> Tensor:
         z, n = where(valid, Tensor(graph.view(z.node, pad)), _one(z)), full_n
     while n > 1:
         m = n // PROD_FAN_IN
-        picks = [_make(graph.gather(z.node, _column(m, PROD_FAN_IN, k, rows, z.device), 1)) for k in range(PROD_FAN_IN)]
+        picks = [checked_tensor(graph.gather(z.node, _column(m, PROD_FAN_IN, k, rows, z.device), 1)) for k in range(PROD_FAN_IN)]
         while len(picks) > 1:   # pairwise, in order
             picks = [multiply(picks[i], picks[i + 1]) if i + 1 < len(picks) else picks[i] for i in range(0, len(picks), 2)]
         z, n = picks[0], m
@@ -391,13 +356,14 @@ def cumprod_rows(z: Tensor) -> Tensor:
     step = 1
     while step < n:
         i = _column(n, 1, 0, rows, z.device)
-        earlier = graph.alu(Op.MAX, (graph.alu(Op.SUB, (i, _broadcast(graph.const(step, np.dtype(np.int64), z.device),
-                                                                          (rows, n))), np.dtype(np.int64)),
-                                     _broadcast(graph.const(0, np.dtype(np.int64), z.device), (rows, n))),
+        earlier = graph.alu(Op.MAX, (graph.alu(Op.SUB, (i, broadcast_node(graph.const(step, np.dtype(np.int64),
+                                                                                      z.device), (rows, n))),
+                                               np.dtype(np.int64)),
+                                     broadcast_node(graph.const(0, np.dtype(np.int64), z.device), (rows, n))),
                             np.dtype(np.int64))
-        here = _make(graph.gather(z.node, i, 1))
-        before = _make(graph.gather(z.node, earlier, 1))
-        has = Tensor(graph.alu(Op.CMPLE, (_broadcast(graph.const(step, np.dtype(np.int64), z.device), (rows, n)), i),
+        here = checked_tensor(graph.gather(z.node, i, 1))
+        before = checked_tensor(graph.gather(z.node, earlier, 1))
+        has = Tensor(graph.alu(Op.CMPLE, (broadcast_node(graph.const(step, np.dtype(np.int64), z.device), (rows, n)), i),
                                dtypes.BOOL))
         z = where(has, multiply(before, here), here)
         step *= 2

@@ -71,7 +71,7 @@ def apply(namespace: dict[str, Any], names: list[str]) -> None:
 
 VALUE_METHODS = ("sum", "prod", "max", "min", "argmax", "argmin", "mean", "var", "std", "cumsum", "cumprod", "any",
                  "all", "round", "softmax", "log_softmax", "relu", "sigmoid", "gelu", "silu", "reciprocal")
-"""Tensor's methods that compute (the others are views, writes, reads, or `_make` a new node
+"""Tensor's methods that compute (the others are views, writes, reads, or make a new node
 directly): built from other ops, they may end in a view of a temporary or of `self`."""
 
 

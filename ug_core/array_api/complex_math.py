@@ -6,7 +6,7 @@ its result: `exp(re, im) -> (re, im)`. Every one is built only from ug's real te
 exp, log, sin, cos, sqrt, atan2, hypot, log1p, ...), so it is lazy, fuses into one kernel with
 its neighbours, runs on every device, and differentiates (the holomorphic ones with their own
 derivative, f'(z), so that the careful formulas' unused branches give no NaN gradients). The
-complex tensors of the graph reach these through the REAL/IMAG/COMPLEX ops (array_api._complex's
+complex tensors of the graph reach these through the REAL/IMAG/COMPLEX ops (tensor_arith's
 parts and combine).
 
 The formulas are those of C99's Annex G as FreeBSD's msun writes them (which numpy's npymath
@@ -27,13 +27,15 @@ table per device in docs/array-api.md, "Complex functions: accuracy"): within 3.
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, Callable
 
 import numpy as np
 
-from ..autodiff import define_vjp
-from ..tensor import Tensor, _as_tensor, full as _full, maximum as _maximum, minimum as _minimum, where
-from . import transcendental as _t
+from ..custom import define_vjp
+from ..tensor import Tensor, full as _full
+from ..tensor_arith import as_tensor, combine, maximum as _maximum, minimum as _minimum, parts, where
+from . import _complex, transcendental as _t
 from .elementwise import copysign as _copysign, floor as _floor, round as _round, signbit as _signbit
 
 Pair = tuple[Tensor, Tensor]
@@ -97,7 +99,7 @@ def _check(name: str, *parts: Tensor) -> _Limits:
 
 def _k(like: Tensor, value: float) -> Tensor:
     """A constant of like's dtype and device, folded into the kernel."""
-    return _as_tensor(value, like)
+    return as_tensor(value, like)
 
 
 def _filled(like: Tensor, value: float) -> Tensor:
@@ -907,5 +909,26 @@ def round(re: Tensor, im: Tensor) -> Pair:
     return _round(re), _round(im)
 
 
+def absolute(z: Tensor) -> Tensor:
+    """(Of a complex tensor, not of its parts: the Tensor's abs() of complex numbers, through
+    _complex.unary.) |z| in z's part dtype: hypot(re, im), without overflow or underflow (the larger part
+    times sqrt(1 + r^2), r the ratio of the smaller to it: |1e30 + 1e30j| in complex64 is
+    1.4142135e30); inf where either part is infinite, even with a NaN one (C99's hypot). Its
+    derivative is torch's: g z / |z|, 0 at 0."""
+    a, b = parts(z)
+
+    def rule(g: Tensor, out: Tensor, z: Tensor) -> tuple[Tensor]:
+        # g z / |z|, and 0 at z == 0 (torch's): hypot's own derivative is NaN there (0 / 0)
+        re, im = parts(z)
+        zero = out == 0
+        safe = where(zero, _k(out, 1.0), out)
+        return (combine(where(zero, _k(g, 0.0), g * re / safe), where(zero, _k(g, 0.0), g * im / safe)),)
+    return define_vjp(_t.hypot(a, b), [z], rule)
+
+
 __all__ = ["acos", "acosh", "asin", "asinh", "atan", "atanh", "cos", "cosh", "exp", "expm1", "log", "log10", "log1p",
            "log2", "pow", "reciprocal", "round", "sign", "sin", "sinh", "sqrt", "square", "tan", "tanh"]
+
+# elementwise's and transcendental's functions, and the Tensor's operators, hand complex
+# arguments to _complex, which is below this module: it finds these functions there
+_complex.register_math(sys.modules[__name__])

@@ -13,16 +13,18 @@ import numpy as np
 
 from .. import dtypes, graph
 from ..device import LentBuffer
-from ..tensor import _resolve_device, full as _full, registry as _registry, tensor as _tensor, zeros as _zeros
-from ..tensor import Tensor, _check_supported, snapshot, where
-from . import _complex
+from ..plugins import registry as _registry
+from ..tensor import (Tensor, check_supported, full as _full, resolve_device, snapshot, tensor as _tensor,
+                      zeros as _zeros)
+from ..tensor_arith import combine, where
 from ._common import check_tensor, iota
+from .elementwise import floor
 
 _DTYPE_LIKE = (type, np.dtype, str)
 
 
 def _device(device: str | None) -> str:
-    return _resolve_device(device)
+    return resolve_device(device)
 
 
 def _host_array(obj: Any) -> Any:
@@ -161,14 +163,13 @@ def linspace(start: Any, stop: Any, /, num: int, *, dtype: Any = None, device: s
         a, b = complex(start), complex(stop)
         re = linspace(a.real, b.real, num, dtype=part, device=device, endpoint=endpoint)
         im = linspace(a.imag, b.imag, num, dtype=part, device=device, endpoint=endpoint)
-        return _complex.combine(re, im)
+        return combine(re, im)
     if complex_ends:
         raise TypeError(f"linspace: complex start or stop {start!r}, {stop!r} for the real dtype {dt.name}")
     if dt.kind != "f":
-        _check_supported(dt, dev)
+        check_supported(dt, dev)
         work_dt = F64 if F64 in _registry.get(dev).dtypes else np.dtype(np.float32)
         values = linspace(start, stop, num, dtype=work_dt, device=device, endpoint=endpoint)
-        from .elementwise import floor
         return (values if dt.kind == "b" else floor(values)).astype(dt)
     if num == 0:
         return _zeros((0,), dt, dev)

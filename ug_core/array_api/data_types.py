@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import dtypes
 from ..tensor import Tensor, snapshot
+from .creation import asarray
 
 bool_ = np.dtype("bool")
 int8, int16, int32, int64 = map(np.dtype, ("int8", "int16", "int32", "int64"))
@@ -41,7 +42,6 @@ def astype(x: Tensor, dtype: Any, /, *, copy: bool = True, device: str | None = 
     and nothing to convert, x itself (numpy's astype)."""
     if isinstance(x, (np.ndarray, np.generic)):
         # (xarray converts a numpy scalar fill value with xp.astype): a tensor of it, converted
-        from .creation import asarray
         return asarray(x, dtype=dtype, device=device)
     if not isinstance(x, Tensor):
         raise TypeError(f"astype: expected a ug Tensor, got {type(x).__name__}")

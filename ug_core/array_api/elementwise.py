@@ -16,9 +16,10 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import dtypes, graph
+from ..custom import define_vjp
 from ..ops import Op
-from ..tensor import _as_tensor, _make, full as _full, maximum as _maximum, minimum as _minimum
-from ..tensor import Tensor, where
+from ..tensor import Tensor, checked_tensor, full as _full
+from ..tensor_arith import as_tensor, combine, maximum as _maximum, minimum as _minimum, parts, where
 from . import _complex
 from ._common import check_tensor
 
@@ -92,7 +93,7 @@ def _pair(x1: Any, x2: Any, fn: str) -> tuple[Tensor, Tensor]:
     like = x1 if isinstance(x1, Tensor) else x2
     if not isinstance(like, Tensor):
         raise TypeError(f"{fn}: at least one operand must be a ug Tensor")
-    a, b = (_as_tensor(v, like) for v in (x1, x2))
+    a, b = (as_tensor(v, like) for v in (x1, x2))
     if a.device != b.device:
         raise ValueError(f"{fn}: tensors are on different devices: {a.device!r} and {b.device!r}")
     dt = dtypes.promote(a.dtype, b.dtype)
@@ -163,7 +164,7 @@ def signbit(x: Tensor, /) -> Tensor:
         raise _complex.refused("signbit", x.dtype)
     if not _is_float(x):
         return x < 0
-    return _make(graph.alu(Op.SIGNBIT, (x.node,), dtypes.BOOL))
+    return checked_tensor(graph.alu(Op.SIGNBIT, (x.node,), dtypes.BOOL))
 
 
 def _floats(x1: Any, x2: Any, fn: str) -> tuple[Tensor, Tensor]:
@@ -212,8 +213,8 @@ def round(x: Tensor, /, decimals: int = 0) -> Tensor:
     for d < 0, half to even, as numpy's."""
     _numeric(x, "round")
     if _is_complex(x):   # each part rounded (the standard's and numpy's)
-        re, im = _complex.parts(x)
-        return _complex.combine(round(re, decimals), round(im, decimals))
+        re, im = parts(x)
+        return combine(round(re, decimals), round(im, decimals))
     d = operator.index(decimals)
     if d == 0:
         return _rint(x)
@@ -280,7 +281,6 @@ def clip(x: Tensor, /, min: Any = None, max: Any = None) -> Tensor:
             taken = (x < b) if lower else (x > b)
             grads.append(_sum_to(where(taken, g, 0.0), b.shape).astype(b.dtype) if b.dtype.kind == "f" else None)
         return tuple(grads)
-    from ..autodiff import define_vjp
     return define_vjp(out, [x] + [b for b, _ in bounds], rule)
 
 
@@ -302,14 +302,14 @@ def real(x: Tensor, /) -> Tensor:
     """The real part, in the complex dtype's part dtype (complex64: float32); of a real (or
     bool: numpy's, which xarray's reductions call) tensor, the tensor itself."""
     check_tensor(x, "real")
-    return _complex.parts(x)[0] if _is_complex(x) else Tensor(x.node)
+    return parts(x)[0] if _is_complex(x) else Tensor(x.node)
 
 
 def imag(x: Tensor, /) -> Tensor:
     """The imaginary part, in the complex dtype's part dtype; of a real (or bool) tensor, zeros
     of its dtype."""
     check_tensor(x, "imag")
-    return _complex.parts(x)[1] if _is_complex(x) else _full(x.shape, 0, x.dtype, x.device)
+    return parts(x)[1] if _is_complex(x) else _full(x.shape, 0, x.dtype, x.device)
 
 
 def _as_bool(x: Any, fn: str) -> Tensor:

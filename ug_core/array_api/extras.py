@@ -25,11 +25,13 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from ..tensor import Tensor, _as_tensor, _normalize_axes, _normalize_axis, maximum as _maximum, \
-    minimum as _minimum, tensor, where
+from ..shapes import normalize_axes, normalize_axis
+from ..tensor import Tensor, tensor
+from ..tensor_arith import as_tensor, maximum as _maximum, minimum as _minimum, parts, where
 from ._common import check_tensor
 from .elementwise import _pair, floor, isfinite, isnan
-from .transcendental import _in_float, logaddexp
+from .manipulation import pad
+from .transcendental import _in_float, atan2, logaddexp
 
 # --- erf and erfc (fdlibm s_erf.c's coefficients, constant term first) ------------------------
 ERX = 8.45062911510467529297e-01      # erf(1) rounded to float32's precision
@@ -61,7 +63,7 @@ _TAIL = {np.dtype(np.float64): (28.0, 2.0 ** 21), np.dtype(np.float32): (11.0, 2
 
 def _k(like: Tensor, value: float) -> Tensor:
     """A constant of like's dtype and device, folded into the kernel's code."""
-    return _as_tensor(value, like)
+    return as_tensor(value, like)
 
 
 def _poly(x: Tensor, coefficients: Sequence[float]) -> Tensor:
@@ -137,7 +139,7 @@ def logsumexp(x: Tensor, /, axis: int | Sequence[int] | None = None, keepdims: b
     gives +inf). An empty slice gives -inf. The shift is a constant of the result (detached):
     the gradient is softmax(x)."""
     x = check_tensor(x, "logsumexp")._float()
-    axes = _normalize_axes(axis, x.ndim)
+    axes = normalize_axes(axis, x.ndim)
     if any(x.shape[a] == 0 for a in axes):
         total = x.exp().sum(axes, keepdims=True)   # 0: log gives -inf
         out = total.log()
@@ -172,7 +174,7 @@ def logcumsumexp(x: Tensor, /, axis: int | None = None) -> Tensor:
         if x.ndim != 1:
             raise ValueError(f"logcumsumexp: axis is required for an array of more than one dimension (shape {x.shape})")
         axis = 0
-    axis = _normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     if x.shape[axis] == 0:
         return x + 0.0
     last = x.ndim - 1
@@ -187,7 +189,6 @@ def logcumsumexp(x: Tensor, /, axis: int | None = None) -> Tensor:
 
 def _logcumsumexp_last(x: Tensor) -> Tensor:
     """logcumsumexp along the last axis (of positive length)."""
-    from .manipulation import pad
     n = x.shape[-1]
     if n <= LOGCUMSUMEXP_BLOCK:
         # [..., j, k] = x[..., k] for k <= j, -inf after: row j's logsumexp is prefix j's
@@ -224,10 +225,8 @@ def angle(z: Tensor, /, deg: bool = False) -> Tensor:
     """The argument of complex numbers, atan2(imag, real), in (-pi, pi] (numpy's angle; degrees
     with `deg`); of real numbers atan2(0, x): 0, or pi for negative ones (and -0.0: numpy's),
     in the float dtype numpy gives (float64 for ints)."""
-    from . import _complex
-    from .transcendental import atan2
     check_tensor(z, "angle")
-    re, im = _complex.parts(z if z.dtype.kind in "fc" else z._float())
+    re, im = parts(z if z.dtype.kind in "fc" else z._float())
     out = atan2(im, re)
     return out * (180 / math.pi) if deg else out
 
@@ -279,7 +278,7 @@ def _split(x: Tensor, indices_or_sections: Any, axis: int, fn: str, equal: bool)
     check_tensor(x, fn)
     if x.ndim == 0:
         raise ValueError(f"{fn}: x must have at least one dimension")
-    axis = _normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     n = x.shape[axis]
     if isinstance(indices_or_sections, (int, np.integer)) and not isinstance(indices_or_sections, (bool, np.bool_)):
         sections = int(indices_or_sections)

@@ -18,8 +18,8 @@ does (a real input is read as its complex value, without a conversion pass); rff
 refuse complex ones (TypeError, as numpy). fftfreq / rfftfreq are lazy index arithmetic (no
 memory until used), fftshift / ifftshift rolls: fused views.
 
-Derivatives: a transform's VJP is the transform the other way (autodiff.fft_vjp), so ug.grad
-goes through every function here.
+Derivatives: a transform's VJP is the transform the other way (fft_vjp, at the end here: ops.py's
+rule for Op.FFT), so ug.grad goes through every function here.
 """
 
 from __future__ import annotations
@@ -31,13 +31,15 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import dtypes, graph
+from ..custom import define_vjp
 from ..device import FFT_NORMS, FftSpec
 from ..plugins import registry
-from ..tensor import Tensor, _normalize_axis, _resolve_device, full, where
+from ..shapes import normalize_axis
+from ..tensor import Tensor, checked_tensor, full, resolve_device, zeros
+from ..tensor_arith import combine, parts, where
 from ..view import prod
 from ._common import check_tensor
-from ._complex import combine, parts
-from .manipulation import roll
+from .manipulation import concat, flip, roll
 
 __all__ = ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft",
            "fftfreq", "rfftfreq", "fftshift", "ifftshift"]
@@ -163,7 +165,7 @@ def _one(x: Tensor, n: int | None, axis: int, norm: str | None, fn: str, inverse
     norm = _norm(norm, fn)
     if x.ndim == 0:
         raise ValueError(f"{fn}: x must have at least one dimension, got a 0-d tensor")
-    axis = _normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     m = x.shape[axis]
     if n is None:
         n = 2 * (m - 1) if onesided_in else m
@@ -205,9 +207,6 @@ def _packed_rfft(x: Tensor, spec: FftSpec, axis: int) -> Tensor:
     O[k] = (Z[k] - conj(Z[h-k])) / 2i (the transforms of the even and odd samples; indices mod
     h = n / 2), X[k] = E[k] + exp(-2 pi i k / n) O[k] for k = 0 ... h. Its derivative is rfft's
     (the packing is an implementation detail)."""
-    from ..autodiff import define_vjp, fft_vjp
-    from .manipulation import concat, flip
-
     h = spec.n // 2
     half = replace(spec, n=h, n_in=h, real_in=False, onesided=False, norm="backward", packed=True)
     z = Tensor(graph.fft(x.node, half, axis))
@@ -300,7 +299,7 @@ def _sizes_axes(x: Tensor, s: Sequence[int] | None, axes: Sequence[int] | None, 
             raise ValueError(f"{fn}: s has {count} entries for a tensor of {x.ndim} dimensions")
         axes_ = list(range(x.ndim - count, x.ndim))
     else:
-        axes_ = [_normalize_axis(int(a), x.ndim) for a in _sequence(axes, fn, "axes")]
+        axes_ = [normalize_axis(int(a), x.ndim) for a in _sequence(axes, fn, "axes")]
     if s is None:
         sizes = [x.shape[a] for a in axes_]
         if half_last and axes_:
@@ -331,14 +330,14 @@ def _sequence(value: Any, fn: str, what: str) -> tuple[Any, ...]:
 def _shift_axes(x: Tensor, axes: int | Sequence[int] | None, fn: str) -> tuple[int, ...]:
     if axes is None:
         return tuple(range(x.ndim))
-    return tuple(_normalize_axis(int(a), x.ndim) for a in _sequence(axes, fn, "axes"))
+    return tuple(normalize_axis(int(a), x.ndim) for a in _sequence(axes, fn, "axes"))
 
 
 # --- frequencies ------------------------------------------------------------------------------
 
 
 def _index(count: int, device: str | None) -> Tensor:
-    dev = _resolve_device(device)
+    dev = resolve_device(device)
     return Tensor(graph.iota((count,), np.dtype(np.int64), dev))
 
 
@@ -354,3 +353,59 @@ def _frequencies(k: Tensor, n: int, d: float, dtype: Any, device: str, fn: str) 
     with np.errstate(divide="ignore"):
         step = 1.0 / (n * float(d)) if d else math.copysign(math.inf, float(d))
     return (k.astype(wide) * step).astype(dt)
+
+
+# --- the derivative (ops.Op.FFT's rule calls it, as autodiff.fft_vjp) ---------------------------
+
+_INT64 = np.dtype(np.int64)
+
+
+def fft_vjp(g: Tensor, x: Tensor, spec: Any) -> Tensor:
+    """A discrete Fourier transform (ops.Op.FFT) is linear: y = s W x (W the DFT matrix of one
+    sign, s the norm's scale), so x's cotangent is s W^H g, the transform of g with the other
+    sign and the same scale (the other direction with the other norm), its length cut or padded
+    back to x's along the axis. A real input's cotangent is the real part of that. A half
+    spectrum (rfft: x real, y its first n // 2 + 1 values) is W's top rows: g padded with zeros
+    to n, transformed back, the real part: irfft of g with its inner bins halved (irfft counts
+    each of them twice, as a bin and its mirror). A real output from a Hermitian half (irfft) is
+    the transpose: rfft of g, the inner bins doubled."""
+    axis = _fft_axis(g.shape, spec.outer, spec.n_out, spec.inner)
+    n, half = spec.n, spec.n // 2 + 1
+    norm = {"backward": "forward", "forward": "backward"}.get(spec.norm, spec.norm)
+
+    def bins(weight_inner: float) -> Tensor:
+        """1 at bin 0 (and n / 2 for an even n), `weight_inner` at the others, along the axis."""
+        k = checked_tensor(graph.iota((half,), _INT64, g.device))
+        ends = (k == 0) | (k * 2 == n)
+        w = where(ends, 1.0, weight_inner).astype(spec.dtype)
+        return w.reshape((half,) + (1,) * (g.ndim - axis - 1))
+
+    back = replace(spec, inverse=not spec.inverse, norm=norm)
+    if spec.onesided and not spec.real_out:      # rfft / ihfft: an irfft / hfft of g, inner bins halved
+        source = g * bins(0.5)
+        back = replace(back, real_in=False, real_out=True, n_in=half)
+    elif spec.onesided:                          # irfft / hfft: an rfft / ihfft of g, inner bins doubled
+        source = g
+        back = replace(back, real_in=True, real_out=False, n_in=n)
+    else:                                        # complex (or real) in, complex (or real) out: the other way
+        source = g
+        back = replace(back, real_in=spec.real_out, real_out=spec.real_in, n_in=n)
+    out = checked_tensor(graph.fft(source.node, back, axis))
+    if spec.onesided and spec.real_out:
+        out = out * bins(2.0)
+    have = out.shape[axis]
+    if spec.n_in < have:
+        out = out[(slice(None),) * axis + (slice(0, spec.n_in),)]
+    elif spec.n_in > have:   # (the source's elements past n got no gradient: zeros)
+        tail = out.shape[:axis] + (spec.n_in - have,) + out.shape[axis + 1:]
+        out = concat([out, zeros(tail, out.dtype, out.device)], axis=axis)
+    return out.reshape(x.shape)
+
+
+def _fft_axis(shape: tuple[int, ...], outer: int, extent: int, inner: int) -> int:
+    """An axis of `shape` whose extent is `extent`, with `outer` elements before it and `inner`
+    after (any such axis: they lay the values out alike)."""
+    for axis, size in enumerate(shape):
+        if size == extent and prod(shape[:axis]) == outer and prod(shape[axis + 1:]) == inner:
+            return axis
+    raise AssertionError((shape, outer, extent, inner))

@@ -19,7 +19,9 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes, graph
-from ..tensor import Tensor, _broadcast_shape, _normalize_axis, maximum, minimum, tensor, values_for_shape, where
+from ..shapes import broadcast_shape, normalize_axis
+from ..tensor import Tensor, tensor, values_for_shape
+from ..tensor_arith import maximum, minimum, where
 from ._common import check_tensor
 
 __all__ = ["take", "take_along_axis"]
@@ -35,7 +37,7 @@ def take(x: Tensor, indices: Any, /, *, axis: int | None = None) -> Tensor:
         axis = 0
     if x.ndim == 0:
         raise ValueError("take: x must have at least one dimension")
-    axis = _normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     index = _index_tensor(indices, x.shape[axis], x.device, f"take: axis {axis} of x")
     return _take(x, index, axis)
 
@@ -46,12 +48,12 @@ def take_along_axis(x: Tensor, indices: Any, /, *, axis: int = -1) -> Tensor:
     check_tensor(x, "take_along_axis")
     if x.ndim == 0:
         raise ValueError("take_along_axis: x must have at least one dimension")
-    axis = _normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     index = _index_tensor(indices, x.shape[axis], x.device, f"take_along_axis: axis {axis} of x")
     if index.ndim != x.ndim:
         raise ValueError(f"take_along_axis: indices (shape {index.shape}) must have x's rank {x.ndim} (shape {x.shape})")
     try:
-        shape = list(_broadcast_shape(tuple(s for d, s in enumerate(x.shape) if d != axis),
+        shape = list(broadcast_shape(tuple(s for d, s in enumerate(x.shape) if d != axis),
                                       tuple(s for d, s in enumerate(index.shape) if d != axis)))
     except ValueError:
         raise ValueError(f"take_along_axis: x (shape {x.shape}) and indices (shape {index.shape}) do not "
@@ -92,7 +94,7 @@ def getitem(x: Tensor, index: tuple[Any, ...]) -> Tensor:
                for k, ((d, item), n) in enumerate(zip(arrays, sizes))]
     parts = [p for p, _ in checked]
     try:
-        common = _broadcast_shape(*(p.shape for p in parts))
+        common = broadcast_shape(*(p.shape for p in parts))
     except ValueError:
         raise IndexError("shape mismatch: indexing arrays could not be broadcast together with shapes "
                          + " ".join(str(p.shape) for p in parts)) from None

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 
 from ..plugins import registry
+from .data_types import isdtype
 
 API_VERSION = "2024.12"
 SUPPORTED_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
@@ -72,7 +73,6 @@ class Info:
 
     def dtypes(self, *, device: str | None = None, kind: str | tuple[str, ...] | None = None) -> dict[str, np.dtype]:
         """The standard dtypes the device supports, those of `kind` (as `isdtype` reads it)."""
-        from .data_types import isdtype
         have = _device_dtypes(device)
         if kind is None:
             return have

@@ -13,8 +13,10 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import graph
-from ..tensor import _broadcast_shape, _normalize_axis
-from ..tensor import Tensor, custom, matmul
+from ..custom import custom
+from ..shapes import broadcast_shape, normalize_axis
+from ..tensor import Tensor
+from ..tensor_arith import matmul
 from ..view import View, contiguous_strides, prod
 from ._common import check_tensor
 from .linalg_host import svdvals
@@ -35,8 +37,8 @@ def _contracted(x1: Tensor, x2: Tensor, axes: Any) -> tuple[list[int], list[int]
             raise ValueError(f"tensordot: axes={n} does not fit shapes {x1.shape} and {x2.shape}")
         return list(range(x1.ndim - n, x1.ndim)), list(range(n))
     a1, a2 = axes
-    a1 = [_normalize_axis(a, x1.ndim) for a in ([a1] if isinstance(a1, int) else a1)]
-    a2 = [_normalize_axis(a, x2.ndim) for a in ([a2] if isinstance(a2, int) else a2)]
+    a1 = [normalize_axis(a, x1.ndim) for a in ([a1] if isinstance(a1, int) else a1)]
+    a2 = [normalize_axis(a, x2.ndim) for a in ([a2] if isinstance(a2, int) else a2)]
     if len(a1) != len(a2):
         raise ValueError(f"tensordot: axes {axes!r} name {len(a1)} and {len(a2)} axes")
     return a1, a2
@@ -64,10 +66,10 @@ def vecdot(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
     (x1 is conjugated where it is complex)."""
     check_tensor(x1, "vecdot", "x1")
     check_tensor(x2, "vecdot", "x2")
-    shape = _broadcast_shape(x1.shape, x2.shape)
+    shape = broadcast_shape(x1.shape, x2.shape)
     if not shape:
         raise ValueError("vecdot: needs at least 1 dimension, got 0-d operands")
-    a = _normalize_axis(axis, len(shape))
+    a = normalize_axis(axis, len(shape))
     n1 = x1.shape[a - len(shape) + x1.ndim] if a - len(shape) + x1.ndim >= 0 else 1
     n2 = x2.shape[a - len(shape) + x2.ndim] if a - len(shape) + x2.ndim >= 0 else 1
     if n1 != n2:

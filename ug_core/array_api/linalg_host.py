@@ -13,7 +13,7 @@ when the jitted call runs (each replay included).
 `cross` and `matrix_power` with n >= 0 are compositions of ug ops (views, `stack`, matmul).
 
 Derivatives: while a gradient is being taken (inside ug.grad / ug.vjp / ug.keep_graph) each
-float result carries its own VJP rule (autodiff.define_vjp), the standard formulas (torch's),
+float result carries its own VJP rule (custom.define_vjp), the standard formulas (torch's),
 built from ug ops and from these same functions on the forward values (inv(A), inv(L), eigh(A),
 svd(A): computed from values already known, so the cotangent's graph stays lazy), so they
 differentiate again. Outside a gradient nothing is added: the call costs what it did."""
@@ -25,12 +25,14 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from .. import graph
-from ..api import realize
-from ..autodiff import define_vjp
-from ..autodiff import sign
-from ..tensor import Tensor, _broadcast_shape, _normalize_axis, custom, matmul, tensor, tracing, where, zeros
+from ..custom import custom, define_vjp
+from ..shapes import broadcast_shape, normalize_axis
+from ..tensor import Tensor, tensor, tracing, zeros
+from ..tensor_arith import matmul, where
+from ..tensor_io import realize
 from ._common import check_tensor
 from .creation import eye, tril, triu
+from .elementwise import sign
 from .manipulation import concat, stack
 
 
@@ -96,7 +98,7 @@ def _custom(fn: Callable[..., Any], inputs: list[Tensor], cores: tuple[int, ...]
         probe = fn(*(_probe(x, c) for x, c in zip(inputs, cores)))
     probe = np.asarray(probe if pick is None else probe[pick])
     batch_ndim = max(x.ndim - c for x, c in zip(inputs, cores))
-    batch = _broadcast_shape(*(x.shape[:x.ndim - c] for x, c in zip(inputs, cores)))
+    batch = broadcast_shape(*(x.shape[:x.ndim - c] for x, c in zip(inputs, cores)))
     shape = batch + probe.shape[batch_ndim:]
 
     def fill(out: np.ndarray, *arrays: np.ndarray) -> None:
@@ -471,12 +473,12 @@ def cross(x1: Tensor, x2: Tensor, /, *, axis: int = -1) -> Tensor:
     """The cross product of 3-vectors along `axis` (of the broadcast operands), from views."""
     check_tensor(x1, "cross", "x1")
     check_tensor(x2, "cross", "x2")
-    shape = _broadcast_shape(x1.shape, x2.shape)
+    shape = broadcast_shape(x1.shape, x2.shape)
     if not shape:
         raise ValueError("cross: needs at least 1 dimension")
     if axis >= 0 and (axis >= x1.ndim or axis >= x2.ndim):
         raise ValueError(f"cross: axis {axis} is out of range for shapes {x1.shape} and {x2.shape}")
-    at = _normalize_axis(axis if axis < 0 else axis - x1.ndim, len(shape))
+    at = normalize_axis(axis if axis < 0 else axis - x1.ndim, len(shape))
     u, v = x1.broadcast_to(shape), x2.broadcast_to(shape)
     if shape[at] != 3:
         raise ValueError(f"cross: axis {axis} must have size 3, got shapes {x1.shape} and {x2.shape}")

@@ -15,15 +15,17 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import dtypes, graph
-from ..tensor import _broadcast_shape, _normalize_axis
-from ..tensor import Tensor, TensorView, full, values_for_shape, where
+from ..shapes import broadcast_shape, normalize_axis
+from ..tensor import Tensor, TensorView, full, values_for_shape
+from ..tensor_arith import where
 from ..view import View
-from .data_types import result_type
 from ._common import check_tensor, shape_tuple
+from .indexing import take
+from .data_types import result_type
 
 
 def _axis(axis: Any, ndim: int) -> int:
-    return _normalize_axis(axis, ndim)
+    return normalize_axis(axis, ndim)
 
 
 def permute_dims(x: Tensor, /, axes: tuple[int, ...]) -> Tensor:
@@ -49,7 +51,7 @@ def broadcast_arrays(*arrays: Tensor) -> list[Tensor]:
         check_tensor(a, "broadcast_arrays", f"arrays[{i}]")
     if not arrays:
         return []
-    shape = _broadcast_shape(*(a.shape for a in arrays))
+    shape = broadcast_shape(*(a.shape for a in arrays))
     return [a.broadcast_to(shape) for a in arrays]
 
 
@@ -146,7 +148,6 @@ def repeat(x: Tensor, repeats: int | Tensor, /, *, axis: int | None = None) -> T
 
 
 def _repeat_each(x: Tensor, counts: np.ndarray, axis: int | None) -> Tensor:
-    from .indexing import take
     if axis is None:
         x, axis = x.reshape(-1), 0
     axis = _axis(axis, x.ndim)

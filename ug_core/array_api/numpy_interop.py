@@ -29,12 +29,24 @@ from typing import Any, Callable, Literal
 
 import numpy as np
 
-import ug_core as xp  # the namespace (imported when numpy first calls a tensor's hook)
 from .. import dtypes, sharing
 from ..plugins import registry
 from ..tensor import Tensor
 from .manipulation import _PAD_MODES
 from .numpy_names import sliding_window_view
+from . import info
+
+
+class _Namespace:
+    """ug's namespace, the ug_core module (info.namespace), found when a function runs: numpy's
+    functions map onto all of it, ug.fft and ug.linalg included, which import this module (the
+    package above them all imports it), so this module cannot import them."""
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(info.namespace(), name)
+
+
+xp: Any = _Namespace()
 
 Casting = Literal["no", "equiv", "safe", "same_kind", "unsafe"]
 
@@ -605,36 +617,41 @@ def _fft(name: str) -> Callable[..., Any]:
     return call
 
 
-_FUNCTIONS: dict[Callable[..., Any], Callable[..., Any]] = {
-    np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.mean: _reduction("mean"),
-    np.max: _extreme("max"), np.min: _extreme("min"), np.amax: _extreme("max"), np.amin: _extreme("min"),
-    np.all: _extreme("all"), np.any: _extreme("any"),
-    np.argmax: _arg_reduction("argmax"), np.argmin: _arg_reduction("argmin"),
-    np.var: _spread("var"), np.std: _spread("std"),
-    np.cumsum: _cumulative("cumulative_sum"), np.cumprod: _cumulative("cumulative_prod"),
-    np.reshape: _reshape, np.clip: _clip, np.concatenate: _concatenate,
-    np.where: _where, np.zeros_like: _like("zeros_like"), np.ones_like: _like("ones_like"),
-    np.empty_like: _like("empty_like"), np.full_like: _full_like, np.copyto: _copyto, np.pad: _pad,
-    np.round: _round, np.around: _round,
-    np.nansum: _nan_sum("sum", 0), np.nanprod: _nan_sum("prod", 1), np.nanmax: _nan_extreme("max", -np.inf),
-    np.nanmin: _nan_extreme("min", np.inf), np.nanmean: _nanmean, np.nanvar: _nanvar, np.nanstd: _nanstd,
-    np.nancumsum: _nan_cumulative("cumsum", 0), np.nancumprod: _nan_cumulative("cumprod", 1),
-    np.lib.stride_tricks.sliding_window_view: sliding_window_view,
-    **{getattr(np, name): _numpy_args(getattr(np, name), name) for name in (
-        "stack", "moveaxis", "expand_dims", "broadcast_to", "flip", "roll", "repeat", "count_nonzero",
-        "tril", "triu", "matrix_transpose", "astype", "split", "array_split")},
-    # (numpy's diff makes its prepend/append arrays: a Python 0 is an int64 one, which promotes)
-    np.diff: _numpy_args(np.diff, "diff", convert={"prepend": _typed, "append": _typed}),
-    np.tensordot: _numpy_args(np.tensordot, "tensordot", {"b": "x2"}),
-    np.tile: _numpy_args(np.tile, "tile", {"reps": "repetitions"}, {"reps": _reps}),
-    np.squeeze: _squeeze, np.meshgrid: _meshgrid, np.broadcast_arrays: _broadcast_arrays,
-    # what needs no value (numpy's own would compute and copy the tensor first)
-    np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
-    np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
-    np.transpose: _transpose,  # (after the names above: numpy 2's permute_dims is transpose)
-    **{getattr(np.fft, name): _fft(name) for name in (
-        "fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft", "fftshift", "ifftshift")},
-}
+@functools.cache
+def _functions() -> dict[Callable[..., Any], Callable[..., Any]]:
+    """numpy's functions -> ug's versions: made on the first call (they look up and read the
+    signatures of the namespace's functions, which is only whole once ug_core is imported)."""
+    return {
+        np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.mean: _reduction("mean"),
+        np.max: _extreme("max"), np.min: _extreme("min"), np.amax: _extreme("max"), np.amin: _extreme("min"),
+        np.all: _extreme("all"), np.any: _extreme("any"),
+        np.argmax: _arg_reduction("argmax"), np.argmin: _arg_reduction("argmin"),
+        np.var: _spread("var"), np.std: _spread("std"),
+        np.cumsum: _cumulative("cumulative_sum"), np.cumprod: _cumulative("cumulative_prod"),
+        np.reshape: _reshape, np.clip: _clip, np.concatenate: _concatenate,
+        np.where: _where, np.zeros_like: _like("zeros_like"), np.ones_like: _like("ones_like"),
+        np.empty_like: _like("empty_like"), np.full_like: _full_like, np.copyto: _copyto, np.pad: _pad,
+        np.round: _round, np.around: _round,
+        np.nansum: _nan_sum("sum", 0), np.nanprod: _nan_sum("prod", 1), np.nanmax: _nan_extreme("max", -np.inf),
+        np.nanmin: _nan_extreme("min", np.inf), np.nanmean: _nanmean, np.nanvar: _nanvar, np.nanstd: _nanstd,
+        np.nancumsum: _nan_cumulative("cumsum", 0), np.nancumprod: _nan_cumulative("cumprod", 1),
+        np.lib.stride_tricks.sliding_window_view: sliding_window_view,
+        **{getattr(np, name): _numpy_args(getattr(np, name), name) for name in (
+            "stack", "moveaxis", "expand_dims", "broadcast_to", "flip", "roll", "repeat", "count_nonzero",
+            "tril", "triu", "matrix_transpose", "astype", "split", "array_split")},
+        # (numpy's diff makes its prepend/append arrays: a Python 0 is an int64 one, which promotes)
+        np.diff: _numpy_args(np.diff, "diff", convert={"prepend": _typed, "append": _typed}),
+        np.tensordot: _numpy_args(np.tensordot, "tensordot", {"b": "x2"}),
+        np.tile: _numpy_args(np.tile, "tile", {"reps": "repetitions"}, {"reps": _reps}),
+        np.squeeze: _squeeze, np.meshgrid: _meshgrid, np.broadcast_arrays: _broadcast_arrays,
+        # what needs no value (numpy's own would compute and copy the tensor first)
+        np.shape: lambda a: a.shape, np.ndim: lambda a: a.ndim,
+        np.size: lambda a, axis=None: a.size if axis is None else a.shape[axis],
+        np.transpose: _transpose,  # (after the names above: numpy 2's permute_dims is transpose)
+        **{getattr(np.fft, name): _fft(name) for name in (
+            "fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft", "fftshift",
+            "ifftshift")},
+    }
 
 
 def array_function(func: Any, types: tuple[type, ...], args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -647,7 +664,7 @@ def array_function(func: Any, types: tuple[type, ...], args: tuple[Any, ...], kw
     if implementation is None:
         assert like is not None
         return _created_like(func, like, args, kwargs)
-    ours = _FUNCTIONS.get(func)
+    ours = _functions().get(func)
     device = _device_of(args) or _device_of(tuple(kwargs.values())) or (like.device if like is not None else None)
     if ours is not None and device is not None and all(issubclass(t, (Tensor, np.ndarray)) for t in types):
         try:

@@ -10,7 +10,8 @@ import operator
 from types import SimpleNamespace
 from typing import Any
 
-from ..tensor import Tensor, _normalize_axis
+from ..shapes import normalize_axis
+from ..tensor import Tensor
 from ..view import View, contiguous_strides
 from ._common import check_tensor
 from .manipulation import permute_dims
@@ -41,7 +42,7 @@ def sliding_window_view(x: Tensor, /, window_shape: Any, axis: Any = None, *, su
         axes: tuple[int, ...] = tuple(range(x.ndim))
     else:
         items = (axis,) if isinstance(axis, int) else tuple(axis)
-        axes = tuple(_normalize_axis(a, x.ndim) for a in items)
+        axes = tuple(normalize_axis(a, x.ndim) for a in items)
         if len(windows) != len(axes):
             raise ValueError(f"Must provide matching length window_shape and axis; got {len(windows)} "
                              f"window_shape elements and {len(axes)} axes elements.")

@@ -18,7 +18,9 @@ import numpy as np
 
 from .. import dtypes, graph
 from ..ops import Op
-from ..tensor import Tensor, _normalize_axes, _normalize_axis, tensor, values_for_shape, where
+from ..shapes import normalize_axes, normalize_axis
+from ..tensor import Tensor, tensor, values_for_shape
+from ..tensor_arith import where
 from ._common import check_tensor, index_dtype
 from .data_types import result_type
 from .indexing import _take, take
@@ -52,9 +54,9 @@ def _arg_extreme(x: Tensor, axis: int | None, keepdims: bool, largest: bool) -> 
     if axis is not None and not isinstance(axis, (int, np.integer)):
         raise TypeError(f"{name}: axis must be an int or None, got {axis!r}")
     if x.ndim == 0:  # numpy's: one element, index 0 (axis 0 or -1 allowed, as numpy)
-        _normalize_axes(axis, 1)
+        normalize_axes(axis, 1)
         return Tensor(graph.const(0, index_dtype(x.device), x.device, ()))
-    axes = _normalize_axes(axis, x.ndim)
+    axes = normalize_axes(axis, x.ndim)
     count = math.prod(x.shape[a] for a in axes)
     if count == 0:
         raise ValueError(f"attempt to get {name} of an empty sequence (shape {x.shape}, axis {axis})")
@@ -71,7 +73,7 @@ def _arg_extreme(x: Tensor, axis: int | None, keepdims: bool, largest: bool) -> 
     if axis is None:
         position = Tensor(graph.iota(x.shape, work, x.device))  # the flat (row-major) position
     else:
-        a = _normalize_axis(int(axis), x.ndim)
+        a = normalize_axis(int(axis), x.ndim)
         size = x.shape[a]
         position = Tensor(graph.iota((size,), work, x.device)).reshape(
             tuple(size if d == a else 1 for d in range(x.ndim)))
@@ -107,7 +109,7 @@ def _packed_arg_extreme(x: Tensor, axis: int | None, keepdims: bool, largest: bo
     if axis is None:
         position = Tensor(graph.iota(x.shape, i64, x.device))
     else:
-        a = _normalize_axis(int(axis), x.ndim)
+        a = normalize_axis(int(axis), x.ndim)
         position = Tensor(graph.iota((x.shape[a],), i64, x.device)).reshape(
             tuple(x.shape[a] if d == a else 1 for d in range(x.ndim)))
     low = (2**32 - 1) - position if largest else position

@@ -23,8 +23,11 @@ import numpy as np
 from .. import graph
 from ..device import SortSpec
 from ..plugins import registry
-from ..tensor import Tensor, _normalize_axis, where
+from ..shapes import normalize_axis
+from ..tensor import Tensor
+from ..tensor_arith import where
 from ._common import check_tensor, index_dtype
+from ._complex import refused
 from .indexing import take_along_axis
 from .manipulation import pad
 
@@ -50,7 +53,7 @@ def topk(x: Tensor, k: int, /, *, axis: int = -1, largest: bool = True) -> tuple
     check_tensor(x, "topk")
     if not isinstance(k, (int, np.integer)) or isinstance(k, bool):
         raise TypeError(f"topk: k must be an int, got {k!r}")
-    n = x.shape[_normalize_axis(axis, x.ndim)] if x.ndim else 1
+    n = x.shape[normalize_axis(axis, x.ndim)] if x.ndim else 1
     if not 0 <= k <= n:
         raise ValueError(f"topk: k={k} is out of range for an axis of size {n}")
     indices = _sorted(x, axis, largest, True, indices=True, k=int(k), fn="topk")
@@ -62,12 +65,11 @@ def _sorted(x: Tensor, axis: int, descending: bool, stable: bool, indices: bool,
     if not isinstance(descending, bool) or not isinstance(stable, bool):
         raise TypeError(f"{fn}: descending and stable must be bools, got {descending!r}, {stable!r}")
     if x.dtype.kind == "c":   # (the standard's sort, argsort and topk take real-valued data)
-        from ._complex import refused
         raise refused(fn, x.dtype)
     if x.ndim == 0:
         one = _sorted(x.reshape(1), 0, descending, stable, indices, k, fn)
         return one.reshape(()) if k is None else one
-    axis = _normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     n = x.shape[axis]
     k = n if k is None else k
     moved = x if axis == x.ndim - 1 else x.permute(*[d for d in range(x.ndim) if d != axis], axis)

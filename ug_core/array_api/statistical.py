@@ -1,5 +1,5 @@
 """Statistical functions of the Array API standard: sum, prod, max, min, mean, var, std, and the
-scans cumulative_sum and cumulative_prod (ops.SCANS, built by ug_core.scans)."""
+scans cumulative_sum and cumulative_prod (ops.SCANS, built by array_api.scans)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from typing import Any
 
 import numpy as np
 
-from .. import dtypes, graph, scans
-from ..tensor import _check_supported, _normalize_axes, _normalize_axis, graph_scalar as _graph_scalar
+from .. import dtypes, graph
 from ..ops import Op
+from ..shapes import normalize_axes, normalize_axis
+from ..tensor import Tensor, check_supported, graph_scalar as _graph_scalar
+from ..tensor_arith import parts
 from ..view import View
-from ..tensor import Tensor
-from . import _complex
+from . import _complex, scans
 from ._common import check_tensor
 
 Axis = int | tuple[int, ...] | None
@@ -44,7 +45,7 @@ def mean(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:
 
 
 def _count(x: Tensor, axis: Axis) -> int:
-    return math.prod(x.shape[a] for a in _normalize_axes(axis, x.ndim))
+    return math.prod(x.shape[a] for a in normalize_axes(axis, x.ndim))
 
 
 _F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -61,7 +62,7 @@ def _variance(x: Tensor, axis: Axis, correction: int | float, keepdims: bool, fn
         raise ValueError(f"{fn}: correction must be a non-negative number, got {correction!r}")
     if x.dtype.kind == "c":   # numpy's: the mean of |x - mean|^2, in the parts' dtype
         centered = x - x.mean(axis, keepdims=True)
-        re, im = _complex.parts(centered)
+        re, im = parts(centered)
         squares, dt = (re * re + im * im).sum(axis, keepdims), dtypes.part_dtype(x.dtype)
         divisor = float(_count(x, axis)) - float(correction)
         return squares / _graph_scalar(divisor if divisor > 0 else 0.0, dt, x.device), dt
@@ -120,12 +121,12 @@ def _cumulative(x: Tensor, op: Op, fn: str, axis: int | None, dtype: Any, includ
         if x.ndim != 1:
             raise ValueError(f"{fn}: axis is required for an array of more than one dimension (shape {x.shape})")
         axis = 0
-    axis = _normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     if dtype is None:
         dt = (np.sum if op is Op.SUM else np.prod)(np.empty(0, x.dtype)).dtype
     else:
         dt = dtypes.to_dtype(dtype)
-    node = graph.cast(x.node, _check_supported(dt, x.device))
+    node = graph.cast(x.node, check_supported(dt, x.device))
     if include_initial:  # the identity in front: a masked index reads 0, a product's selects 1
         widths = tuple((1, 0) if d == axis else (0, 0) for d in range(x.ndim))
         before = View.contiguous(x.shape).pad(widths)

@@ -23,9 +23,10 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..autodiff import define_vjp
+from ..custom import define_vjp
 from ..ops import Op
-from ..tensor import Tensor, _as_tensor, maximum as _maximum, minimum as _minimum, where
+from ..tensor import Tensor
+from ..tensor_arith import as_tensor, maximum as _maximum, minimum as _minimum, where
 from . import _complex
 from ._common import check_tensor
 from .elementwise import _pair
@@ -43,7 +44,7 @@ SINH_BIG = 20.0      # beyond, exp(-|x|) is below float64's rounding of sinh / c
 
 def _k(like: Tensor, value: float) -> Tensor:
     """A constant of like's dtype and device, folded into the kernel."""
-    return _as_tensor(value, like)
+    return as_tensor(value, like)
 
 
 def _odd(x: Tensor, magnitude: Tensor) -> Tensor:

@@ -8,9 +8,10 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes
-from ..tensor import _normalize_axes, _normalize_axis, full as _full
 from ..ops import Op
-from ..tensor import Tensor, _into, tensor
+from ..shapes import normalize_axes, normalize_axis
+from ..tensor import Tensor, full as _full, tensor
+from ..tensor_reduce import into
 from ._common import check_tensor
 from .elementwise import _as_bool
 from .manipulation import concat
@@ -22,7 +23,7 @@ def _truth_reduce(x: Tensor, axis: Axis, keepdims: bool, op: Op, fn: str) -> Ten
     """A bool reduction (min is `and`, max is `or`); over no elements it is the identity
     (True for all, False for any), where ug's max/min reductions refuse empty input."""
     b = _as_bool(x, fn)
-    axes = _normalize_axes(axis, x.ndim)
+    axes = normalize_axes(axis, x.ndim)
     if builtins.any(x.shape[a] == 0 for a in axes):
         shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape) if keepdims or d not in axes)
         return _full(shape, op is Op.RMIN, dtypes.BOOL, x.device)
@@ -32,12 +33,12 @@ def _truth_reduce(x: Tensor, axis: Axis, keepdims: bool, op: Op, fn: str) -> Ten
 def all(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False, out: Any = None) -> Tensor:
     """Whether every element along `axis` is true. `out` is numpy's (xarray passes numpy's
     out=None on): a tensor given the result, see Tensor.sum."""
-    return _into(out, _truth_reduce(x, axis, keepdims, Op.RMIN, "all"))
+    return into(out, _truth_reduce(x, axis, keepdims, Op.RMIN, "all"))
 
 
 def any(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False, out: Any = None) -> Tensor:
     """Whether some element along `axis` is true (`out` as for all)."""
-    return _into(out, _truth_reduce(x, axis, keepdims, Op.RMAX, "any"))
+    return into(out, _truth_reduce(x, axis, keepdims, Op.RMAX, "any"))
 
 
 def diff(x: Tensor, /, *, axis: int = -1, n: int = 1, prepend: Any = None, append: Any = None) -> Tensor:
@@ -49,7 +50,7 @@ def diff(x: Tensor, /, *, axis: int = -1, n: int = 1, prepend: Any = None, appen
         raise ValueError(f"diff: n must be a non-negative int, got {n!r}")
     if x.ndim == 0:
         raise ValueError("diff: needs at least 1 dimension, got a 0-d tensor")
-    a = _normalize_axis(axis, x.ndim)
+    a = normalize_axis(axis, x.ndim)
     parts = [_edge(v, x, a, name) for v, name in ((prepend, "prepend"),) if v is not None]
     parts.append(x)
     parts += [_edge(v, x, a, "append") for v in (append,) if v is not None]

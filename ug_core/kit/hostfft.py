@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import FftSpec
+from ..device import FftSpec, register_host_fft
 from ..dtypes import complex_of
 
 try:   # (an optional dependency: numpy's pocketfft is the fallback)
@@ -64,6 +64,9 @@ def run_numpy(src: np.ndarray, out: np.ndarray, spec: FftSpec, wide: bool = Fals
     if wide and spec.dtype != np.float64:
         x = x.astype(np.float64 if spec.real_in else np.complex128)
     y[...] = transform(np.fft, x, spec)
+
+
+register_host_fft(run_numpy)   # Device.fft's default (ug_core.device cannot import the kit, built on it)
 
 
 class HostFft:

@@ -17,7 +17,8 @@ import numpy as np
 from .. import graph
 from ..array_api._common import check_tensor, iota
 from ..plugins import registry
-from ..tensor import Tensor, _as_tensor, matmul, where
+from ..tensor import Tensor
+from ..tensor_arith import as_tensor, matmul, where
 
 
 def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
@@ -64,7 +65,7 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
                              f"scores' shape (query {q.shape}, key {k.shape})") from None
     if registry.get(q.device).attends(q.dtype) and min(q.shape[-1], n_q, n_k) > 0:
         return _fused(q, k, v, mask, float(factor), is_causal)
-    scores = matmul(q, k.mT) * _as_tensor(factor, q)
+    scores = matmul(q, k.mT) * as_tensor(factor, q)
     if is_causal:
         rows = iota(n_q, q.device).reshape(n_q, 1)
         cols = iota(n_k, q.device).reshape(1, n_k)

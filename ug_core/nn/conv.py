@@ -41,11 +41,14 @@ from typing import Any, Sequence
 import numpy as np
 
 from .. import graph
-from ..array_api.indexing import take
+from ..array_api.creation import arange
+from ..array_api.indexing import take, take_along_axis
+from ..array_api.manipulation import flip, pad
+from ..array_api.scatter import scatter
 from ..autodiff import define_vjp
 from ..plugins import registry
-from ..array_api.manipulation import flip, pad
-from ..tensor import Tensor, matmul, maximum, minimum, tensor, where, zeros
+from ..tensor import Tensor, tensor, zeros
+from ..tensor_arith import matmul, maximum, minimum, where
 from ..view import View, contiguous_strides
 
 __all__ = ["adaptive_avg_pool1d", "adaptive_avg_pool2d", "adaptive_avg_pool3d", "adaptive_max_pool1d",
@@ -567,7 +570,6 @@ def _max_pool(x: Tensor, kernel_size: Any, stride: Any, padding: Any, dilation: 
 
 
 def _arange(n: int, device: str) -> Tensor:
-    from ..array_api.creation import arange
     return arange(n, dtype=np.int64, device=device)
 
 
@@ -598,7 +600,6 @@ def _max_unpool(x: Tensor, indices: Any, kernel_size: Any, stride: Any, padding:
                 fn: str) -> Tensor:
     """max pooling's partial inverse: each value of x written at its flat spatial index
     (max_pool's return_indices) into zeros of the unpooled size (a scatter per plane)."""
-    from ..scatter import scatter
     _check_tensor(x, fn, "input")
     _check_tensor(indices, fn, "indices")
     if indices.dtype.kind not in "iu":
@@ -634,8 +635,6 @@ def _max_unpool(x: Tensor, indices: Any, kernel_size: Any, stride: Any, padding:
     if x.dtype.kind == "f":
         # torch's derivative: every value reads g at its index, also where two share one (the
         # scatter's own would give it to the value written only)
-        from ..array_api.indexing import take_along_axis
-        from ..autodiff import define_vjp
         out = define_vjp(out, [x], lambda g, out, x: (take_along_axis(g.reshape(n, c, size), index, axis=2)
                                                        .reshape(x.shape),))
     return _unbatched(out, was_unbatched)

@@ -7,7 +7,8 @@ import numbers
 import numpy as np
 
 from .. import random as _random
-from ..tensor import Tensor, where
+from ..tensor import Tensor
+from ..tensor_arith import where
 
 
 def dropout(key: Tensor, x: Tensor, p: float = 0.5, training: bool = True) -> Tensor:

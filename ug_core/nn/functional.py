@@ -24,22 +24,25 @@ from typing import Any, NamedTuple, Sequence
 import numpy as np
 
 from .. import dtypes
-from .attention import scaled_dot_product_attention
 from ..array_api._common import check_tensor, iota
 from ..array_api.elementwise import isnan
 from ..array_api.extras import erf, erfc, logsumexp
 from ..array_api.indexing import take, take_along_axis
-from ..scatter import scatter_add
+from ..array_api.scatter import scatter_add
 from ..array_api.statistical import cumulative_max, cumulative_min
 from ..array_api.transcendental import expm1, log1p
-from ..tensor import Tensor, _as_tensor, _normalize_axis, matmul, maximum, minimum, tensor, where
+from ..autodiff import define_vjp
+from ..shapes import normalize_axis
+from ..tensor import Tensor, tensor
+from ..tensor_arith import as_tensor, matmul, maximum, minimum, where
+from .attention import scaled_dot_product_attention
 
 _REDUCTIONS = ("none", "mean", "sum")
 
 
 def _k(like: Tensor, value: float) -> Tensor:
     """A library constant of like's dtype, folded into the kernel's code."""
-    return _as_tensor(value, like)
+    return as_tensor(value, like)
 
 
 def _float(x: Any, fn: str, name: str = "input") -> Tensor:
@@ -67,7 +70,6 @@ def hardtanh(input: Tensor, min_val: float = -1.0, max_val: float = 1.0) -> Tens
     out = minimum(maximum(x, min_val), max_val)
     if x.dtype.kind != "f":
         return out
-    from ..autodiff import define_vjp
     return define_vjp(out, [x], lambda g, out, x: (where((x <= min_val) | (x >= max_val), 0.0, g),))
 
 
@@ -171,19 +173,19 @@ def _dtype_first(x: Tensor, dtype: Any) -> Tensor:
 def softmax(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
     """exp(x) / sum(exp(x)) along `dim` (max-shifted); `dtype`: cast to it first (torch's)."""
     x = _dtype_first(check_tensor(input, "softmax"), dtype)
-    return x.softmax(_normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
+    return x.softmax(normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
 
 
 def softmin(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
     """softmax(-x) along `dim`."""
     x = _dtype_first(check_tensor(input, "softmin"), dtype)
-    return (-x).softmax(_normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
+    return (-x).softmax(normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
 
 
 def log_softmax(input: Tensor, dim: int = -1, dtype: Any = None) -> Tensor:
     """x - logsumexp(x) along `dim` (max-shifted)."""
     x = _dtype_first(check_tensor(input, "log_softmax"), dtype)
-    return x.log_softmax(_normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
+    return x.log_softmax(normalize_axis(dim, max(x.ndim, 1)) if x.ndim else -1)
 
 
 def glu(input: Tensor, dim: int = -1) -> Tensor:
@@ -191,7 +193,7 @@ def glu(input: Tensor, dim: int = -1) -> Tensor:
     x = _float(input, "glu")
     if x.ndim == 0:
         raise ValueError("glu: input must have at least one dimension")
-    axis = _normalize_axis(dim, x.ndim)
+    axis = normalize_axis(dim, x.ndim)
     n = x.shape[axis]
     if n % 2:
         raise ValueError(f"glu: halving dimension {dim} must be of even length, got {n} (shape {x.shape})")
@@ -367,7 +369,7 @@ def _reduce(loss: Tensor, reduction: str) -> Tensor:
 
 def _pointwise(input: Tensor, target: Any, fn: str) -> tuple[Tensor, Tensor]:
     x = _float(input, fn)
-    t = target if isinstance(target, Tensor) else _as_tensor(target, x)
+    t = target if isinstance(target, Tensor) else as_tensor(target, x)
     if t.shape != x.shape:
         raise ValueError(f"{fn}: target (shape {t.shape}) must have input's shape {x.shape}")
     return x, t._float()
@@ -471,7 +473,7 @@ def _class_layout(input: Tensor, fn: str) -> tuple[Tensor, int]:
 
 
 def _class_targets(target: Any, x: Tensor, unbatched: bool, fn: str) -> Tensor:
-    t = target if isinstance(target, Tensor) else _as_tensor(np.asarray(target), x)
+    t = target if isinstance(target, Tensor) else as_tensor(np.asarray(target), x)
     if t.dtype.kind not in "iu":
         raise TypeError(f"{fn}: class-index targets must be integers, got {t.dtype}")
     if unbatched:
@@ -580,7 +582,7 @@ def split(tensor: Tensor, split_size_or_sections: Any, dim: int = 0) -> tuple[Te
     x = check_tensor(tensor, "split", "tensor")
     if x.ndim == 0:
         raise ValueError("split: tensor must have at least one dimension")
-    axis = _normalize_axis(dim, x.ndim)
+    axis = normalize_axis(dim, x.ndim)
     n = x.shape[axis]
     if isinstance(split_size_or_sections, (int, np.integer)):
         size = int(split_size_or_sections)
@@ -613,7 +615,7 @@ def _cum_extreme(input: Tensor, dim: int, largest: bool, fn: str) -> CumResult:
     flat = x.ndim == 0
     if flat:
         x = x.reshape(1)
-    axis = _normalize_axis(dim, x.ndim)
+    axis = normalize_axis(dim, x.ndim)
     values = (cumulative_max if largest else cumulative_min)(x, axis=axis)
     # torch's ties: the index of the last occurrence of the running extreme (it moves on to each
     # later equal element), and of the last NaN once one was met. The positions where x equals

@@ -9,7 +9,7 @@ import pytest
 import ug_core as ug
 from ug_core.array_api.manipulation import flip, pad
 from ug_core.dtypes import SUPPORTED
-from ug_core.tensor import SPLIT_MIN_ELEMENTS
+from ug_core.tensor_reduce import SPLIT_MIN_ELEMENTS
 from ug_core.testing.data import RNG, rand
 
 ARG = {"argmax": (ug.argmax, np.argmax), "argmin": (ug.argmin, np.argmin)}

@@ -153,7 +153,7 @@ def test_weak_scalars_are_exact(device, require_dtype, dt, entry):
 
 def test_scatter_add_of_a_python_float_in_float64(device):
     """The issue's case: 0.001 added to float64 values is float64's 0.001 (it was float32's,
-    0.0010000000474974513); a slot's values are summed first, then added (see ug_core.scatter)."""
+    0.0010000000474974513); a slot's values are summed first, then added (see ug_core.array_api.scatter)."""
     x = ug.exp(ug.tensor(np.zeros((2, 4)), device=device))
     got = ug.scatter_add(x, -1, np.array([[0, 3], [1, 1]]), 0.001).numpy()
     assert got[0, 0] == 1.0 + 0.001 and got[1, 1] == 1.0 + (0.001 + 0.001) and got[0, 1] == 1.0

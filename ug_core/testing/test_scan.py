@@ -13,7 +13,7 @@ import ug_core as ug
 from ug_core.array_api.manipulation import flip, pad
 from ug_core.array_api.statistical import cumulative_prod, cumulative_sum
 from ug_core.dtypes import SUPPORTED
-from ug_core.scans import SPLIT_MIN_LENGTH
+from ug_core.array_api.scans import SPLIT_MIN_LENGTH
 from ug_core.testing.data import RNG, rand
 
 SCANS: dict[str, tuple[Callable[..., Any], Callable[..., Any]]] = {

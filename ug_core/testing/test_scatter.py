@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import ug_core as ug
-from ug_core.scatter import MAX_PARTS, parts_for
+from ug_core.array_api.scatter import MAX_PARTS, parts_for
 from ug_core.testing.data import rand
 
 

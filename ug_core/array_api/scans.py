@@ -17,16 +17,16 @@ import math
 
 import numpy as np
 
-from . import graph
-from .dtypes import BOOL, identity
-from .graph import Node
-from .ops import Op, REDUCE
-from .plugins import registry
-from .view import View, prod
+from .. import graph
+from ..dtypes import BOOL, identity
+from ..graph import Node
+from ..ops import Op, REDUCE
+from ..plugins import registry
+from ..view import View, prod
 
 SPLIT_MIN_LENGTH = 1 << 16
 """A scan at least this long over at most SPLIT_MAX_ROWS rows is blocked (as long reductions are
-split, see tensor.SPLIT_MIN_ELEMENTS)."""
+split, see tensor_reduce.SPLIT_MIN_ELEMENTS)."""
 SPLIT_MAX_ROWS = 16
 
 

@@ -32,16 +32,20 @@ from typing import Any
 
 import numpy as np
 
-from . import dtypes, graph, scalars
-from .array_api.indexing import _checked_index, _gather, _wrapped, getitem, is_mask
-from .array_api.manipulation import pad
-from .graph import Node
-from .memory import available_host_bytes
-from .ops import Op
-from .plugins import registry
-from .schedule import scatter_identity
-from .tensor import (Tensor, _broadcast, _normalize_axis, _written_array, maximum, minimum, tensor, tracing,
-                     values_for_shape, where)
+from .. import dtypes, graph, scalars
+from ..custom import define_vjp
+from ..graph import Node
+from ..memory import available_host_bytes
+from ..ops import Op
+from ..plugins import registry
+from ..schedule import scatter_identity
+from ..shapes import broadcast_node, normalize_axis
+from ..tensor import Tensor, tensor, tracing, values_for_shape
+from ..tensor_arith import maximum, minimum, where
+from ..tensor_index import written_array
+from ..tensor_io import realize
+from .indexing import _checked_index, _gather, _wrapped, getitem, is_mask
+from .manipulation import pad
 
 __all__ = ["scatter", "scatter_add", "scatter_reduce", "index_add", "bincount"]
 
@@ -179,7 +183,6 @@ def scatter_reduce(x: Tensor, axis: int, index: Any, src: Any, reduce: str, incl
         return gx.reshape(*out_shape), gv
 
     out_shape = x.shape
-    from .autodiff import define_vjp
     return define_vjp(out.reshape(*x.shape), [x, values], rule)
 
 
@@ -271,9 +274,9 @@ def setitem(x: Tensor, index: tuple[Any, ...], value: Any) -> Node:
     rows = _scatter(writer, flat_positions, Op.RMAX, x.size)
     last = rows.max(axis=0) if rows.shape[0] > 1 else rows.reshape(x.size)   # -1: nobody wrote
     if v.size == 1:   # one value for every written element: no gather (which would want it in a buffer)
-        picked = Tensor(_broadcast(graph.cast(v.reshape(())._node, x.dtype), (x.size,)))
+        picked = Tensor(broadcast_node(graph.cast(v.reshape(())._node, x.dtype), (x.size,)))
     else:
-        written = Tensor(_broadcast(graph.cast(v._node, x.dtype), position.shape)).reshape(count)
+        written = Tensor(broadcast_node(graph.cast(v._node, x.dtype), position.shape)).reshape(count)
         picked = _gather(written, last, 0)   # (clamped: -1 reads element 0, not used)
     return where(last >= 0, picked, x.reshape(x.size)).reshape(*x.shape)._node
 
@@ -292,7 +295,7 @@ def _written_value(value: Any, x: Tensor) -> Tensor:
         return value
     if dtypes.is_scalar(value):
         return Tensor(scalars.scalar(dtypes.written(value, x.dtype), x.dtype, x.device))
-    return _written_array(value, x.dtype, x.device)
+    return written_array(value, x.dtype, x.device)
 
 
 def _target(x: Any, axis: int, index: Any, fn: str) -> tuple[int, Tensor, bool]:
@@ -302,7 +305,7 @@ def _target(x: Any, axis: int, index: Any, fn: str) -> tuple[int, Tensor, bool]:
         raise TypeError(f"{fn}: x must be a ug Tensor, got {type(x).__name__}")
     if x.ndim == 0:
         raise ValueError(f"{fn}: x must have at least one dimension")
-    axis = _normalize_axis(axis, x.ndim)
+    axis = normalize_axis(axis, x.ndim)
     idx, in_range = _checked_index(index, x.shape[axis], x.device, f"{fn}: axis {axis} of x")
     return axis, idx, in_range
 
@@ -319,7 +322,7 @@ def _values(src: Any, shape: tuple[int, ...], x: Tensor, fn: str) -> Tensor:
     s = _written_value(src, x)
     if s.ndim > len(shape) or not all(a == 1 or a == b for a, b in zip(s.shape[::-1], shape[::-1])):
         raise ValueError(f"{fn}: src of shape {s.shape} does not broadcast to the index's shape {shape}")
-    return Tensor(_broadcast(graph.cast(s._node, x.dtype), shape))
+    return Tensor(broadcast_node(graph.cast(s._node, x.dtype), shape))
 
 
 def _linear_slots(idx: Tensor, in_range: bool, shape: tuple[int, ...], axis: int) -> Tensor:
@@ -409,7 +412,6 @@ def _min_max(x: Tensor) -> tuple[int, int]:
     """x's smallest and largest value, read on the host (one schedule for both)."""
     low, high = x.min(), x.max()
     if not tracing():
-        from .api import realize
         realize(low, high)
     return int(values_for_shape(low, "bincount")), int(values_for_shape(high, "bincount"))
 
