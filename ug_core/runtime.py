@@ -541,7 +541,7 @@ def _realize_nodes(targets: list[Node]) -> None:
                 replay.effects)
         return
     looked_up = cache.hits + cache.misses
-    compiled = run_schedule(create_schedule(targets))
+    compiled = run_schedule(create_schedule(targets, nodes))   # (the walk above: the graph is walked once)
     if compiled is None:
         return
     position = {id(n): i for i, n in enumerate(nodes)}

@@ -15,9 +15,13 @@ from .order import _order
 from .nodes import unrealized, walk
 
 
-def create_schedule(targets: list[Node]) -> Schedule:
+def create_schedule(targets: list[Node], nodes: list[Node] | None = None) -> Schedule:
+    """The schedule computing `targets`. `nodes`: walk(unrealized(targets)), where the caller
+    has walked the graph already (runtime.realize_nodes keys the graph by its structure first:
+    one walk serves both)."""
     targets = unrealized(targets)
-    nodes = walk(targets)
+    if nodes is None:
+        nodes = walk(targets)
     realize = _must_realize(nodes, targets)
     position = {id(n): i for i, n in enumerate(nodes)}
     in_place = _in_place_assigns(nodes, targets, realize)

@@ -14,8 +14,9 @@ def unrealized(targets: Iterable[Node]) -> list[Node]:
 
 def walk(targets: Iterable[Node]) -> list[Node]:
     """Nodes reachable from targets (not looking past realized ones), sources before users:
-    dag.toposort's order, written out for nodes (every realize walks its graph, twice on the
-    first time, and the generic walk's callback and pairs were most of its cost)."""
+    dag.toposort's order, written out for nodes (every realize walks its graph, once: the walk
+    that keys it by structure feeds the scheduler too; the generic walk's callback and pairs
+    were most of its cost)."""
     order: list[Node] = []
     seen: set[int] = set()
     for root in targets:
