@@ -38,6 +38,7 @@ except ImportError:  # other implementations
 
 from _thread import get_ident
 
+from . import cache
 from .plugins import DeviceUnavailableError
 
 _SIGINT = int(signal.SIGINT)
@@ -191,10 +192,8 @@ def _after_fork_in_child() -> None:
         _graph_lock().release()
     from .plugins import registry
     from .runtime import compile_cache
-    from . import scalars
     registry._lock = threading.RLock()   # (another thread may have held these at the fork)
-    compile_cache.after_fork()
-    scalars.after_fork()
+    cache.after_fork()   # (every cache's lock)
     for name, device in list(registry.devices.items()):
         try:
             keeps = device.after_fork(_parent)
