@@ -526,7 +526,7 @@ def _realize_nodes(targets: list[Node]) -> None:
     except TypeError:  # an unhashable argument (a custom op's callable)
         key = replay = None
     if replay is not None:
-        cache.hits += replay.programs
+        cache.programs.hits += replay.programs   # (each program it reuses counts as a hit)
         _run_on(replay.run, [nodes[i] if isinstance(i, int) else i for i in replay.slots], replay.clobbered, targets,
                 replay.effects)
         return
