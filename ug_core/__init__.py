@@ -9,6 +9,7 @@
 
 from . import array_api  # (first: importing it binds the Tensor's methods, see array_api/methods.py)
 from .api import devices, realize, schedule
+from .cache import cache_stats
 from .device import Buffer, CompileError, Device, DeviceSpec, MatmulSpec, Program
 from .env import ConfigError
 from .hookspecs import hookimpl
@@ -47,7 +48,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Buffer", "CompileError", "ConfigError", "Device", "DeviceSpec", "DeviceUnavailableError", "MatmulSpec", "Program",
     "RetraceWarning", "ScheduleError", "Tensor", "TracerValueError",
-    "custom", "devices", "hookimpl", "jit", "memory_stats", "realize", "registry", "reset_peak_memory_stats",
+    "cache_stats", "custom", "devices", "hookimpl", "jit", "memory_stats", "realize", "registry", "reset_peak_memory_stats",
     "schedule", "tensor", "where", "__version__",
     "grad", "gradients", "jvp", "keep_graph", "stop_gradient", "value_and_grad", "vjp",
     "bool", "einsum", "fft", "linalg", "nn", "random",

@@ -37,7 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from .cache import Cache, declare
 from .env import env_int
+
+_DIRECTORIES = declare("diskcache.directories", 16)   # (a cache per backend's disk cache)
 
 FORMAT_VERSION = "2"
 """Part of every key: bump it when the entry format or its meaning changes."""
@@ -265,7 +268,8 @@ class DiskCache:
     max_bytes: int | None = None   # the size cap; None: `max_bytes()` (the environment's)
     stats: dict[str, int] = field(default_factory=lambda: dict.fromkeys(
         ("hits", "misses", "corrupt", "unsafe", "writes", "evicted", "tmp_removed"), 0))
-    _dirs: dict[Path, _DirState] = field(default_factory=dict)
+    # what this process knows of each directory (a directory whose state is evicted is checked again)
+    _dirs: Cache[Path, _DirState] = field(default_factory=lambda: Cache.of(_DIRECTORIES))
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def directory(self) -> Path:

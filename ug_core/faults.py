@@ -38,6 +38,7 @@ except ImportError:  # other implementations
 
 from _thread import get_ident
 
+from . import cache
 from .plugins import DeviceUnavailableError
 
 _SIGINT = int(signal.SIGINT)
@@ -190,11 +191,8 @@ def _after_fork_in_child() -> None:
         _held_for_fork = False
         _graph_lock().release()
     from .plugins import registry
-    from . import scalars
     registry._lock = threading.RLock()   # (another thread may have held these at the fork)
-    for cache in _core_caches:
-        cache.after_fork()
-    scalars.after_fork()
+    cache.after_fork()   # (every cache's lock)
     for name, device in list(registry.devices.items()):
         try:
             keeps = device.after_fork(_parent)
@@ -202,17 +200,14 @@ def _after_fork_in_child() -> None:
             keeps = False
         if not keeps:
             registry.forget_created(name)
-            for cache in _core_caches:
-                cache.forget_device(name)
+            for core_cache in _core_caches:
+                core_cache.forget_device(name)
     for fn in list(_child_hooks):
         fn()
 
 
 class ForkAwareCache(Protocol):
     """A core cache a forked child keeps in its own way (runtime's compile cache)."""
-
-    def after_fork(self) -> None:
-        """Its state made whole again in the child (its locks new)."""
 
     def forget_device(self, name: str) -> None:
         """What it holds for the device `name`, which the child makes anew."""
@@ -222,8 +217,8 @@ _core_caches: list[ForkAwareCache] = []
 
 
 def register_core_cache(cache: ForkAwareCache) -> None:
-    """Reset `cache` in every forked child, and drop what it holds of each device made anew
-    there. runtime registers its compile cache: it imports this module (its critical sections),
+    """In every forked child, drop what `cache` holds of each device made anew there (its lock is
+    renewed with every cache's: cache.after_fork). runtime registers its compile cache: it imports this module (its critical sections),
     so this module cannot import it."""
     _core_caches.append(cache)
 

@@ -70,6 +70,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .cache import Cache, declare
 from .device import Buffer
 from .faults import ForkedDeviceError, defer_interrupts
 from .graph import Node, graph_lock, kept_sources
@@ -86,6 +87,8 @@ tensor_module: Any = sys.modules[Tensor.__module__]   # (its _tracer is set whil
 DEFAULT_MAX_TRACES = 64
 """Traces a jitted function keeps (least recently used goes first), unless ug.jit is given
 `max_traces`."""
+
+_TRACES = declare("jit.traces", DEFAULT_MAX_TRACES)   # (each jitted function's cache of traces: ug.cache_stats adds them up)
 
 RETRACE_WARNING_AFTER = 8
 """A jitted function traced more often than this warns once (RetraceWarning)."""
@@ -436,9 +439,9 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
         raise TypeError(f"ug.jit needs a function, got {type(fn).__name__}")
     if isinstance(max_traces, bool) or not isinstance(max_traces, int) or max_traces < 1:
         raise ValueError(f"ug.jit: max_traces must be a positive int, got {max_traces!r}")
-    traces: OrderedDict[Any, Trace] = OrderedDict()
+    traces: Cache[Any, Trace] = Cache(_TRACES, max_entries=max_traces)   # (least recently used out first)
     history = _TraceHistory(fn, max_traces)
-    lock = threading.Lock()  # for adding and evicting traces (lookups need none)
+    lock = threading.Lock()  # for a new trace's bookkeeping (`last`, history; the cache locks its own)
     # the key and fast replay of the last call that took the fast path with tensors only as
     # arguments: most calls repeat the previous call's signature, and comparing two keys costs
     # less than hashing one. Such a key holds only shapes, dtypes and device names, whose ==
@@ -456,10 +459,7 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
         kept_as = ("repeats", key, repeats) if repeats else key
         trace, result = _trace(fn, args, kwargs, leaves, arg_index)
         with lock:
-            traces.pop(kept_as, None)
-            traces[kept_as] = trace
-            while len(traces) > max_traces:
-                traces.popitem(last=False)  # the least recently used
+            traces.put(kept_as, trace)
             last = (None, None)
             history.traced(args, kwargs, stale)
             held = wrapper_ref()  # (weakly: the wrapper holds this function through its closures)
@@ -470,9 +470,8 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
     def retrace(stale_trace: Trace | None, stale: Stale, key: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
                 leaves: list[Tensor], arg_index: list[int]) -> Any:
         """Trace a call whose trace went stale (see Stale), forgetting that trace."""
-        with lock:
-            for kept_as in [k for k, t in traces.items() if t is stale_trace]:
-                del traces[kept_as]
+        for kept_as in [k for k, t in traces.items() if t is stale_trace]:
+            traces.pop(kept_as)
         return trace_into(key, args, kwargs, leaves, arg_index, stale.reason)
 
     def replay(key: Any, trace: Trace, seq: Any, leaves: list[Tensor], args: tuple[Any, ...],
@@ -487,11 +486,10 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
     def dispatch(key: Any, seq: Any, leaves: list[Tensor], args: tuple[Any, ...], kwargs: dict[str, Any],
                  arg_index: list[int], plain: bool) -> Any:
         nonlocal last
-        trace = traces.get(key)
+        trace = traces.get(key)   # (found: now the most recently used)
         if trace is not None and not trace.writes:
             # a trace of distinct tensors that writes none is right for any call, also one
             # passing a tensor in several places
-            _used(traces, key)
             if plain and trace.fast is not None:
                 last = (key, trace.fast)
             return replay(key, trace, seq, leaves, args, kwargs, arg_index)
@@ -503,11 +501,9 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
             trace = traces.get(kept_as)
             if trace is None:
                 return trace_into(key, args, kwargs, leaves, arg_index)
-            _used(traces, kept_as)
             return replay(key, trace, seq, leaves, args, kwargs, arg_index)
         if trace is None:
             return trace_into(key, args, kwargs, leaves, arg_index)
-        _used(traces, key)
         return replay(key, trace, seq, leaves, args, kwargs, arg_index)
 
     def tree_call(args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
@@ -548,9 +544,9 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
                 return last_fast(args)  # type: ignore[misc]
             except Stale as stale:
                 # (`last` is only set for calls with tensors only)
-                return retrace(traces.get(key), stale, key, args, kwargs, list(args), list(range(len(args))))
+                return retrace(traces.peek(key), stale, key, args, kwargs, list(args), list(range(len(args))))
             except ForkedDeviceError as e:
-                return retrace(traces.get(key), Stale(str(e)), key, args, kwargs, list(args), list(range(len(args))))
+                return retrace(traces.peek(key), Stale(str(e)), key, args, kwargs, list(args), list(range(len(args))))
         return positional_call(key, args)
 
     def positional_call(key: tuple[Any, ...], args: tuple[Any, ...]) -> Any:
@@ -563,14 +559,6 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
     wrapper.trace_count = 0  # type: ignore[attr-defined]
     wrapper_ref = weakref.ref(wrapper)
     return wrapper
-
-
-def _used(traces: OrderedDict[Any, Trace], kept_as: Any) -> None:
-    """Mark a trace the most recently used (evicted last)."""
-    try:
-        traces.move_to_end(kept_as)
-    except KeyError:  # another thread evicted it since it was looked up
-        pass
 
 
 # --- tracing ------------------------------------------------------------------------------

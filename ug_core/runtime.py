@@ -11,14 +11,13 @@ from __future__ import annotations
 import operator
 import os
 import sys
-import threading
 import time
-from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
 import numpy as np
 
+from .cache import Cache
 from .device import Buffer, CompileError, Device, MatmulSpec, Program
 from .env import env_int
 from .faults import checkpoint, defer_interrupts, interrupt_pending, register_core_cache
@@ -43,6 +42,12 @@ def _log(text: str) -> None:
     print(text, file=sys.stderr, flush=True)
 
 
+# graphs whose compiled steps are kept (a program that builds ever new graphs, e.g. with a
+# new constant each time, would otherwise grow the cache without end); an entry is a few
+# closures, no buffers
+MAX_CACHED_SCHEDULES = 512
+
+
 class CompileCache:
     """Compiled programs by (device, backend version, normalized kernel). In memory; backends
     may add a disk cache under their `compile`.
@@ -50,31 +55,35 @@ class CompileCache:
     It also keeps the compiled steps of recently realized graphs by their structure
     (`schedules`, see realize_nodes), so that realizing a graph like one realized before skips
     the scheduler and the lookups of its programs; such a reuse counts as a hit for each
-    program it reuses."""
+    program it reuses. Both are `cache.Cache`s (least recently used out first): at most
+    `$UG_MAX_CACHED_PROGRAMS` programs (a program that compiles ever new kernels must not grow
+    it without end; kept schedules and ug.jit traces still hold the programs they use) and
+    MAX_CACHED_SCHEDULES graphs."""
 
     def __init__(self) -> None:
-        # least recently used first; at most `max_programs` (a program that compiles ever new
-        # kernels must not grow it without end; kept schedules and ug.jit traces still hold
-        # the programs they use)
-        self.programs: OrderedDict[tuple[str, str, str], Program] = OrderedDict()
-        self.max_programs = env_int("UG_MAX_CACHED_PROGRAMS", 1024, minimum=1)
-        self._programs_lock = threading.Lock()  # for adding and evicting
-        self.schedules: dict[Hashable, _Replay] = {}
-        self._schedules_lock = threading.Lock()  # for adding and evicting (lookups need none)
-        self.hits = 0
-        self.misses = 0
+        self.programs: Cache[tuple[str, str, str], Program] = Cache(
+            "runtime.programs", max_entries=env_int("UG_MAX_CACHED_PROGRAMS", 1024, minimum=1))
+        self.schedules: Cache[Hashable, _Replay] = Cache("runtime.schedules", max_entries=MAX_CACHED_SCHEDULES)
+
+    @property
+    def hits(self) -> int:
+        """Program lookups that found the program (a kept schedule's reuse counts each of its programs)."""
+        return self.programs.hits
+
+    @hits.setter
+    def hits(self, value: int) -> None:
+        self.programs.hits = value
+
+    @property
+    def misses(self) -> int:
+        """Program lookups that compiled."""
+        return self.programs.misses
 
     def get(self, device: Device, kernel: Kernel) -> Program:
         key = (device.name, device.version, kernel.key())
         program = self.programs.get(key)
         if program is not None:
-            self.hits += 1
-            try:
-                self.programs.move_to_end(key)  # the most recently used: evicted last
-            except KeyError:  # another thread evicted it since the lookup
-                pass
             return program
-        self.misses += 1
         level = debug_level()
         if level >= 2:
             _log(f"--- kernel IR ({device.name}) ---\n{kernel}")
@@ -96,42 +105,23 @@ class CompileCache:
             raise CompileError(f"{device.name} failed to compile kernel {kernel.name}: {type(e).__name__}: {e}", source) from e
         if level >= 1:
             _log(f"compiled {kernel.name} on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} ms")
-        with self._programs_lock:
-            self.programs[key] = program
-            while len(self.programs) > max(self.max_programs, 1):
-                self.programs.popitem(last=False)  # the least recently used goes
+        self.programs.put(key, program)
         return program
 
     def clear(self) -> None:
         self.programs.clear()
         self.schedules.clear()
-        self.hits = self.misses = 0
-
-    def after_fork(self) -> None:
-        """In a forked child: new locks (another thread of the parent may have held them)."""
-        self._programs_lock = threading.Lock()
-        self._schedules_lock = threading.Lock()
 
     def forget_device(self, name: str) -> None:
         """Drop the programs compiled for device `name` and every kept schedule (they hold the
         device object): the registry made way for a new device of that name (faults)."""
-        with self._programs_lock:
-            for key in [k for k in self.programs if k[0] == name]:
-                del self.programs[key]
-        with self._schedules_lock:
-            self.schedules.clear()
+        for key in [k for k in self.programs.keys() if k[0] == name]:
+            self.programs.pop(key)
+        self.schedules.clear()
 
     def keep_schedule(self, key: Hashable, replay: "_Replay") -> None:
-        with self._schedules_lock:
-            if len(self.schedules) >= MAX_CACHED_SCHEDULES:  # the oldest goes
-                del self.schedules[next(iter(self.schedules))]
-            self.schedules[key] = replay
+        self.schedules.put(key, replay)
 
-
-# graphs whose compiled steps are kept (a program that builds ever new graphs, e.g. with a
-# new constant each time, would otherwise grow the cache without end); an entry is a few
-# closures, no buffers
-MAX_CACHED_SCHEDULES = 512
 
 compile_cache = CompileCache()
 register_core_cache(compile_cache)   # (a forked child resets it: see faults)
@@ -537,12 +527,12 @@ def _realize_nodes(targets: list[Node]) -> None:
     except TypeError:  # an unhashable argument (a custom op's callable)
         key = replay = None
     if replay is not None:
-        cache.hits += replay.programs
+        cache.programs.hits += replay.programs   # (each program it reuses counts as a hit)
         _run_on(replay.run, [nodes[i] if isinstance(i, int) else i for i in replay.slots], replay.clobbered, targets,
                 replay.effects)
         return
     looked_up = cache.hits + cache.misses
-    compiled = run_schedule(create_schedule(targets))
+    compiled = run_schedule(create_schedule(targets, nodes))   # (the walk above: the graph is walked once)
     if compiled is None:
         return
     position = {id(n): i for i, n in enumerate(nodes)}

@@ -23,13 +23,12 @@ layer gives no user a tensor on it (a 0-d `full` gets a buffer of its own).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from . import dtypes
+from .cache import Cache
 from .device import Buffer
 from .env import env_int
 from .graph import Node, const, from_buffer
@@ -45,48 +44,32 @@ _FOLDED_VALUES = (0, 1, -1, 2, 0.5)
 
 
 class _ScalarCache:
-    """The kept scalar nodes by (registry generation, device name, dtype, shape, value bits), least
-    recently used first (a kernel's view offsets are kept here too: a small 1-d array each, see
-    kernel_params). (A device registered again under its name is another device, hence
-    the generation in the key, as for the runtime's kept schedules.)"""
+    """The kept scalar nodes by (registry generation, device name, dtype, shape, value bits), a
+    `cache.Cache` of at most MAX_CACHED_SCALARS, least recently used out first (a kernel's view
+    offsets are kept here too: a small 1-d array each, see kernel_params). (A device registered
+    again under its name is another device, hence the generation in the key, as for the
+    runtime's kept schedules.)"""
 
     def __init__(self) -> None:
-        self.nodes: OrderedDict[tuple[int, str, np.dtype, tuple[int, ...], bytes], Node] = OrderedDict()
-        self.lock = threading.Lock()
-        self.hits = 0
-        self.misses = 0
+        self.nodes: Cache[tuple[int, str, np.dtype, tuple[int, ...], bytes], Node] = Cache(
+            "scalars.buffers", max_entries=MAX_CACHED_SCALARS)
 
     def node(self, value: np.generic | np.ndarray, device: str) -> Node:
         dtype = value.dtype
         key = (registry.generation, device, dtype, value.shape, value.tobytes())
-        with self.lock:
-            found = self.nodes.get(key)
-            if found is not None:
-                self.nodes.move_to_end(key)
-                self.hits += 1
-                return found
-        # allocate and copy outside the lock: a device's copy_in may wait for queued work
+        found = self.nodes.get(key)
+        if found is not None:
+            return found
+        # allocate and copy outside the cache's lock: a device's copy_in may wait for queued work
         node = from_buffer(private_buffer(value, device), value.shape)
-        with self.lock:
-            self.misses += 1
-            self.nodes[key] = node
-            self.nodes.move_to_end(key)
-            while len(self.nodes) > max(MAX_CACHED_SCALARS, 0):
-                self.nodes.popitem(last=False)
+        self.nodes.put(key, node)
         return node
 
     def clear(self) -> None:
-        with self.lock:
-            self.nodes.clear()
-            self.hits = self.misses = 0
+        self.nodes.clear()
 
 
 scalar_cache = _ScalarCache()
-
-
-def after_fork() -> None:
-    """In a forked child: a new lock (another thread of the parent may have held it)."""
-    scalar_cache.lock = threading.Lock()
 
 
 def private_buffer(value: np.generic | np.ndarray, device: str) -> Buffer:

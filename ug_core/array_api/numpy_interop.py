@@ -617,10 +617,18 @@ def _fft(name: str) -> Callable[..., Any]:
     return call
 
 
-@functools.cache
+_FUNCTION_TABLE: dict[Callable[..., Any], Callable[..., Any]] = {}
+
+
 def _functions() -> dict[Callable[..., Any], Callable[..., Any]]:
     """numpy's functions -> ug's versions: made on the first call (they look up and read the
     signatures of the namespace's functions, which is only whole once ug_core is imported)."""
+    if not _FUNCTION_TABLE:
+        _FUNCTION_TABLE.update(_function_table())
+    return _FUNCTION_TABLE
+
+
+def _function_table() -> dict[Callable[..., Any], Callable[..., Any]]:
     return {
         np.sum: _reduction("sum"), np.prod: _reduction("prod"), np.mean: _reduction("mean"),
         np.max: _extreme("max"), np.min: _extreme("min"), np.amax: _extreme("max"), np.amin: _extreme("min"),

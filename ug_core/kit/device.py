@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..cache import Cache, declare
 from ..device import Buffer, CompileError, Device, FftSpec, MatmulSpec, Program, RenderError, SortSpec
 from ..kernel_ir import Kernel
 from ..loop_ir import LoopProgram
@@ -28,6 +29,9 @@ from .hostfft import HostFft
 from .hostsort import HostSort
 from .matmul import matmul_kernel
 from .renderer import Renderer
+
+# the compiled gpu sort and fft passes by shape: a cache per device, made on first use
+_GPU_SORTS, _GPU_FFTS = declare("kit.gpu_sorts", 64), declare("kit.gpu_ffts", 64)
 
 
 @dataclass(frozen=True)
@@ -152,7 +156,7 @@ class KitDevice(Device):
         opts = self.info.lower_options
         plan = gpusort.plan(spec, src.dtype, out.dtype, opts.local_size, opts.max_global_size)
         if self._gpu_sorts is None:
-            self._gpu_sorts = {}
+            self._gpu_sorts = Cache.of(_GPU_SORTS)
         prepared = self._gpu_sorts.get(plan)
         if prepared is None:
             programs = [self.compile_program(legalize(p, self.info.capabilities, self.dtypes), p.name)
@@ -160,8 +164,6 @@ class KitDevice(Device):
             launches = gpusort.launches(plan)
             steps = {step: Buffer(self, 2, np.dtype(np.int32)).copy_in(np.array(step, np.int32))
                      for step in dict.fromkeys(step for _, step in launches)}
-            if len(self._gpu_sorts) >= 64:   # (a bound: the first shape goes)
-                del self._gpu_sorts[next(iter(self._gpu_sorts))]
             prepared = self._gpu_sorts[plan] = [(programs[which].handle, steps[step]) for which, step in launches]
         size = spec.rows * plan.m
         keys, order = self.memory.allocate(max(1, size * plan.key_dtype.itemsize)), self.memory.allocate(max(1, size * 4))
@@ -174,7 +176,7 @@ class KitDevice(Device):
             self.memory.free(keys)
             self.memory.free(order)
 
-    _gpu_sorts: dict[gpusort.SortPlan, list[tuple[Any, Buffer]]] | None = None
+    _gpu_sorts: Cache[gpusort.SortPlan, list[tuple[Any, Buffer]]] | None = None
 
     # -- fft: on host memory, pocketfft in place (kit.hostfft, over sort_threads threads); a gpu
     # target's, Stockham / Bluestein passes (kit.gpufft); else the default's host round trip
@@ -204,14 +206,12 @@ class KitDevice(Device):
         opts = self.info.lower_options
         plan = gpufft.plan(spec, opts.local_size, opts.max_global_size, self.fft_shared_bytes)
         if self._gpu_ffts is None:
-            self._gpu_ffts = {}
+            self._gpu_ffts = Cache.of(_GPU_FFTS)
         prepared = self._gpu_ffts.get(plan)
         if prepared is None:
             programs = [self.compile_program(legalize(p, self.info.capabilities, self.dtypes), p.name).handle
                         for p in gpufft.programs(plan)]
             table = gpufft.table(plan)
-            if len(self._gpu_ffts) >= 64:   # (a bound: the first shape goes)
-                del self._gpu_ffts[next(iter(self._gpu_ffts))]
             prepared = self._gpu_ffts[plan] = (programs, Buffer(self, table.size, table.dtype).copy_in(table))
         programs, table_buffer = prepared
         nbytes = plan.scratch_size * spec.dtype.itemsize
@@ -227,7 +227,7 @@ class KitDevice(Device):
             for handle in scratch:
                 self.memory.free(handle)
 
-    _gpu_ffts: dict[gpufft.FftPlan, tuple[list[Any], Buffer]] | None = None
+    _gpu_ffts: Cache[gpufft.FftPlan, tuple[list[Any], Buffer]] | None = None
 
     def wrap_host(self, array: np.ndarray) -> Any | None:
         return self.raw.wrap_host(array)

@@ -183,7 +183,7 @@ def test_jit_with_scalar_arguments_and_captured_constants(device, compile_cache,
     g = ug.jit(lambda t: t * scale - 3.3)
     close(g(x), xn * np.float32(6.125) - np.float32(3.3))  # (close: the cpu may fuse it into an fma)
     # the trace holds its scalars' buffers: evicting them from the kept scalars changes nothing
-    monkeypatch.setattr(scalars, "MAX_CACHED_SCALARS", 1)
+    monkeypatch.setattr(scalars.scalar_cache.nodes, "max_entries", 1)
     scalars.scalar_cache.clear()
     for c in VALUES[:10]:
         (x + c).realize()
@@ -197,7 +197,7 @@ def test_jit_with_scalar_arguments_and_captured_constants(device, compile_cache,
 
 
 def test_kept_scalars_are_bounded(device, monkeypatch):
-    monkeypatch.setattr(scalars, "MAX_CACHED_SCALARS", 8)
+    monkeypatch.setattr(scalars.scalar_cache.nodes, "max_entries", 8)
     scalars.scalar_cache.clear()
     x = ug.tensor(np.arange(4, dtype=np.float32), device=device)
     results = [x * c for c in VALUES[:40]]
@@ -207,7 +207,7 @@ def test_kept_scalars_are_bounded(device, monkeypatch):
 
 
 def test_program_cache_is_lru_bounded(device, compile_cache, monkeypatch):
-    monkeypatch.setattr(compile_cache, "max_programs", 3)
+    monkeypatch.setattr(compile_cache.programs, "max_entries", 3)
     dev = ug.registry.get(device)
     kernels = [ug.schedule(ug.tensor(np.ones(n, np.float32), device=device) * 3.5).kernels[0].kernel for n in range(1, 5)]
     for k in kernels[:3]:

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import ug_core as ug
-from ug_core import runtime
 from ug_core.testing.data import rand
 
 
@@ -127,7 +126,7 @@ def test_assign_is_scheduled_every_time(device, compile_cache):
 
 
 def test_clear_forgets_schedules_and_the_cache_is_bounded(device, compile_cache, monkeypatch):
-    monkeypatch.setattr(runtime, "MAX_CACHED_SCHEDULES", 3)
+    monkeypatch.setattr(compile_cache.schedules, "max_entries", 3)
     x = ug.tensor(rand(8), device=device)
     for k in range(6):
         (x * float(k)).realize()
