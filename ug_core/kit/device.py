@@ -18,8 +18,9 @@ import numpy as np
 
 from ..device import Buffer, CompileError, Device, FftSpec, MatmulSpec, Program, RenderError, SortSpec
 from ..kernel_ir import Kernel
-from ..loop_ir import LoopProgram
+from ..loop_ir import LoopProgram, Opc
 from ..legalize import legalize
+from ..opset import op_set
 from ..lower import LowerOptions, lower
 from .allocator import Allocator, CachingAllocator
 from .compiler import CachedCompiler, Compiler
@@ -27,7 +28,7 @@ from . import gpufft, gpusort
 from .hostfft import HostFft
 from .hostsort import HostSort
 from .matmul import matmul_kernel
-from .renderer import Renderer
+from .renderer import Renderer, renderer_class
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,19 @@ class KitDevice(Device):
         self.description = info.description
         self.max_kernel_buffers = info.max_kernel_buffers
         self.make_renderer = renderer
+        # what the core hands the renderer: the op set of the version it was written for
+        # (ug_core.opset), with guards around the semantics it does not declare (ug_core.legalize)
+        written_for = renderer_class(renderer)
+        self.op_set_version = written_for.op_set_version
+        ops = op_set(self.op_set_version)
+        lacking = sorted(dt.name for dt in self.dtypes if not ops.allows(dt))
+        if lacking:
+            raise ValueError(f"device {info.name!r}: its renderer is written for op-set version {ops.version}, "
+                             f"which has no dtype {', '.join(lacking)} (ug_core.opset)")
+        if info.lower_options.atomic_int_bits and Opc.ATOMIC not in ops.opcodes:
+            raise ValueError(f"device {info.name!r}: LowerOptions.atomic_int_bits asks for ATOMIC, which its "
+                             f"renderer's op-set version {ops.version} does not have (ug_core.opset)")
+        self.capabilities = frozenset(info.capabilities) | written_for.capabilities
         self.compiler = compiler if isinstance(compiler, CachedCompiler) else CachedCompiler(compiler)
         self.memory = CachingAllocator(allocator)
         self.raw = allocator
@@ -155,7 +169,7 @@ class KitDevice(Device):
             self._gpu_sorts = {}
         prepared = self._gpu_sorts.get(plan)
         if prepared is None:
-            programs = [self.compile_program(legalize(p, self.info.capabilities, self.dtypes), p.name)
+            programs = [self.compile_program(self.legalize(p), p.name)
                         for p in gpusort.programs(plan)]
             launches = gpusort.launches(plan)
             steps = {step: Buffer(self, 2, np.dtype(np.int32)).copy_in(np.array(step, np.int32))
@@ -207,7 +221,7 @@ class KitDevice(Device):
             self._gpu_ffts = {}
         prepared = self._gpu_ffts.get(plan)
         if prepared is None:
-            programs = [self.compile_program(legalize(p, self.info.capabilities, self.dtypes), p.name).handle
+            programs = [self.compile_program(self.legalize(p), p.name).handle
                         for p in gpufft.programs(plan)]
             table = gpufft.table(plan)
             if len(self._gpu_ffts) >= 64:   # (a bound: the first shape goes)
@@ -258,12 +272,17 @@ class KitDevice(Device):
         lowering produced, such as shared memory, lowers again here)."""
         return lower(kernel, self.lower_options(kernel))
 
+    def legalize(self, program: LoopProgram) -> LoopProgram:
+        """`program` as the renderer gets it: legalized (ug_core.legalize) for the device's and the
+        renderer's capabilities, the device's dtypes and the renderer's op-set version."""
+        return legalize(program, self.capabilities, self.dtypes, self.op_set_version)
+
     def lower(self, kernel: Kernel) -> LoopProgram:
         """The loop program the renderer gets: lowered for this target, then legalized for its
-        capabilities (ug_core.legalize)."""
+        capabilities and op-set version (ug_core.legalize)."""
         program = self.lower_loop(kernel)
         try:
-            return legalize(program, self.info.capabilities, self.dtypes)
+            return self.legalize(program)
         except RenderError as e:
             raise CompileError(f"{self.name}: cannot compile {program.name}: {e}", str(program)) from None
 
