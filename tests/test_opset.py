@@ -266,11 +266,12 @@ class StrictInterp(loop_interp._Interp):
         super()._alu(inst, ctx)
 
     def _cast(self, inst, ctx):
-        x = np.asarray(self.get(inst.srcs[0], ctx))
+        x = np.asarray(self.get(inst.srcs[0], ctx)).astype(F64)   # (the bounds below are exact in float64)
         if inst.srcs[0].dtype.kind == "f" and inst.dtype.kind in "iu":
             info = np.iinfo(inst.dtype)
+            t = np.trunc(x)   # (float(info.max) + 1 is 2**bits exactly, as are the other bounds)
             with np.errstate(invalid="ignore"):
-                if not np.all((x > float(info.min) - 1) & (x < float(info.max) + 1)):
+                if not np.all((t >= float(info.min)) & (t < float(info.max) + 1)):
                     raise Trap(f"%{inst.id}: float -> {inst.dtype} of a value out of range (or NaN)")
         super()._cast(inst, ctx)
 

@@ -130,8 +130,10 @@ def _guard_float_to_int(e: Emitter, inst: Inst, srcs: tuple[Inst, ...]) -> Inst:
     if x.dtype == F16:
         x = e.cast(x, F32)   # (exact; float16_in_float32 keeps it)
     wide, bits = float_to_int_parts(dst)
-    inside = _and(e, e.cmp(Op.CMPLE, -(2.0 ** (bits - 1)), x), e.cmp(Op.CMPLT, x, 2.0 ** (bits - 1)))
-    value = e.where(inside, e.cast(e.where(inside, x, 0.0), wide), _int_min(wide))
+    # |x| < 2**(bits - 1) converts as it is; the others (NaN too) are replaced by -2**(bits - 1),
+    # which converts to INT_MIN exactly: one select, which vectorizes
+    lowest = -(2.0 ** (bits - 1))
+    value = e.cast(e.where(e.cmp(Op.CMPLT, e.abs(x), -lowest), x, lowest), wide)
     if dst == np.dtype(np.uint64):
         top = _and(e, e.cmp(Op.CMPLE, 2.0 ** 63, x), e.cmp(Op.CMPLT, x, 2.0 ** 64))
         return e.where(top, e.cast(e.where(top, x, 2.0 ** 63), dst), e.cast(value, dst))
