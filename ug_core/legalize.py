@@ -51,7 +51,7 @@ import numpy as np
 
 from . import mathlib
 from .device import RenderError
-from .legalize_opset import OLDER_VERSIONS, guard, to_version
+from .legalize_opset import OLDER_VERSIONS, guard, to_version, without_unused_constants
 from .loop_ir import CLOSES, OPENS, Inst, LoopProgram, Opc, ParamSpec
 from .opset import ASKED_FOR, CURRENT, GUARDS, VERSIONS, op_set
 from .ops import ALU, COMPLEX_KIND, Op, check_exhaustive, defined, defined_on
@@ -259,7 +259,7 @@ def split_complex(program: LoopProgram) -> LoopProgram:
             sp.new[id(inst)] = _split(sp, inst)
         else:
             sp.new[id(inst)] = sp.emit(inst.opc, inst.dtype, tuple(sp.real(s) for s in inst.srcs), inst.arg)
-    out = _without_unused_constants(sp.out)
+    out = without_unused_constants(sp.out)
     for pos, inst in enumerate(out):
         inst.id = pos
     params = tuple(ParamSpec(_PART[p.dtype], p.is_output, 2 * p.size) if _is_complex(p.dtype) else p
@@ -316,7 +316,7 @@ def float16_in_float32(program: LoopProgram) -> LoopProgram:
             r.wide.append({})
         elif inst.opc in CLOSES:
             r.wide.pop()
-    out = _without_unused_constants(r.out)
+    out = without_unused_constants(r.out)
     for pos, inst in enumerate(out):
         inst.id = pos
     legal = LoopProgram(program.name, program.target, program.params, program.global_size, program.local_size, out)
@@ -376,11 +376,6 @@ _REWRITE = {
     Opc.IDIV: _copy, Opc.MOD: _copy, Opc.BARRIER: _copy, Opc.ATOMIC: _copy,   # (atomics: ints only)
 }
 check_exhaustive(_REWRITE, Opc, "legalize (float16 rules)")  # type: ignore[arg-type]
-
-
-def _without_unused_constants(instructions: list[Inst]) -> list[Inst]:
-    used = {id(s) for inst in instructions for s in inst.srcs}
-    return [inst for inst in instructions if inst.opc is not Opc.CONST or id(inst) in used]
 
 
 def _check_older_versions() -> None:

@@ -42,7 +42,7 @@ def _rewrite(program: LoopProgram, pick: Callable[[Inst], Expansion | None]) -> 
     for inst, expansion in zip(program.instructions, chosen):
         srcs = tuple(new[id(s)] for s in inst.srcs)
         new[id(inst)] = expansion(e, inst, srcs) if expansion else e.emit(inst.opc, inst.dtype, srcs, inst.arg)
-    out = _without_unused_constants(out)
+    out = without_unused_constants(out)
     for pos, inst in enumerate(out):
         inst.id = pos
     legal = LoopProgram(program.name, program.target, program.params, program.global_size, program.local_size, out)
@@ -54,14 +54,6 @@ def _const(inst: Inst) -> int | float | None:
     return inst.arg if inst.opc is Opc.CONST else None
 
 
-def _and(e: Emitter, a: Inst, b: Inst) -> Inst:
-    return e.emit(Opc.ALU, _BOOL, (a, b), Op.MIN)   # (bools: MIN is and, in every version)
-
-
-def _or(e: Emitter, a: Inst, b: Inst) -> Inst:
-    return e.emit(Opc.ALU, _BOOL, (a, b), Op.MAX)
-
-
 def _int_min(dt: np.dtype) -> int:
     return int(np.iinfo(dt).min)
 
@@ -69,7 +61,7 @@ def _int_min(dt: np.dtype) -> int:
 # --- 5. guards: the semantics a renderer does not declare ---------------------------------------
 #
 # Each guard keeps the instruction, on operands made safe, and selects ops.py's value where they
-# were not; it writes only ops of op-set version 1 (MIN / MAX as bool and / or), so it fits every
+# were not; it writes only ops of op-set version 1 (MUL / ADD as bool and / or), so it fits every
 # version. An operand that is a constant the renderer can take as it is needs no guard.
 
 def _guard_div(e: Emitter, inst: Inst, srcs: tuple[Inst, ...]) -> Inst:
@@ -79,7 +71,7 @@ def _guard_div(e: Emitter, inst: Inst, srcs: tuple[Inst, ...]) -> Inst:
     if x.dtype.kind == "u":
         return e.where(zero, 0, e.div(x, e.where(zero, 1, y)))
     minus_one = e.cmp(Op.CMPEQ, y, -1)
-    q = e.div(x, e.where(_or(e, zero, minus_one), 1, y))
+    q = e.div(x, e.where(e.or_(zero, minus_one), 1, y))
     return e.where(zero, 0, e.where(minus_one, e.neg(x), q))
 
 
@@ -102,7 +94,7 @@ def _guard_pow(e: Emitter, inst: Inst, srcs: tuple[Inst, ...]) -> Inst:
 
 def _shift_in_range(e: Emitter, n: Inst, bits: int) -> Inst:
     below = e.cmp(Op.CMPLT, n, bits)
-    return below if n.dtype.kind == "u" else _and(e, e.cmp(Op.CMPLE, 0, n), below)
+    return below if n.dtype.kind == "u" else e.and_(e.cmp(Op.CMPLE, 0, n), below)
 
 
 def _guard_shift(e: Emitter, inst: Inst, srcs: tuple[Inst, ...]) -> Inst:
@@ -135,7 +127,7 @@ def _guard_float_to_int(e: Emitter, inst: Inst, srcs: tuple[Inst, ...]) -> Inst:
     lowest = -(2.0 ** (bits - 1))
     value = e.cast(e.where(e.cmp(Op.CMPLT, e.abs(x), -lowest), x, lowest), wide)
     if dst == np.dtype(np.uint64):
-        top = _and(e, e.cmp(Op.CMPLE, 2.0 ** 63, x), e.cmp(Op.CMPLT, x, 2.0 ** 64))
+        top = e.and_(e.cmp(Op.CMPLE, 2.0 ** 63, x), e.cmp(Op.CMPLT, x, 2.0 ** 64))
         return e.where(top, e.cast(e.where(top, x, 2.0 ** 63), dst), e.cast(value, dst))
     return e.cast(value, dst)
 
@@ -204,7 +196,7 @@ def _rounding(op: Op) -> Expansion:
                            e.where(e.cmp(Op.CMPLT, a, r), -1.0, 0.0, a.dtype))
             magnitude = e.add(r, step)
         signed = e.where(negative, e.neg(magnitude), magnitude)   # (-0.0 for a negative x rounded to 0)
-        small = _and(e, e.cmp(Op.CMPLT, a, 2.0 ** _MANTISSA[x.dtype]), e.cmp(Op.CMPNE, x, 0.0))
+        small = e.and_(e.cmp(Op.CMPLT, a, 2.0 ** _MANTISSA[x.dtype]), e.cmp(Op.CMPNE, x, 0.0))
         return e.where(small, signed, x)
     return expand
 
@@ -392,6 +384,7 @@ def to_version(program: LoopProgram, ops: OpSet, native_f16: bool = False) -> Lo
     return program
 
 
-def _without_unused_constants(instructions: list[Inst]) -> list[Inst]:
+def without_unused_constants(instructions: list[Inst]) -> list[Inst]:
+    """The instructions but the constants nothing uses (rewrites leave the old operands' behind)."""
     used = {id(s) for inst in instructions for s in inst.srcs}
     return [inst for inst in instructions if inst.opc is not Opc.CONST or id(inst) in used]
