@@ -3,24 +3,31 @@ device conformance kit on today's core, and no program crashes it (issue 26: suc
 refused to load, or died of SIGFPE, as the core grew).
 
 The kit runs in a subprocess (as tests/legacy does), on the device registered in-process by the
-pytest plugin `-p c_v1_device`. The whole kit compiles some 5,000 C kernels (about an hour on two
-busy cores the first time); this runs a subset that touches every op, dtype, view and reduction
-of the kit and every legalization into version 1 (GATED_LOAD from pads and concats, products,
-rounding, bitwise ops and shifts, fmod through floor_divide and remainder of floats, scans,
-gathers, scatters, sorts, complex values). `UG_OPSET_V1_WHOLE_KIT=1` runs all of it.
+pytest plugin `-p c_v1_device`. The whole kit compiles some 5,500 C kernels the first time (10
+minutes on two busy cores; 80 s once they are in the disk cache: 2659 passed, 1217 skipped for
+dtypes version 1 lacks); this runs 15 of its modules (-m "not slow": about 2,600 kernels, 3
+minutes cold, 1808 passed), which touch every op, dtype, view and reduction of the kit and every
+legalization into version 1 (GATED_LOAD from pads and concats, products, rounding, bitwise ops
+and shifts, fmod through floor_divide and remainder of floats, scans, gathers, scatters, sorts).
+`UG_OPSET_V1_WHOLE_KIT=1` runs all of it.
 """
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 
+import pytest
+
 HERE = os.path.dirname(os.path.abspath(__file__))
+if not any(shutil.which(cc) for cc in [os.environ.get("CC") or "cc", "gcc", "clang"]):
+    pytest.skip("no C compiler (the version-1 backend compiles C)", allow_module_level=True)
 MODULES = ["test_ops", "test_int_ops", "test_semantics", "test_scalar_semantics", "test_dtypes", "test_reduce",
            "test_views", "test_view_semantics", "test_lowering_on_device", "test_scan", "test_gather", "test_scatter",
-           "test_argreduce", "test_sorting", "test_complex", "test_matmul"]
+           "test_argreduce", "test_sorting", "test_matmul"]
 
 
 def _env() -> dict[str, str]:
