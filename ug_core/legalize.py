@@ -31,6 +31,15 @@ as a plain table, so the rules below live here once instead of in each backend:
    without a line of its own (the frontend expands complex arithmetic into real ops, see
    ug_core.array_api._complex). Any other complex instruction is a RenderError naming it.
 
+5. Guards (`guard`, after step 3): each semantic of ug_core.opset.GUARDS that the renderer does not
+   declare it handles (Renderer.capabilities) is made safe around the instruction: no integer
+   division by zero (or of INT_MIN by -1), RECIP of 0, POW with a negative exponent, shift past
+   the width or float -> int conversion of NaN / inf / an out-of-range value reaches the renderer;
+   the core computes ops.py's value for those operands itself.
+6. Last, the program is written in the op-set version the renderer declares (`to_version`,
+   ug_core.opset): every opcode, ALU op and accumulator op that version lacks becomes ops it
+   has (`OLDER_VERSIONS`), and anything else outside it is a RenderError.
+
 A legalized program is a new program (the lowering's is left as it was) and verifies.
 """
 
@@ -42,8 +51,10 @@ import numpy as np
 
 from . import mathlib
 from .device import RenderError
+from .legalize_opset import OLDER_VERSIONS, guard, to_version, without_unused_constants
 from .loop_ir import CLOSES, OPENS, Inst, LoopProgram, Opc, ParamSpec
-from .ops import COMPLEX_KIND, Op, check_exhaustive, defined, defined_on
+from .opset import ASKED_FOR, CURRENT, GUARDS, VERSIONS, op_set
+from .ops import ALU, COMPLEX_KIND, Op, check_exhaustive, defined, defined_on
 
 COMPLEX_OPS = frozenset({Op.REAL, Op.IMAG, Op.COMPLEX})
 
@@ -53,34 +64,45 @@ NATIVE_F16 = "native_f16"
 """Capability: the renderer computes float16 ALU ops itself, rounding each result once."""
 NATIVE_MATH = "native_math"
 """Capability: the target's exp/log/tanh/sin/cos are accurate to a few ulp (libm, CUDA's)."""
-CAPABILITIES = frozenset({NATIVE_F16, NATIVE_MATH})
+CAPABILITIES = frozenset({NATIVE_F16, NATIVE_MATH}) | GUARDS
+"""Every capability a device (DeviceInfo.capabilities) or its renderer (Renderer.capabilities) may
+claim: the two above, and the semantics it guards itself (ug_core.opset.GUARDS)."""
+
+ALWAYS_EXPANDED = frozenset(mathlib.EXACT_OPS) | frozenset(mathlib.FUNCTIONS) | COMPLEX_OPS
+"""The ALU ops no renderer spells, whatever its version: the core expands them on every device."""
 
 
-def legalize(program: LoopProgram, capabilities: Iterable[str], dtypes: Iterable[np.dtype]) -> LoopProgram:
-    """`program` as the renderer of a device with these capabilities and dtypes gets it."""
+def legalize(program: LoopProgram, capabilities: Iterable[str], dtypes: Iterable[np.dtype],
+             version: int = CURRENT) -> LoopProgram:
+    """`program` as the renderer of a device with these capabilities and dtypes, written for
+    op-set `version` (ug_core.opset), gets it."""
     capabilities = frozenset(capabilities)
     unknown = capabilities - CAPABILITIES
     if unknown:
         raise ValueError(f"unknown capabilities {sorted(unknown)} (known: {sorted(CAPABILITIES)})")
+    ops = op_set(version)
     check_defined(program)
     program = split_complex(program)
     have = {np.dtype(d) for d in dtypes}
     program = mathlib.expand_exact(program, int64=np.dtype(np.int64) in have)
     program = mathlib.expand_functions(program)
+    program = guard(program, capabilities)
     if NATIVE_F16 not in capabilities:
         program = float16_in_float32(program)
     if NATIVE_MATH not in capabilities:
         program = mathlib.expand(program, mathlib.targets(float64=F64 in have, int64=np.dtype(np.int64) in have))
-    return program
+    return to_version(program, ops, native_f16=NATIVE_F16 in capabilities)
 
 
-def rendered(operand_kind: str) -> frozenset[Op]:
-    """The ALU ops a renderer spells on operands of this dtype kind (one of ops.OPERAND_KINDS):
-    those ug_core.ops defines on it, but the ones every program has expanded; none on complex
-    operands, and no REAL / IMAG / COMPLEX (split_complex leaves no complex value)."""
-    if operand_kind == COMPLEX_KIND:
+def rendered(operand_kind: str, version: int = CURRENT) -> frozenset[Op]:
+    """The ALU ops a renderer written for op-set `version` spells on operands of this dtype kind
+    (one of ops.OPERAND_KINDS): those ug_core.ops defines on it that the version has (none on a
+    kind it lacks: complex values, which split_complex leaves none of, and, before version 2,
+    unsigned ints). The ops every program has expanded (ALWAYS_EXPANDED) are in no version."""
+    ops = op_set(version)
+    if operand_kind not in ops.kinds:
         return frozenset()
-    return defined_on(operand_kind) - set(mathlib.EXACT_OPS) - set(mathlib.FUNCTIONS) - COMPLEX_OPS
+    return defined_on(operand_kind) & ops.alu
 
 
 def check_defined(program: LoopProgram) -> None:
@@ -237,7 +259,7 @@ def split_complex(program: LoopProgram) -> LoopProgram:
             sp.new[id(inst)] = _split(sp, inst)
         else:
             sp.new[id(inst)] = sp.emit(inst.opc, inst.dtype, tuple(sp.real(s) for s in inst.srcs), inst.arg)
-    out = _without_unused_constants(sp.out)
+    out = without_unused_constants(sp.out)
     for pos, inst in enumerate(out):
         inst.id = pos
     params = tuple(ParamSpec(_PART[p.dtype], p.is_output, 2 * p.size) if _is_complex(p.dtype) else p
@@ -294,7 +316,7 @@ def float16_in_float32(program: LoopProgram) -> LoopProgram:
             r.wide.append({})
         elif inst.opc in CLOSES:
             r.wide.pop()
-    out = _without_unused_constants(r.out)
+    out = without_unused_constants(r.out)
     for pos, inst in enumerate(out):
         inst.id = pos
     legal = LoopProgram(program.name, program.target, program.params, program.global_size, program.local_size, out)
@@ -356,6 +378,19 @@ _REWRITE = {
 check_exhaustive(_REWRITE, Opc, "legalize (float16 rules)")  # type: ignore[arg-type]
 
 
-def _without_unused_constants(instructions: list[Inst]) -> list[Inst]:
-    used = {id(s) for inst in instructions for s in inst.srcs}
-    return [inst for inst in instructions if inst.opc is not Opc.CONST or id(inst) in used]
+def _check_older_versions() -> None:
+    """Every op a version added has a legalization into the earlier ones (or is asked for), and
+    every ALU op is in the current version or expanded on every device."""
+    current = VERSIONS[CURRENT]
+    for version, ops in VERSIONS.items():
+        added = {"alu": current.alu - ops.alu, "opcodes": current.opcodes - ops.opcodes - set(ASKED_FOR),
+                 "acc_combine": current.acc_combine - ops.acc_combine}
+        for what, missing in added.items():
+            missing = missing - OLDER_VERSIONS[what]
+            if missing:
+                raise NotImplementedError(f"ug_core.legalize has no legalization into op-set version {version} of "
+                                          f"the {what} {sorted(getattr(m, 'name', str(m)) for m in missing)}")
+    check_exhaustive(current.alu | ALWAYS_EXPANDED, ALU, "the op set (ug_core.opset) and the core's expansions")
+
+
+_check_older_versions()

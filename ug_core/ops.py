@@ -565,6 +565,15 @@ def check_exhaustive(handled: Iterable[Op], required: Iterable[Op], who: str) ->
 
 # every op lives in exactly one group
 CONVERSIONS = frozenset({Op.CAST, Op.BITCAST})
+"""CAST (to the node's dtype) is numpy's astype: ints wrap to a narrower int and extend by their
+sign (uints by zeros); ints and floats to a float round to nearest; anything to bool is != 0 (a
+complex value: either part); a complex value to a real dtype is its real part. A float to an int
+truncates toward zero where the result fits; NaN, +-inf and values out of range, which numpy
+leaves to the hardware, are ug's rule on every device (ug-llvm's; numpy's on x86-64 but for
+uint32 and uint64 out of range, where its loops differ between builds, and `ref` gives numpy's):
+the float becomes an int32 (an int64 for 64-bit and uint32 results), INT_MIN of that type where
+the value is NaN or out of its range, and the result is its low bits; a uint64 takes [2**63,
+2**64) unsigned. BITCAST reads the bits as another dtype of the same width (no bool)."""
 check_exhaustive(set(ALU) | CONVERSIONS | set(REDUCE) | GRAPH_ONLY | LEAVES | INDEXED, Op, "ops tables")
 check_exhaustive(KINDS, ALU, "ops.KINDS")
 check_exhaustive(SCAN_VJP, SCANS, "ops.SCAN_VJP")

@@ -12,8 +12,10 @@ from .compiler import CachedCompiler, Compiler
 from .cstyle import C_HELPERS, C_SOFT_HALF, CStyleRenderer
 from .device import DeviceInfo, KitDevice, Runtime
 from ..legalize import NATIVE_F16, NATIVE_MATH
+from ..opset import SAFE_FLOAT_TO_INT, SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS
 from .matmul import matmul_kernel
 from .renderer import Renderer, RenderError
 
 __all__ = ["Allocator", "CachingAllocator", "CachedCompiler", "Compiler", "C_HELPERS", "C_SOFT_HALF", "CStyleRenderer",
-           "DeviceInfo", "KitDevice", "NATIVE_F16", "NATIVE_MATH", "NumpyAllocator", "Runtime", "matmul_kernel", "Renderer", "RenderError"]
+           "DeviceInfo", "KitDevice", "NATIVE_F16", "NATIVE_MATH", "NumpyAllocator",
+           "SAFE_FLOAT_TO_INT", "SAFE_INT_DIVISION", "SAFE_INT_POW", "SAFE_SHIFTS", "Runtime", "matmul_kernel", "Renderer", "RenderError"]

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..loop_ir import ACC_COMBINE, INDEX, Inst, LoopProgram, Opc, Special
 from ..ops import BOOL_KIND, FLOAT, INT, UINT, Op, check_exhaustive
+from ..opset import SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS
 from .renderer import Renderer, RenderError, check_alu_tables
 
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
@@ -92,6 +93,9 @@ UG_FN unsigned short ug_double_to_half(double x) {
 
 class CStyleRenderer(Renderer):
     complete = False  # a dialect subclass is checked
+    # C_HELPERS' ug_floordiv / ug_irecip / ug_ipow and the shift spellings below guard these (the
+    # core guards float -> int conversions: a C cast of NaN or of a value out of range is undefined)
+    capabilities = frozenset({SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS})
 
     ctypes: ClassVar[dict[np.dtype, str]] = {F32: "float", F64: "double", BOOL: "bool", **INT_CTYPES}
     unsigned: ClassVar[dict[np.dtype, str]] = INT_WRAP

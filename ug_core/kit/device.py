@@ -19,8 +19,9 @@ import numpy as np
 from ..cache import Cache, declare
 from ..device import Buffer, CompileError, Device, FftSpec, MatmulSpec, Program, RenderError, SortSpec
 from ..kernel_ir import Kernel
-from ..loop_ir import LoopProgram
+from ..loop_ir import LoopProgram, Opc
 from ..legalize import legalize
+from ..opset import op_set
 from ..lower import LowerOptions, lower
 from .allocator import Allocator, CachingAllocator
 from .compiler import CachedCompiler, Compiler
@@ -28,7 +29,7 @@ from . import gpufft, gpusort
 from .hostfft import HostFft
 from .hostsort import HostSort
 from .matmul import matmul_kernel
-from .renderer import Renderer
+from .renderer import Renderer, renderer_class
 
 # the compiled gpu sort and fft passes by shape: a cache per device, made on first use
 _GPU_SORTS, _GPU_FFTS = declare("kit.gpu_sorts", 64), declare("kit.gpu_ffts", 64)
@@ -85,6 +86,19 @@ class KitDevice(Device):
         self.description = info.description
         self.max_kernel_buffers = info.max_kernel_buffers
         self.make_renderer = renderer
+        # what the core hands the renderer: the op set of the version it was written for
+        # (ug_core.opset), with guards around the semantics it does not declare (ug_core.legalize)
+        written_for = renderer_class(renderer)
+        self.op_set_version = written_for.op_set_version
+        ops = op_set(self.op_set_version)
+        lacking = sorted(dt.name for dt in self.dtypes if not ops.allows(dt))
+        if lacking:
+            raise ValueError(f"device {info.name!r}: its renderer is written for op-set version {ops.version}, "
+                             f"which has no dtype {', '.join(lacking)} (ug_core.opset)")
+        if info.lower_options.atomic_int_bits and Opc.ATOMIC not in ops.opcodes:
+            raise ValueError(f"device {info.name!r}: LowerOptions.atomic_int_bits asks for ATOMIC, which its "
+                             f"renderer's op-set version {ops.version} does not have (ug_core.opset)")
+        self.capabilities = frozenset(info.capabilities) | written_for.capabilities
         self.compiler = compiler if isinstance(compiler, CachedCompiler) else CachedCompiler(compiler)
         self.memory = CachingAllocator(allocator)
         self.raw = allocator
@@ -159,7 +173,7 @@ class KitDevice(Device):
             self._gpu_sorts = Cache.of(_GPU_SORTS)
         prepared = self._gpu_sorts.get(plan)
         if prepared is None:
-            programs = [self.compile_program(legalize(p, self.info.capabilities, self.dtypes), p.name)
+            programs = [self.compile_program(self.legalize(p), p.name)
                         for p in gpusort.programs(plan)]
             launches = gpusort.launches(plan)
             steps = {step: Buffer(self, 2, np.dtype(np.int32)).copy_in(np.array(step, np.int32))
@@ -209,7 +223,7 @@ class KitDevice(Device):
             self._gpu_ffts = Cache.of(_GPU_FFTS)
         prepared = self._gpu_ffts.get(plan)
         if prepared is None:
-            programs = [self.compile_program(legalize(p, self.info.capabilities, self.dtypes), p.name).handle
+            programs = [self.compile_program(self.legalize(p), p.name).handle
                         for p in gpufft.programs(plan)]
             table = gpufft.table(plan)
             prepared = self._gpu_ffts[plan] = (programs, Buffer(self, table.size, table.dtype).copy_in(table))
@@ -258,12 +272,17 @@ class KitDevice(Device):
         lowering produced, such as shared memory, lowers again here)."""
         return lower(kernel, self.lower_options(kernel))
 
+    def legalize(self, program: LoopProgram) -> LoopProgram:
+        """`program` as the renderer gets it: legalized (ug_core.legalize) for the device's and the
+        renderer's capabilities, the device's dtypes and the renderer's op-set version."""
+        return legalize(program, self.capabilities, self.dtypes, self.op_set_version)
+
     def lower(self, kernel: Kernel) -> LoopProgram:
         """The loop program the renderer gets: lowered for this target, then legalized for its
-        capabilities (ug_core.legalize)."""
+        capabilities and op-set version (ug_core.legalize)."""
         program = self.lower_loop(kernel)
         try:
-            return legalize(program, self.info.capabilities, self.dtypes)
+            return self.legalize(program)
         except RenderError as e:
             raise CompileError(f"{self.name}: cannot compile {program.name}: {e}", str(program)) from None
 

@@ -8,18 +8,26 @@ an opcode, not when a kernel first needs it.
 
 The renderer walks the program once, in order (loop IR is SSA and needs no analysis: see
 ug_core.loop_ir), keeping the text it gives each value in `names`.
+
+A renderer declares the op-set version it was written for (`op_set_version`, ug_core.opset) and
+the semantics it guards itself (`capabilities`): the core hands it that version's opcodes and ALU
+ops only (legalizing newer ones into them) and guards every semantic it did not declare, so a
+backend keeps working, unchanged, when the core grows. The completeness check asks for the
+opcodes of its version, not of today's loop IR.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, ClassVar, Iterable, Mapping
 
 from ..device import RenderError
-from ..legalize import rendered
+from ..legalize import CAPABILITIES, rendered
 from ..loop_ir import Inst, LoopProgram, Opc
 from ..ops import OPERAND_KINDS, Op, check_exhaustive
+from ..opset import DEFAULT, op_set
 
-__all__ = ["Renderer", "RenderError", "check_alu_tables", "handler_name"]
+__all__ = ["Renderer", "RenderError", "check_alu_tables", "handler_name", "renderer_class"]
 
 
 def handler_name(opc: Opc) -> str:
@@ -31,13 +39,25 @@ class Renderer:
 
     complete: ClassVar[bool] = False   # subclasses are checked unless they set this False
     dispatch: ClassVar[dict[Opc, Callable[["Renderer", Inst], None]]] = {}
+    # the loop IR op-set version the renderer was written for (ug_core.opset.VERSIONS): the core
+    # hands it only that version's instructions. Declare it: the default, opset.DEFAULT, is the
+    # version current when versions began, and stays so as the core grows
+    op_set_version: ClassVar[int] = DEFAULT
+    # what it does itself that the core would otherwise do for it (ug_core.legalize.CAPABILITIES):
+    # the semantics it guards (ug_core.opset.GUARDS: SAFE_INT_DIVISION, ...), NATIVE_F16, NATIVE_MATH
+    capabilities: ClassVar[frozenset[str]] = frozenset()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "complete" not in cls.__dict__:
             cls.complete = True
+        opcodes = op_set(cls.op_set_version).opcodes   # (a ValueError for an unknown version)
+        unknown = frozenset(cls.capabilities) - CAPABILITIES
+        if unknown:
+            raise ValueError(f"renderer {cls.__module__}.{cls.__qualname__}: unknown capabilities {sorted(unknown)} "
+                             f"(known: {sorted(CAPABILITIES)})")
         table = {opc: getattr(cls, handler_name(opc), None) for opc in Opc}
-        missing = [handler_name(opc) for opc, fn in table.items() if fn is None]
+        missing = [handler_name(opc) for opc, fn in table.items() if fn is None and opc in opcodes]
         if cls.complete and missing:
             raise TypeError(f"renderer {cls.__module__}.{cls.__qualname__} has no method for loop IR "
                             f"opcode(s): {', '.join(missing)}")
@@ -62,13 +82,23 @@ class Renderer:
             dispatch[inst.opc](self, inst)
 
 
-def check_alu_tables(handled: Mapping[str, Iterable[Op]], who: str) -> None:
+def check_alu_tables(handled: Mapping[str, Iterable[Op]], who: str, version: int = DEFAULT) -> None:
     """Raise at import time unless a renderer's ALU ops, per operand kind (each of
-    ug_core.ops.OPERAND_KINDS that has any: float, int, uint, bool; complex values are split into real
-    ones first), cover every op it must spell on that
-    kind (ug_core.legalize.rendered)."""
-    missing = {kind for kind in OPERAND_KINDS if rendered(kind)} - set(handled)
+    ug_core.ops.OPERAND_KINDS that has any in op-set `version`: float, int, uint, bool; complex
+    values are split into real ones first), cover every op it must spell on that kind
+    (ug_core.legalize.rendered): the ops of the version it was written for, not today's."""
+    missing = {kind for kind in OPERAND_KINDS if rendered(kind, version)} - set(handled)
     if missing:
         raise NotImplementedError(f"{who} has no ALU ops for operand kinds {sorted(missing)}")
     for kind, ops in handled.items():
-        check_exhaustive(ops, rendered(kind), f"{who} ({kind} operands)")
+        check_exhaustive(ops, rendered(kind, version), f"{who} ({kind} operands)")
+
+
+def renderer_class(factory: Callable[[], Renderer]) -> type[Renderer]:
+    """The Renderer class a device's renderer factory makes (the class itself, a
+    functools.partial of it, or any callable, which is called once to see)."""
+    if isinstance(factory, type):
+        return factory
+    if isinstance(factory, functools.partial) and isinstance(factory.func, type):
+        return factory.func
+    return type(factory())

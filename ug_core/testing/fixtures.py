@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import os
 import zlib
+from typing import Any
 
 import numpy as np
 import pytest
@@ -120,6 +121,18 @@ def rng(request) -> np.random.Generator:
     generator = np.random.default_rng(seed_of(request.node))
     data.RNG.use(generator)
     return generator
+
+
+def supports(device: str, *dtypes: Any) -> bool:
+    """Whether `device` holds all of `dtypes` (for the part of a test that needs one)."""
+    have = registry.get(device).dtypes
+    return all(np.dtype(dt) in have for dt in dtypes)
+
+
+def shares_host_memory(device: str) -> bool:
+    """Whether `device` runs kernels on host memory without a copy (Device.wrap_host): asarray
+    of a numpy array then shares it, and DLPack exports lend the tensor's own memory."""
+    return registry.get(device).wrap_host(np.zeros(4, np.float32)) is not None
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 import ug_core as ug
+from ug_core.testing.fixtures import shares_host_memory, supports
 
 
 def _values(t):
@@ -85,7 +86,7 @@ def test_read_only_memory_is_still_read_without_a_copy(device):
     ro = owner.view()
     ro.setflags(write=False)
     t = ug.asarray(ro, device=device)
-    shares = device in ("ref", "cpu", "c")
+    shares = shares_host_memory(device)
     owner[0] = 10
     assert t.numpy()[0] == (10 if shares else 0)
 
@@ -129,11 +130,11 @@ def test_copies_are_snapshots_against_dlpack_writes(device):
     for c in copies:
         np.testing.assert_array_equal(c.numpy(), [0, 1, 2])
     np.testing.assert_array_equal(derived.numpy(), [0, 2, 4])
-    if device in ("ref", "cpu", "c"):   # the export lends x's own memory: x sees the write
+    if shares_host_memory(device):   # the export lends x's own memory: x sees the write
         np.testing.assert_array_equal(x.numpy(), [100, 1, 2])
     later = ug.tensor(x)                # a copy of exported memory is made at once
     exported[1] = 200
-    np.testing.assert_array_equal(later.numpy(), x.numpy() if device not in ("ref", "cpu", "c") else [100, 1, 2])
+    np.testing.assert_array_equal(later.numpy(), [100, 1, 2] if shares_host_memory(device) else x.numpy())
 
 
 def test_copies_are_snapshots_against_writes_to_shared_numpy_memory(device):
@@ -145,7 +146,7 @@ def test_copies_are_snapshots_against_writes_to_shared_numpy_memory(device):
     a[0] = 7
     for c, want in zip(copies, [[0, 1, 2, 3]] * 3 + [[0, 3, 6, 9], [0, 1, 2, 3], [0, 1, 2, 3]]):
         np.testing.assert_array_equal(c.numpy(), want)
-    shares = device in ("ref", "cpu", "c")
+    shares = shares_host_memory(device)
     np.testing.assert_array_equal(lazy.numpy(), [21 if shares else 0, 3, 6, 9])
     np.testing.assert_array_equal(t.numpy(), [7 if shares else 0, 1, 2, 3])
 
@@ -156,7 +157,7 @@ def test_exporting_a_tensor_over_a_numpy_array_keeps_sharing_it(device):
     lazy = t * 1                        # a value that reads t's memory (when computed)
     exported = np.from_dlpack(t)
     exported[0] = 9                     # memory shared already: lent as it is, t not moved to a copy
-    if device in ("ref", "cpu", "c"):
+    if shares_host_memory(device):
         assert a[0] == 9 and t.numpy()[0] == 9 and lazy.numpy()[0] == 9
         a[1] = 7
         assert t.numpy()[1] == 7
@@ -310,10 +311,11 @@ def test_copyto_fill_diagonal_and_put_write_into_the_tensor(device):
     np.copyto(x, ug.tensor(src, device=device), where=mask)
     np.copyto(want, src, where=mask)
     np.testing.assert_array_equal(x.numpy(), want)
+    small = ug.int8 if supports(device, np.int8) else ug.int32
     with pytest.raises(TypeError, match="same_kind"):
-        np.copyto(ug.zeros(3, dtype=ug.int8, device=device), ug.ones(3, device=device))
+        np.copyto(ug.zeros(3, dtype=small, device=device), ug.ones(3, device=device))
     with pytest.raises(OverflowError):
-        np.copyto(ug.zeros(3, dtype=ug.int8, device=device), 300)
+        np.copyto(ug.zeros(3, dtype=small, device=device), 300 if small == ug.int8 else 2**40)
     np.fill_diagonal(x, -1)
     np.fill_diagonal(want, -1)
     np.put(x, [1, 5], [8, 9])
@@ -395,7 +397,7 @@ def test_advanced_setitem_checks_the_value_shape_when_nothing_is_selected(device
 
 
 def test_bincount_of_huge_values_names_the_argument(device):
-    for value in (2**64 - 1, 2**63):
+    for value in (2**64 - 1, 2**63) if supports(device, np.uint64) else ():
         with pytest.raises(ValueError, match=r"bincount: .*max\(x\) \+ 1 = "):
             ug.bincount(ug.tensor(np.array([1, value], dtype=np.uint64), device=device))
     with pytest.raises(MemoryError, match=r"bincount: .*max\(x\) \+ 1 = 1125899906842625"):
@@ -507,4 +509,8 @@ def test_default_dtypes_are_what_ug_makes(device):
     indices = [ug.argmax(x), ug.argsort(x), ug.nonzero(x)[0], ug.searchsorted(ug.sort(x), x),
                ug.unique_inverse(x).inverse_indices]
     assert {t.dtype for t in indices} == {defaults["indexing"]}
-    assert ug.asarray(1j, device=device).dtype == defaults["complex floating"]
+    if defaults["complex floating"] is None:   # (a device without complex dtypes: the standard's None)
+        with pytest.raises(TypeError):
+            ug.asarray(1j, device=device)
+    else:
+        assert ug.asarray(1j, device=device).dtype == defaults["complex floating"]

@@ -14,14 +14,15 @@ from ug_core.loop_ir import LoopProgram
 from ug_core.lower import LowerOptions, lower
 
 from . import nvrtc
-from .render import PRELUDE, RenderOptions, c_name, render, render_function
+from .render import PRELUDE, CUDARenderer, RenderOptions, c_name, render, render_function
 
 LOCAL_SIZE = 256
 # CUDA's grid limits: x up to 2^31 - 1 blocks, y and z up to 65535
 MAX_GRID = (2**31 - 1, 65535, 65535)
 # what the target does itself (ug_core.legalize): the renderer computes float16 ops in float32,
-# rounding each result once, and CUDA's expf & co are accurate
-CAPABILITIES = frozenset({NATIVE_F16, NATIVE_MATH})
+# rounding each result once, and CUDA's expf & co are accurate; and the semantics its renderer
+# guards (CStyleRenderer's)
+CAPABILITIES = frozenset({NATIVE_F16, NATIVE_MATH}) | CUDARenderer.capabilities
 
 
 @dataclass(frozen=True)

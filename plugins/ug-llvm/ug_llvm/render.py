@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ug_core.kit import Renderer, RenderError
+from ug_core.kit import SAFE_FLOAT_TO_INT, SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS, Renderer, RenderError
 from ug_core.loop_ir import CLOSES, OPENS, Inst, LoopProgram, Opc, Special, index_bound
 from ug_core.ops import ALU, FLOAT, Op
 
@@ -56,6 +56,9 @@ class LLVMTarget:
 
 class LLVMRenderer(Renderer, IRBuilder):
     """Renders one program (a fresh instance per program: the module's needs accumulate)."""
+
+    # render_alu's divisions, ipow and shifts and render_cast's float -> int guard these themselves
+    capabilities = frozenset({SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS, SAFE_FLOAT_TO_INT})
 
     def __init__(self, target: LLVMTarget, noalias: bool = True, vector_bits: int = 0):
         """noalias: the caller passes distinct buffers; vector_bits: the vector width the

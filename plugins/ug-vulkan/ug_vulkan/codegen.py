@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ug_core.device import CompileError
-from ug_core.kit import Compiler, Renderer, RenderError
+from ug_core.kit import SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS, Compiler, Renderer, RenderError
 from ug_core.loop_ir import INDEX, Inst, LoopProgram, Special
 from ug_core.ops import Op
 
@@ -48,6 +48,10 @@ class _Block:
 
 class SpirvRenderer(SpirvEmitter, Renderer):
     """A fresh renderer per program: `render` fills one module."""
+
+    # alu.py's divisions, ipow and shifts guard these (the core guards float -> int conversions:
+    # OpConvertFToS of NaN or of a value out of range is undefined)
+    capabilities = frozenset({SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS})
 
     def __init__(self, caps: Caps):
         SpirvEmitter.__init__(self, caps)
