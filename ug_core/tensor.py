@@ -359,7 +359,7 @@ class Tensor:
         graph.note_thread()
         with write_lock:
             node = self._node
-            if region is not None and value.op is Op.VIEW and value.srcs[0] is node and value.arg == region:
+            if region is not None and value.op is Op.VIEW and value.srcs and value.srcs[0] is node and value.arg == region:
                 return  # x[idx] = x[idx]: the write-back of `x[idx] += v` after its view wrote x already
             if region is None and node.buffer is None and node.op is not Op.ASSIGN:
                 # all of a value that has no memory yet: the new value is all there is to keep (an

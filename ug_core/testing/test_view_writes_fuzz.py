@@ -425,3 +425,12 @@ def test_writes_through_views_match_eager_numpy(device):
             text = "\n  ".join(program.log)
             raise AssertionError(f"program {n} (UG_FUZZ_SEED={seed} UG_FUZZ_PROGRAMS=1), dtype "
                                  f"{program.dtype}:\n  {text}\n{type(err).__name__}: {err}") from err
+
+
+def test_program_writing_a_realized_view_back(device):
+    """A program the fuzz found (seed 20261494, bool): a view that was realized (a VIEW node with
+    no sources left) written into a region of a tensor raised IndexError instead of writing."""
+    if np.dtype(bool) not in ug.registry.get(device).dtypes:
+        pytest.skip(f"{device} has no bool")
+    program = Program(device, 20261494, np.dtype(bool))
+    program.run(13)
