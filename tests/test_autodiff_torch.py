@@ -208,6 +208,8 @@ def draw_step(draw, pool, kind=None):
                     partners.append(j)
             except ValueError:
                 pass
+        if not partners:   # v_i is already bigger than MAX_SIZE (a broadcast or a concat made it)
+            return f"tanh(v{i})", _wrap(lambda v: v[i].tanh())
         j = draw(st.sampled_from(partners))
         name = draw(st.sampled_from(sorted(BINARY)))
         return f"{name}(v{i}, v{j})", _wrap(lambda v: BINARY[name](v[i], v[j]))
