@@ -31,6 +31,14 @@ class Renderer:
 
     complete: ClassVar[bool] = False   # subclasses are checked unless they set this False
     dispatch: ClassVar[dict[Opc, Callable[["Renderer", Inst], None]]] = {}
+    # the output promises that the kernel's buffers are distinct (noalias, __restrict__): the kit
+    # then compiles, on the first launch that passes one buffer twice (an in-place write), a
+    # variant rendered with `noalias` set False. An attribute: a renderer may set it per instance
+    noalias: bool = False
+    # how the kit names the entry point (kit.render_entry): "kernel", after the kernel's name (an
+    # identifier: kit.c_name), or "hash", after a hash of the source, for a runtime that loads every
+    # program into one namespace (ug-llvm's one JIT engine a process): one symbol per distinct program
+    entry_names: ClassVar[str] = "kernel"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -54,6 +62,10 @@ class Renderer:
         """The source of `program` as a function called `name`: text, or whatever the backend's
         Compiler takes (Vulkan's is a SPIR-V module object)."""
         raise NotImplementedError
+
+    def rename_entry(self, source: Any, old: str, new: str) -> Any:
+        """`source` with its entry point renamed from `old` to `new` (entry_names = "hash")."""
+        return source.replace(old, new)
 
     def walk(self, program: LoopProgram) -> None:
         """Render every instruction, in order."""
