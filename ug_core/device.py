@@ -263,13 +263,24 @@ class Device(abc.ABC):
         return False
 
     def sort(self, out: "Buffer", src: "Buffer", spec: SortSpec) -> None:
-        """Optional: sort rows of `src` into `out` as `spec` says (a schedule item of its own, as
-        matmul is). A device without it (the default) sorts with kernels the core builds (a
-        bitonic network of gathers, ug_core.array_api.sorting), which suits a GPU."""
-        raise NotImplementedError(f"device {self.name!r} has no sort of its own")
+        """Sort rows of `src` into `out` as `spec` says (a schedule item of its own, as matmul
+        is). The default copies the source to the host, sorts its rows there with numpy
+        (ug_core.kit.hostsort) and copies the result in; the kit's devices sort in their own
+        memory (kit.hostsort on host memory, kit.gpusort on a gpu target)."""
+        from .kit.hostsort import sort_rows   # (the kit imports this module)
+
+        keys = np.empty(src.size, src.dtype)
+        if src.size:
+            self.copy_out(src.handle, keys)
+        result = np.empty(out.size, out.dtype)
+        sort_rows(keys[: spec.rows * spec.n].reshape(spec.rows, spec.n),
+                  result[: spec.rows * spec.k].reshape(spec.rows, spec.k), spec)
+        if out.size:
+            self.copy_in(out.handle, result)
 
     def sorts(self) -> bool:
-        """Whether `sort` works here (the default: whether a subclass defines it)."""
+        """Whether `sort` runs in the device's own memory (the default: whether a subclass
+        defines it) rather than as the default's round trip through the host."""
         return type(self).sort is not Device.sort
 
     def fft(self, out: "Buffer", src: "Buffer", spec: FftSpec) -> None:
