@@ -57,6 +57,8 @@ class LLVMTarget:
 class LLVMRenderer(Renderer, IRBuilder):
     """Renders one program (a fresh instance per program: the module's needs accumulate)."""
 
+    entry_names = "hash"   # one engine holds every kernel of the process: a symbol per distinct module
+
     def __init__(self, target: LLVMTarget, noalias: bool = True, vector_bits: int = 0):
         """noalias: the caller passes distinct buffers; vector_bits: the vector width the
         vectorizers should prefer (0: the target's choice)."""
@@ -78,6 +80,10 @@ class LLVMRenderer(Renderer, IRBuilder):
             out = dispatch[inst.opc](self, inst)
             if out is not None:
                 self.names[id(inst)] = out
+
+    def rename_entry(self, source: str, old: str, new: str) -> str:
+        """The module with its entries (`@old`, `@old.body`, `@old.all`) named `new`."""
+        return source.replace("@" + old, "@" + new)
 
     # -- the module
     def render(self, program: LoopProgram, name: str) -> str:
