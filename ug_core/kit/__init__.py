@@ -30,14 +30,15 @@ What is exported, by what it is for:
   `DeviceSpec`, `CompileError`, `RenderError`, `DeviceUnavailableError`, `registry`.
 - **The process around it**: settings (`env_int`, `env_flag`, `env_choice`, `env_set`,
   `env_check`, `ConfigError`), Ctrl-C and fork safety (`defer_interrupts`, `after_fork_in_child`,
-  `Refusing`, `forked_message`), and the disk cache's ELF checks (`ElfKind`, `elf_kind`,
-  `elf_problem`, `native_elf_kind`).
+  `Refusing`, `forked_message`), the disk cache's checks of a binary (`ElfKind`, `elf_kind`,
+  `elf_problem`, `native_elf_kind`, `CUBIN`, `ptx_problem`), and `tensor_over` (a tensor over a
+  Buffer of the backend's: memory of another library, for interop).
 """
 
 from .. import mathlib
 from ..device import (AttentionSpec, Buffer, CompileError, Device, DeviceSpec, FftSpec, MatmulSpec, Program,
                       RenderError, SortSpec)
-from ..diskcache import ElfKind, elf_kind, elf_problem
+from ..diskcache import CUBIN, ElfKind, elf_kind, elf_problem, ptx_problem
 from ..dtypes import SUPPORTED
 from ..env import ConfigError, env_choice, env_flag, env_int, env_set
 from ..env import check as env_check
@@ -54,8 +55,8 @@ from .allocator import Allocator, CachingAllocator, NumpyAllocator
 from .compiler import CachedCompiler, Compiler
 from .cstyle import (C_HELPERS, C_INT_HELPERS, C_SOFT_HALF, INT_CTYPES, INT_WRAP, CStyleRenderer, c_helpers,
                      int_helpers, int_types, wrap_types)
-from .device import (ENTRY, DeviceInfo, KitDevice, Loaded, Runtime, c_name, lower_kernel, prepare,
-                     render_entry)
+from .device import (ENTRY, DeviceInfo, KitDevice, Loaded, Runtime, c_name, lower_kernel, prepare, render_entry,
+                     tensor_over)
 from .host import SharedLibraryRuntime, native_elf_kind
 from .matmul import matmul_kernel
 from .renderer import Renderer, check_alu_tables
@@ -76,6 +77,7 @@ __all__ = [
     "AttentionSpec", "Buffer", "CompileError", "Device", "DeviceSpec", "DeviceUnavailableError", "FftSpec",
     "MatmulSpec", "Program", "RenderError", "SortSpec", "registry",
     # the process around it
-    "ConfigError", "ElfKind", "Refusing", "after_fork_in_child", "defer_interrupts", "elf_kind", "elf_problem",
-    "env_check", "env_choice", "env_flag", "env_int", "env_set", "forked_message", "native_elf_kind",
+    "CUBIN", "ConfigError", "ElfKind", "Refusing", "after_fork_in_child", "defer_interrupts", "elf_kind", "elf_problem",
+    "env_check", "env_choice", "env_flag", "env_int", "env_set", "forked_message", "native_elf_kind", "ptx_problem",
+    "tensor_over",
 ]

@@ -414,6 +414,8 @@ class KitDevice(Device):
         entry, lp, variant = loaded.entry, loaded.program, loaded.variant
         if entry is None:
             return _launch_nothing
+        pack: Callable[..., Any]
+        run: Callable[[Any], None]
         fast = self.runtime.launcher(entry, lp)
         if fast is None:
             launch = self.runtime.launch
@@ -458,6 +460,15 @@ class KitDevice(Device):
 
         program = compile_cache.get(self, matmul_kernel(spec, a.size, b.size))
         self.run(program, [out, a, b])
+
+
+def tensor_over(buffer: Buffer, shape: tuple[int, ...]) -> Any:
+    """A ug Tensor of `shape` whose value is `buffer`, a Buffer the backend made (over memory of
+    another library: interop, as ug_cuda.from_cuda_array)."""
+    from ..graph import from_buffer   # (the frontend imports the device layer)
+    from ..tensor import Tensor
+
+    return Tensor(from_buffer(buffer, tuple(shape)))
 
 
 def _launch_nothing(buffers: list[Buffer]) -> None:

@@ -64,15 +64,15 @@ class SharedLibraryRuntime(Runtime):
         with tempfile.NamedTemporaryFile(prefix=self.prefix, suffix=".so") as f:
             f.write(binary)
             f.flush()
-            handle = _ctypes.dlopen(f.name, ctypes.RTLD_LOCAL)  # type: ignore[attr-defined]
+            handle = _ctypes.dlopen(f.name, ctypes.RTLD_LOCAL)
         try:
-            function = _KERNEL(_ctypes.dlsym(handle, name))  # type: ignore[attr-defined]
+            function = _KERNEL(_ctypes.dlsym(handle, name))
         except Exception:
-            _ctypes.dlclose(handle)  # type: ignore[attr-defined]
+            _ctypes.dlclose(handle)
             raise
         # (a ctypes array type made per call would be a reference cycle)
         entry = _Entry(function, ctypes.c_void_p * len(program.params))
-        weakref.finalize(entry, _ctypes.dlclose, handle)  # type: ignore[attr-defined]
+        weakref.finalize(entry, _ctypes.dlclose, handle)
         return entry
 
     def launch(self, loaded: Any, program: LoopProgram, handles: list[np.ndarray]) -> None:

@@ -24,9 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ug_core.kit import Renderer, RenderError
-from ug_core.loop_ir import CLOSES, OPENS, Inst, LoopProgram, Opc, Special, index_bound
-from ug_core.ops import ALU, FLOAT, Op
+from ug_core.kit import (ALU, CLOSES, FLOAT, OPENS, Inst, LoopProgram, Op, Opc, RenderError, Renderer, Special,
+                         index_bound)
 
 from . import mathlib
 from .render_alu import alu, const_text, ipow_definition
