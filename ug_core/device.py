@@ -1,9 +1,12 @@
-"""The per-device protocol a backend implements, and device buffers.
+"""The device protocol the runtime talks to, and device buffers.
 
-These methods are called directly on the hot path (no hook dispatch per kernel):
-allocate/free, copy in/out, compile, run, matmul, synchronize, memory usage.
-Plugins register a `DeviceSpec` through the `ug_register_devices` hook (see hookspecs.py);
-the spec's factory creates the `Device` the first time it is used.
+`Device` is internal: the scheduler and the runtime call its methods directly on the hot path (no
+hook dispatch per kernel: allocate/free, copy in/out, compile, run, launchers, matmul, sort, fft,
+synchronize, memory usage), and they change with the core. Backends are written to the backend
+kit (`ug_core.kit`), whose `KitDevice` implements this protocol; `ref` (ref.py), the built-in
+interpreter of kernel IR, is the one device that implements it directly. Plugins register a
+`DeviceSpec` through the `ug_register_devices` hook (see hookspecs.py); the spec's factory creates
+the device the first time it is used.
 """
 
 from __future__ import annotations
@@ -175,7 +178,10 @@ class AttentionSpec:
 
 
 class Device(abc.ABC):
-    """One compute device. Subclass it in a plugin; the core never imports backend code."""
+    """One compute device, as the runtime sees it (the internal protocol: see the module
+    docstring). A backend subclasses ug_core.kit.KitDevice, not this; the core never imports
+    backend code. A device written to it directly before the kit (tests/legacy) still works:
+    what it does not override the core does without it (sort and fft through the host)."""
 
     name: str = "?"
     version: str = "0"

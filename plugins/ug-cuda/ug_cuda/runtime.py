@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Any, Callable
+from typing import Any
 
 from ug_core.kit import LoopProgram, Runtime
 
