@@ -9,7 +9,7 @@ import pytest
 import ug_core as ug
 from ug_core.device import MatmulSpec
 from ug_core.kit import (ENTRY, Allocator, CachingAllocator, Compiler, CStyleRenderer, Device, DeviceInfo, KitDevice,
-                         LowerOptions, Renderer, Runtime, SortSpec, c_name, matmul_kernel)
+                         LowerOptions, NumpyAllocator, Renderer, Runtime, SortSpec, c_name, matmul_kernel)
 from ug_core.kit.allocator import SMALL_CLASS
 from ug_core.kit.device import PROGRAM_CACHE_SIZE
 from ug_core.loop_ir import Opc
@@ -242,18 +242,19 @@ class _HostOnly(Device):
     """A device with no sort of its own (memory the core only copies to and from)."""
 
     name, dtypes = "host-only", frozenset(map(np.dtype, ["float32", "int64"]))
+    raw = NumpyAllocator()
 
     def allocate(self, nbytes):
-        return np.zeros(nbytes, np.uint8)
+        return self.raw.alloc(nbytes)
 
     def free(self, handle):
-        pass
+        self.raw.free(handle)
 
     def copy_in(self, handle, src):
-        handle[: src.nbytes] = src.reshape(-1).view(np.uint8)
+        self.raw.copy_in(handle, src)
 
     def copy_out(self, handle, dst):
-        dst.reshape(-1).view(np.uint8)[...] = handle[: dst.nbytes]
+        self.raw.copy_out(handle, dst)
 
     def compile(self, kernel):
         raise NotImplementedError
