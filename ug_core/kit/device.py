@@ -448,11 +448,15 @@ class KitDevice(Device):
         pack, run = fast
         return lambda handles: run(pack(*handles))
 
-    def handle_launcher(self, program: Program) -> tuple[Callable[..., Any], Callable[[Any], None]] | None:
-        """The runtime's fast path (Runtime.launcher), whose buffers the caller guarantees are
-        distinct where written: the entry with the renderer's no-alias promise is right."""
+    def handle_launcher(self, program: Program) -> tuple[Callable[..., Any], Callable[[Any], None]]:
+        """The runtime's fast path (Runtime.launcher), else its `launch` on a list of the handles.
+        The caller guarantees that the buffers written are passed nowhere else: the entry with the
+        renderer's no-alias promise is right."""
         loaded: Loaded = program.handle
-        return None if loaded.entry is None else self.runtime.launcher(loaded.entry, loaded.program)
+        if loaded.entry is None:
+            return _handle_list, _launch_nothing
+        fast = self.runtime.launcher(loaded.entry, loaded.program)
+        return fast if fast is not None else (_handle_list, functools.partial(self.runtime.launch, loaded.entry, loaded.program))
 
     # -- matmul: a kernel of the core's (a backend with a faster one overrides this)
     def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
