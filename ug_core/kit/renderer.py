@@ -33,7 +33,8 @@ class Renderer:
     dispatch: ClassVar[dict[Opc, Callable[["Renderer", Inst], None]]] = {}
     # the output promises that the kernel's buffers are distinct (noalias, __restrict__): the kit
     # then compiles, on the first launch that passes one buffer twice (an in-place write), a
-    # variant rendered with `noalias` set False. An attribute: a renderer may set it per instance
+    # variant rendered with `noalias` set False (the allocator's handles must then be hashable,
+    # equal where the memory is the same). An attribute: a renderer may set it per instance
     noalias: bool = False
     # how the kit names the entry point (kit.render_entry): "kernel", after the kernel's name (an
     # identifier: kit.c_name), or "hash", after a hash of the source, for a runtime that loads every
