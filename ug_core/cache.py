@@ -9,8 +9,8 @@ Every in-memory cache of ug_core is a `Cache`, named where it is made:
 - scalars.buffers: the one-element buffers of Python scalars and of kernels' view offsets
   (`UG_MAX_CACHED_SCALARS`, default 1024);
 - jit.traces: each ug.jit function's traces (its `max_traces`; one cache per function);
-- kit.gpu_sorts, kit.gpu_ffts: a kit device's compiled sort and fft passes by shape (64 each;
-  one cache per device);
+- kit.programs: the programs a kit device builds itself, with what their launches need (its
+  matmuls, the gpu sort and fft passes by shape; 256, one cache per device);
 - diskcache.directories: what a backend's disk cache knows of its directories (16; one
   cache per backend).
 

@@ -1,9 +1,12 @@
-"""The per-device protocol a backend implements, and device buffers.
+"""The device protocol the runtime talks to, and device buffers.
 
-These methods are called directly on the hot path (no hook dispatch per kernel):
-allocate/free, copy in/out, compile, run, matmul, synchronize, memory usage.
-Plugins register a `DeviceSpec` through the `ug_register_devices` hook (see hookspecs.py);
-the spec's factory creates the `Device` the first time it is used.
+`Device` is internal: the scheduler and the runtime call its methods directly on the hot path (no
+hook dispatch per kernel: allocate/free, copy in/out, compile, run, launchers, matmul, sort, fft,
+synchronize, memory usage), and they change with the core. Backends are written to the backend
+kit (`ug_core.kit`), whose `KitDevice` implements this protocol; `ref` (ref.py), the built-in
+interpreter of kernel IR, is the one device that implements it directly. Plugins register a
+`DeviceSpec` through the `ug_register_devices` hook (see hookspecs.py); the spec's factory creates
+the device the first time it is used.
 """
 
 from __future__ import annotations
@@ -168,6 +171,17 @@ def register_host_fft(run: Callable[..., None]) -> None:
     _host_fft = run
 
 
+_host_sort: Callable[..., None] | None = None
+"""numpy's sort of host rows, sort_rows(keys, out, spec) (kit.hostsort's), which Device.sort's
+default runs: registered as _host_fft is, for the same reason."""
+
+
+def register_host_sort(run: Callable[..., None]) -> None:
+    """The kit's call when imported (see _host_sort)."""
+    global _host_sort
+    _host_sort = run
+
+
 @dataclass(frozen=True)
 class AttentionSpec:
     """out[b..., i, :] = softmax_j(q[b..., i, :] . k[b..., j, :] * scale + mask[b..., i, j]) @ v[b..., :, :]
@@ -188,7 +202,10 @@ class AttentionSpec:
 
 
 class Device(abc.ABC):
-    """One compute device. Subclass it in a plugin; the core never imports backend code."""
+    """One compute device, as the runtime sees it (the internal protocol: see the module
+    docstring). A backend subclasses ug_core.kit.KitDevice, not this; the core never imports
+    backend code. A device written to it directly before the kit (tests/legacy) still works:
+    what it does not override the core does without it (sort and fft through the host)."""
 
     name: str = "?"
     version: str = "0"
@@ -276,13 +293,25 @@ class Device(abc.ABC):
         return False
 
     def sort(self, out: "Buffer", src: "Buffer", spec: SortSpec) -> None:
-        """Optional: sort rows of `src` into `out` as `spec` says (a schedule item of its own, as
-        matmul is). A device without it (the default) sorts with kernels the core builds (a
-        bitonic network of gathers, ug_core.array_api.sorting), which suits a GPU."""
-        raise NotImplementedError(f"device {self.name!r} has no sort of its own")
+        """Sort rows of `src` into `out` as `spec` says (a schedule item of its own, as matmul
+        is). The default copies the source to the host, sorts its rows there with numpy
+        (ug_core.kit.hostsort) and copies the result in; the kit's devices sort in their own
+        memory (kit.hostsort on host memory, kit.gpusort on a gpu target)."""
+        if _host_sort is None:
+            raise RuntimeError("Device.sort: no host sort is registered (ug_core.kit.hostsort registers it when "
+                               "imported, as the device registry does)")
+        keys = np.empty(src.size, src.dtype)
+        if src.size:
+            self.copy_out(src.handle, keys)
+        result = np.empty(out.size, out.dtype)
+        _host_sort(keys[: spec.rows * spec.n].reshape(spec.rows, spec.n),
+                  result[: spec.rows * spec.k].reshape(spec.rows, spec.k), spec)
+        if out.size:
+            self.copy_in(out.handle, result)
 
     def sorts(self) -> bool:
-        """Whether `sort` works here (the default: whether a subclass defines it)."""
+        """Whether `sort` runs in the device's own memory (the default: whether a subclass
+        defines it) rather than as the default's round trip through the host."""
         return type(self).sort is not Device.sort
 
     def fft(self, out: "Buffer", src: "Buffer", spec: FftSpec) -> None:

@@ -3,15 +3,10 @@
 ug's order: NaN after every number (numpy's); descending is the stable reverse (equal elements
 keep their order, NaN first). argsort is always stable (stable=False is allowed to be too).
 
-A sort is a schedule item of its own (ops.Op.SORT, as matmul is) on a device that sorts by
-itself (Device.sorts(): the kit's devices: on host memory with numpy over the device's threads,
+A sort is a schedule item of its own (ops.Op.SORT, as matmul is), which the device runs
+(Device.sort: the kit's devices on host memory with numpy over the device's threads,
 kit.hostsort; on a gpu target with a bitonic sort in shared memory and global steps,
-kit.gpusort); on a device without (one written to the low-level Device interface) it is a
-bitonic network built from kernels: rows padded to a power of two,
-then log2(m) (log2(m) + 1) / 2 passes, each one kernel that reads every element and its partner
-(i xor j, a gather) and keeps the smaller or the larger of the pair, comparing (value, original
-index) so that the result is stable. Every pass is the same kernel (j and the block size are
-kernel arguments), compiled once.
+kit.gpusort; any other device through the host).
 """
 
 from __future__ import annotations
@@ -22,14 +17,11 @@ import numpy as np
 
 from .. import graph
 from ..device import SortSpec
-from ..plugins import registry
 from ..shapes import normalize_axis
 from ..tensor import Tensor
-from ..tensor_arith import where
 from ._common import check_tensor, index_dtype
 from ._complex import refused
 from .indexing import take_along_axis
-from .manipulation import pad
 
 __all__ = ["argsort", "sort", "topk"]
 
@@ -78,12 +70,8 @@ def _sorted(x: Tensor, axis: int, descending: bool, stable: bool, indices: bool,
     dt = index_dtype(x.device) if indices else x.dtype
     if rows == 0 or k == 0 or n == 0:
         out = Tensor(graph.const(0, dt, x.device, lead + (k,)))
-    elif registry.get(x.device).sorts():   # (rows of the moved tensor: no reshape, no copy)
+    else:   # (rows of the moved tensor: no reshape, no copy)
         out = Tensor(graph.sort(moved._node, SortSpec(rows, n, k, descending, stable, indices), dt))
-    else:
-        keys, order = _bitonic(moved.reshape(rows, n), descending)
-        out = (order if indices else keys)[:, :k]
-        out = (out.astype(dt) if out.dtype != dt else out).reshape(*lead, k)
     if axis == x.ndim - 1:
         return out
     back = list(range(x.ndim - 1))
@@ -91,44 +79,8 @@ def _sorted(x: Tensor, axis: int, descending: bool, stable: bool, indices: bool,
     return out.permute(*back)
 
 
-def _bitonic(x: Tensor, descending: bool) -> tuple[Tensor, Tensor]:
-    """(sorted keys, their original indices) of each row of the 2-d x, by a bitonic network."""
-    rows, n = x.shape
-    m = 1 << max(0, (n - 1).bit_length())
-    i32 = np.dtype(np.int32)
-    keys = pad(x, ((0, 0), (0, m - n))) if m > n else x
-    col = Tensor(graph.iota((m,), i32, x.device)).reshape(1, m).broadcast_to((rows, m))
-    order = col
-    block = 2
-    while block <= m:
-        j = block // 2
-        while j >= 1:
-            partner = col ^ j
-            other_keys = take_along_axis(keys, partner, axis=1)
-            other_order = take_along_axis(order, partner, axis=1)
-            first = _before(keys, order, other_keys, other_order, n, descending)
-            # the lower of the pair keeps the first in an ascending block, the second in a
-            # descending one; the upper the other
-            keep = first == (((col & j) == 0) == ((col & block) == 0))
-            keys, order = where(keep, keys, other_keys), where(keep, order, other_order)
-            j //= 2
-        block *= 2
-    return keys, order
-
-
 def sorts_before(a: Tensor, b: Tensor) -> Tensor:
     """a sorts before b: a < b, with NaN after every number (numpy's sort order)."""
     if a.dtype.kind != "f":
         return a < b
     return (a < b) | ((b != b) & (a == a))
-
-
-def _before(a: Tensor, ia: Tensor, b: Tensor, ib: Tensor, n: int, descending: bool) -> Tensor:
-    """Whether (a, ia) sorts before (b, ib): padding (index >= n) last, then by value (NaN after
-    every number ascending, before descending), then by index."""
-    less, more = sorts_before(a, b), sorts_before(b, a)
-    ahead, behind = (more, less) if descending else (less, more)
-    by_value = ahead | (~behind & (ia < ib))
-    a_real, b_real = ia < n, ib < n
-    return where(a_real & b_real, by_value, where(a_real == b_real, ia < ib, a_real))
-

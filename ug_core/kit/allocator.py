@@ -85,7 +85,11 @@ class CachingAllocator:
     of its power of two (so a pooled block is at most 12.5% larger than asked). Pooled bytes of
     the larger classes are capped (`$UG_POOL_CACHE_MB`, default 1024): past it, a freed block
     goes back to the backend. deque.pop/append are atomic under the GIL, so the common path
-    takes no lock: free may run from any thread's Buffer.__del__."""
+    takes no lock: free may run from any thread's Buffer.__del__. An allocation the backend
+    refuses (MemoryError) is asked for once more after the pool's free blocks went back to it.
+    A freed block is reused at once, by the next allocation of its size class: a backend whose
+    launches run asynchronously must order that reuse after the work queued before the free
+    (one stream or queue does: ug-cuda, ug-vulkan)."""
 
     def __init__(self, raw: Allocator, cache_bytes: int | None = None):
         self.raw = raw
@@ -135,7 +139,14 @@ class CachingAllocator:
         return self._new(capacity)
 
     def _new(self, capacity: int) -> Any:
-        handle = self.raw.alloc(capacity)
+        try:
+            handle = self.raw.alloc(capacity)
+        except MemoryError:   # blocks of other sizes the pool keeps may be what is missing
+            self.empty_cache()
+            try:
+                handle = self.raw.alloc(capacity)
+            except MemoryError as e:
+                raise MemoryError(f"{e} (after giving the pool's free blocks back)") from None
         with self._lock:
             self._capacity[id(handle)] = capacity
             self.allocated += capacity

@@ -2,8 +2,22 @@
 
 Every value is a `const` local named after its instruction (`v12`), scoped by the C block
 that holds it, which is exactly loop IR's visibility rule. A subclass spells what differs
-between dialects: the type names (`ctypes`), the prelude of helpers, the function head
-(`head`), thread ids (`special`), shared memory and barriers, literals of inf/NaN, bitcasts.
+between dialects, in class attributes and methods (the defaults are C99's, which CUDA C shares):
+
+| attribute / method | C99 (the default) | e.g. OpenCL C |
+|---|---|---|
+| `ctypes`: dtype -> type name (`int_types(...)` builds the integer part) | `INT_CTYPES`: `long long`, `unsigned char`, ... | `long`, `uchar`, ... |
+| `unsigned`: the type an int dtype's arithmetic wraps in | `wrap_types(INT_CTYPES)` | `wrap_types(...)` of its table |
+| `index_type`: the type of int64 index math (loop counters, ids) | `long long` | `long` |
+| `int_suffixes`: literal suffix per int dtype | `LL`, `ULL`, `u` | `L`, `UL`, `u` |
+| `float_suffixes` / `math_suffixes`: float literal / math function suffix per dtype | `f` for float32 (`1.5f`, `expf`) | `f` / none (`exp` is overloaded) |
+| `nan_literal` / `inf_literal` | `__builtin_nan{f}("")`, `__builtin_inf{f}()` | `(({t})NAN)`, `(({t})INFINITY)` |
+| `shared_at_function_scope`: workgroup memory declared at the top of the function | False | True (`__local` only there) |
+| `head`, `special`, `shared`, `barrier`, `atomic`, `bitcast`, `to_float` / `from_float` | the cpu target's host head (below) | `__kernel void`, `get_local_id`, ... |
+
+The prelude of helpers is the dialect's to write: `c_helpers(bitcast=...)` (through `memcpy` or,
+for a dialect without it, a union), `int_helpers(ctypes)`, `C_SOFT_HALF` (float16 in software,
+C99 only); plugins/ug-c (`c`) and plugins/ug-cuda (`cuda`) assemble theirs from them.
 
 Semantics are those of ug_core.ops, the same on every device (see ops.py):
 * integers wrap on overflow: add/sub/mul/neg go through the unsigned type (no C UB);
@@ -17,13 +31,15 @@ Semantics are those of ug_core.ops, the same on every device (see ops.py):
   never overflows, so it stays plain signed arithmetic the compiler can strength-reduce.
 
 On the cpu target (local size 1, GLOBAL_ID(0) only) the function takes a range of global ids
-and loops over it: `head` declares `gid_start` and `gid_end`, and GLOBAL_ID opens the loop.
+and loops over it: `head` declares `gid_start` and `gid_end`, and GLOBAL_ID opens the loop. The
+default `head` is the kit's host calling convention, `void k(void **args, <index_type> gid_start,
+<index_type> gid_end)` with the buffers' addresses in `args`, which kit.SharedLibraryRuntime calls.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Mapping
 
 import numpy as np
 
@@ -32,26 +48,59 @@ from ..ops import BOOL_KIND, FLOAT, INT, UINT, Op, check_exhaustive
 from ..opset import SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS
 from .renderer import Renderer, RenderError, check_alu_tables
 
+__all__ = ["CStyleRenderer", "C_HELPERS", "C_INT_HELPERS", "C_SOFT_HALF", "INT_CTYPES", "INT_SUFFIXES", "INT_WRAP",
+           "INTS", "SUFFIX", "c_helpers", "int_helpers", "int_types", "wrap_types"]
+
 F16, F32, F64 = np.dtype(np.float16), np.dtype(np.float32), np.dtype(np.float64)
 I32, I64, BOOL = np.dtype(np.int32), np.dtype(np.int64), np.dtype(bool)
 INTS = tuple(map(np.dtype, ("int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64")))
+U32, U64 = np.dtype(np.uint32), np.dtype(np.uint64)
 SUFFIX: dict[np.dtype, str] = {F16: "f16", F32: "f32", F64: "f64", BOOL: "b",
                                **{dt: f"{dt.kind}{8 * dt.itemsize}" for dt in INTS}}
+
+
+def int_types(*names: str) -> dict[np.dtype, str]:
+    """A dialect's integer type table: its names of int8, int16, int32, int64, uint8, uint16,
+    uint32 and uint64, in that order."""
+    if len(names) != len(INTS):
+        raise ValueError(f"int_types: {len(INTS)} type names (int8 ... uint64), got {len(names)}")
+    return dict(zip(INTS, names))
+
+
+def wrap_types(ctypes: Mapping[np.dtype, str]) -> dict[np.dtype, str]:
+    """The type each int dtype's arithmetic wraps in, from a dialect's table: unsigned, and not
+    narrower than int (C promotes a narrower one to (signed) int, whose overflow is undefined:
+    65535 * 65535)."""
+    return {dt: ctypes[U64] if dt.itemsize == 8 else ctypes[U32] for dt in INTS}
+
+
 # the C types of the integer dtypes (C99's, which CUDA C and C++ share: no <stdint.h> needed)
-INT_CTYPES = dict(zip(INTS, ("signed char", "short", "int", "long long",
-                             "unsigned char", "unsigned short", "unsigned int", "unsigned long long")))
-# the type each int dtype's arithmetic wraps in: unsigned, and not narrower than int (C promotes a
-# narrower one to (signed) int, whose overflow is undefined: 65535 * 65535)
-INT_WRAP = {dt: "unsigned long long" if dt.itemsize == 8 else "unsigned int" for dt in INTS}
+INT_CTYPES = int_types("signed char", "short", "int", "long long",
+                       "unsigned char", "unsigned short", "unsigned int", "unsigned long long")
+INT_WRAP = wrap_types(INT_CTYPES)
+# C99's literal suffixes (int8/16/32 need none: an int literal converts exactly)
+INT_SUFFIXES = {np.dtype(np.int64): "LL", **{dt: "u" for dt in INTS if dt.kind == "u"}, U64: "ULL"}
 
 _CMP = {Op.CMPLT: "<", Op.CMPLE: "<=", Op.CMPEQ: "==", Op.CMPNE: "!="}
 check_exhaustive({Op.ADD, Op.MUL, Op.MAX, Op.MIN}, ACC_COMBINE, "C-style renderer (accumulator combine ops)")
 _INDEX_OPS = {Op.ADD: "+", Op.SUB: "-", Op.MUL: "*"}
 
-# The helpers of ops.py's semantics, for C99, C++ and CUDA alike: one definition per type, by
-# macro. The dialect's prelude defines UG_FN, their qualifiers (`static inline` in C; CUDA adds
-# `__device__`). UG_BITCAST needs <string.h>'s memcpy, which compilers turn into a register move.
-C_HELPERS = r"""
+# The helpers of ops.py's semantics, for C99, C++, CUDA and OpenCL alike: one definition per
+# type, by macro. The dialect's prelude defines UG_FN, their qualifiers (`static inline` in C; CUDA
+# adds `__device__`). UG_BITCAST goes through memcpy (which compilers turn into a register move)
+# or, for a dialect without memcpy (OpenCL C), through a union.
+_BITCASTS = {
+    "memcpy": "#define UG_BITCAST(S, T, D, U) UG_FN U ug_bitcast_##S##_##D(T x) { U r; memcpy(&r, &x, sizeof r); return r; }",
+    "union": "#define UG_BITCAST(S, T, D, U) UG_FN U ug_bitcast_##S##_##D(T x) { union { T a; U b; } u; u.a = x; return u.b; }",
+}
+
+
+def c_helpers(bitcast: str = "memcpy") -> str:
+    """The helper macros (UG_INT_HELPERS, UG_UINT_HELPERS, UG_BITCAST, UG_FLOAT_HELPERS) for a
+    dialect's prelude; `bitcast`: "memcpy" or "union" (how UG_BITCAST moves the bits)."""
+    if bitcast not in _BITCASTS:
+        raise ValueError(f"c_helpers: bitcast must be one of {sorted(_BITCASTS)}, got {bitcast!r}")
+    return r"""
 #define UG_INT_HELPERS(S, T, U) \
 UG_FN T ug_floordiv_##S(T a, T b) { if (b == 0) return 0; if (b == -1) return (T)(0u - (U)a); \
   T q = a / b; return (q * b != a && ((a < 0) != (b < 0))) ? q - 1 : q; } \
@@ -60,15 +109,25 @@ UG_FN T ug_ipow_##S(T base, T e) { if (e < 0) return base == 1 ? 1 : base == -1 
   U r = 1, b = (U)base; while (e) { if (e & 1) r *= b; b *= b; e >>= 1; } return (T)r; }
 #define UG_UINT_HELPERS(S, T, U) \
 UG_FN T ug_ipow_##S(T base, T e) { U r = 1, b = (U)base; while (e) { if (e & 1) r *= b; b *= b; e >>= 1; } return (T)r; }
-#define UG_BITCAST(S, T, D, U) UG_FN U ug_bitcast_##S##_##D(T x) { U r; memcpy(&r, &x, sizeof r); return r; }
+""" + _BITCASTS[bitcast] + r"""
 #define UG_FLOAT_HELPERS(S, T) \
 UG_FN T ug_max_##S(T a, T b) { if (a > b) return a; if (b > a) return b; return (a == b && a != 0) ? a : a + b; } \
 UG_FN T ug_min_##S(T a, T b) { if (a < b) return a; if (b < a) return b; return (a == b && a != 0) ? a : -((-a) + (-b)); }
 """
 
-# UG_INT_HELPERS / UG_UINT_HELPERS of every integer dtype, for a dialect's prelude (after C_HELPERS)
-C_INT_HELPERS = "".join(f"UG_{'U' if dt.kind == 'u' else ''}INT_HELPERS({SUFFIX[dt]}, {INT_CTYPES[dt]}, "
-                        f"{INT_WRAP[dt]})\n" for dt in INTS)
+
+C_HELPERS = c_helpers()
+
+
+def int_helpers(ctypes: Mapping[np.dtype, str] = INT_CTYPES) -> str:
+    """UG_INT_HELPERS / UG_UINT_HELPERS of every integer dtype, in a dialect's type names, for its
+    prelude (after c_helpers())."""
+    wrap = wrap_types(ctypes)
+    return "".join(f"UG_{'U' if dt.kind == 'u' else ''}INT_HELPERS({SUFFIX[dt]}, {ctypes[dt]}, {wrap[dt]})\n"
+                   for dt in INTS)
+
+
+C_INT_HELPERS = int_helpers()
 
 # float16 <-> float32/float64 in software, for C dialects without a half type (C99): a value is
 # its 16 bits in an unsigned short. Rounding is to nearest even from the exact double (a float
@@ -97,16 +156,31 @@ class CStyleRenderer(Renderer):
     # core guards float -> int conversions: a C cast of NaN or of a value out of range is undefined)
     capabilities = frozenset({SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS})
 
+    # -- the dialect's tables (see the module docstring)
     ctypes: ClassVar[dict[np.dtype, str]] = {F32: "float", F64: "double", BOOL: "bool", **INT_CTYPES}
     unsigned: ClassVar[dict[np.dtype, str]] = INT_WRAP
+    index_type: ClassVar[str] = "long long"
+    int_suffixes: ClassVar[dict[np.dtype, str]] = INT_SUFFIXES
+    float_suffixes: ClassVar[dict[np.dtype, str]] = {F32: "f"}
+    math_suffixes: ClassVar[dict[np.dtype, str]] = {F32: "f"}
+    nan_literal: ClassVar[str] = '__builtin_nan{f}("")'   # {f}: the math suffix, {t}: the type
+    inf_literal: ClassVar[str] = "__builtin_inf{f}()"
+    shared_at_function_scope: ClassVar[bool] = False
     prelude: ClassVar[str] = ""
     restrict: ClassVar[str] = "restrict"
 
     # -- what a dialect spells (overridden by subclasses)
     def head(self, name: str, program: LoopProgram) -> str:
         """The function's first line, up to and including `{`; the buffers are `b0`, `b1`, ...
-        (or defined by `op_param`), and on the cpu target `gid_start`, `gid_end`."""
-        raise NotImplementedError
+        (or defined by `op_param`), and on the cpu target `gid_start`, `gid_end`. The default:
+        the kit's host calling convention (cpu target), `void name(void **args, <index_type>
+        gid_start, <index_type> gid_end)`, the buffers read from `args`; a gpu dialect writes its own."""
+        if program.target != "cpu":
+            raise NotImplementedError(f"{type(self).__name__}: a gpu dialect spells its own head()")
+        params = [f"  {'' if p.is_output else 'const '}{self.ctype(p.dtype)}* b{i} = args[{i}];"
+                  for i, p in enumerate(program.params)]
+        index = self.index_type
+        return "\n".join([f"void {name}(void **args, {index} gid_start, {index} gid_end) {{", *params])
 
     def special(self, kind: Special, dim: int) -> str:
         raise RenderError(f"{type(self).__name__}: no thread ids (a cpu-target dialect)")
@@ -124,15 +198,14 @@ class CStyleRenderer(Renderer):
 
     def math(self, op: Op, dtype: np.dtype) -> str:
         """The function computing `op` (a _LIBM op: exp, fabs, floor, fmod...) on float32 or float64."""
-        return _LIBM[op] + ("f" if dtype == F32 else "")
+        return _LIBM[op] + self.math_suffixes.get(dtype, "")
 
     def float_literal(self, value: float, dtype: np.dtype) -> str:
-        f = "f" if dtype == F32 else ""
-        if math.isnan(value):
-            return f"__builtin_nan{f}(\"\")"
-        if math.isinf(value):
-            return f"({'-' if value < 0 else ''}__builtin_inf{f}())"
-        return float(value).hex() + f  # exact
+        if math.isnan(value) or math.isinf(value):
+            special = self.nan_literal if math.isnan(value) else self.inf_literal
+            text = special.format(f=self.math_suffixes.get(dtype, ""), t=self.ctype(dtype))
+            return text if math.isnan(value) else f"({'-' if value < 0 else ''}{text})"
+        return float(value).hex() + self.float_suffixes.get(dtype, "")  # exact
 
     def bitcast(self, expr: str, src: np.dtype, dst: np.dtype) -> str:
         return f"ug_bitcast_{SUFFIX[src]}_{SUFFIX[dst]}({expr})"
@@ -154,6 +227,10 @@ class CStyleRenderer(Renderer):
         self.closers = 0    # braces the cpu target's gid loop left open
         self.index: set[int] = set()   # ids of int64 index-math values
         head = self.head(name, program)
+        if self.shared_at_function_scope and program.target == "gpu":   # (OpenCL: __local only there)
+            for inst in program.instructions:
+                if inst.opc is Opc.DEFINE_LOCAL:
+                    self.op_define_local(inst)
         self.walk(program)
         self.lines += ["  " * d + "}" for d in range(self.closers, 0, -1)]
         return "\n".join([head, *self.lines, "}"])
@@ -179,12 +256,10 @@ class CStyleRenderer(Renderer):
             return self.from_float(self.float_literal(float(value), F32), F32)
         if dtype.kind == "f":
             return self.float_literal(float(dtype.type(value)), dtype)
-        value = int(value)
-        if dtype.kind == "u":
-            return f"{value}{'ULL' if dtype.itemsize == 8 else 'u'}"
-        if dtype == I64:
-            return "(-9223372036854775807LL - 1LL)" if value == -2**63 else f"{value}LL"
-        return "(-2147483647 - 1)" if value == -2**31 else str(value)
+        value, suffix = int(value), self.int_suffixes.get(dtype, "")
+        if dtype.kind == "i" and dtype.itemsize >= 4 and value == -2 ** (8 * dtype.itemsize - 1):
+            return f"(-{-value - 1}{suffix} - 1{suffix})"   # (the literal 2**63 would not fit)
+        return f"{value}{suffix}"
 
     # -- one method per opcode
     def op_const(self, inst: Inst) -> None:
@@ -199,7 +274,7 @@ class CStyleRenderer(Renderer):
         if self.program.target == "cpu":
             assert kind is Special.GLOBAL_ID and dim == 0, inst.arg
             name = f"v{inst.id}"
-            self.emit(f"for (long long {name} = gid_start; {name} < gid_end; {name}++) {{")
+            self.emit(f"for ({self.index_type} {name} = gid_start; {name} < gid_end; {name}++) {{")
             self.names[id(inst)] = name
             self.depth += 1
             self.closers += 1
@@ -211,7 +286,8 @@ class CStyleRenderer(Renderer):
         name = f"v{inst.id}"
         self.names[id(inst)] = name
         self.index.add(id(inst))
-        self.emit(f"for (long long {name} = {self.v(start)}; {name} < {self.v(end)}; {name} += {inst.arg}LL) {{")
+        step = f"{inst.arg}{self.int_suffixes.get(INDEX, '')}"
+        self.emit(f"for ({self.index_type} {name} = {self.v(start)}; {name} < {self.v(end)}; {name} += {step}) {{")
         self.depth += 1
 
     def op_if(self, inst: Inst) -> None:
@@ -278,6 +354,8 @@ class CStyleRenderer(Renderer):
         self.define(inst, self.v(inst.srcs[0]))
 
     def op_define_local(self, inst: Inst) -> None:
+        if id(inst) in self.names:   # declared at the top already (shared_at_function_scope)
+            return
         name = f"local{inst.id}"
         self.names[id(inst)] = name
         if self.program.target == "cpu":  # private to the global id: a plain array
@@ -351,7 +429,7 @@ _LIBM = {Op.EXP: "exp", Op.LOG: "log", Op.SQRT: "sqrt", Op.SIN: "sin", Op.COS: "
 _FLOAT: dict[Op, Spell] = {
     **{op: _libm(op) for op in _LIBM},
     Op.NEG: _fmt("(-{0})"),
-    Op.RECIP: lambda r, a, dt: f"({'1.0f' if dt == F32 else '1.0'} / {a[0]})",
+    Op.RECIP: lambda r, a, dt: f"(1.0{r.float_suffixes.get(dt, '')} / {a[0]})",
     Op.ADD: _fmt("({0} + {1})"),
     Op.SUB: _fmt("({0} - {1})"),
     Op.MUL: _fmt("({0} * {1})"),

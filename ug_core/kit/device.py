@@ -1,18 +1,25 @@
-"""A device assembled from kit parts: the core runs lower -> render -> compile -> load -> launch.
+"""A device assembled from kit parts: the core runs lower -> legalize -> render -> compile -> load -> launch.
 
 A backend supplies a `DeviceInfo`, a `Renderer`, a `Compiler`, an `Allocator` and a `Runtime`
 (binary -> loaded program; program + buffers -> run) and subclasses nothing else; `KitDevice`
-is the `ug_core.device.Device` the scheduler and runtime talk to. A backend that wants its own
-matmul, fast launch paths or epilogues overrides those methods of KitDevice, as it would on
-Device; everything else (the buffer pool, the disk cache, the default matmul, empty launches,
-UG_DEBUG output, compile errors with the source) is the core's.
+is the `ug_core.device.Device` (the runtime's internal protocol) the scheduler and runtime talk
+to. The pipeline is the kit's alone, once: `lower_kernel` / `prepare` (lowering, legalization),
+`render_entry` (rendering and entry point naming), `KitDevice.compile_program` (the disk cache,
+loading, the no-alias variant), `KitDevice.launcher` (the runtime's fast path, the variant where
+a launch passes one buffer twice), the buffer pool with its out-of-memory retry, and a program
+cache (`KitDevice.cached`). A backend overrides a few hooks (`lower_options`, `lower_loop`,
+`renderer_for`) and, to go faster, `matmul`, `matmul_epilogue` and the like; everything else
+(the default matmul, sorts and FFTs, empty launches, UG_DEBUG output, compile errors with the
+source) is the core's.
 """
 
 from __future__ import annotations
 
 import abc
+import functools
+import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar, Hashable, TypeVar
 
 import numpy as np
 
@@ -31,8 +38,8 @@ from .hostsort import HostSort
 from .matmul import matmul_kernel
 from .renderer import Renderer, renderer_class
 
-# the compiled gpu sort and fft passes by shape: a cache per device, made on first use
-_GPU_SORTS, _GPU_FFTS = declare("kit.gpu_sorts", 64), declare("kit.gpu_ffts", 64)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,10 @@ class DeviceInfo:
 class Runtime(abc.ABC):
     """What a backend supplies to run binaries."""
 
+    # what `load` raises for a binary that does not load (a linker's error): the kit reports it
+    # as a CompileError carrying the source
+    load_errors: ClassVar[tuple[type[Exception], ...]] = ()
+
     @abc.abstractmethod
     def load(self, binary: bytes, program: LoopProgram, name: str) -> Any:
         """The loaded entry point `name` of `binary` (what `launch` gets)."""
@@ -60,16 +71,104 @@ class Runtime(abc.ABC):
     @abc.abstractmethod
     def launch(self, loaded: Any, program: LoopProgram, handles: list[Any]) -> None:
         """Run a loaded program on allocations (Allocator handles) in argument order.
-        Never called for an empty program (global size 0): the core skips those."""
+        Never called for an empty program (global size 0): the core skips those. It may return
+        before the work is done (queued on a stream) if `synchronize` waits for it."""
 
     def synchronize(self) -> None:
-        """Wait for launched work (a runtime that runs synchronously need not override this)."""
+        """Wait for launched work (a runtime that runs synchronously need not override this: the
+        kit then copies out without waiting)."""
+
+    def launcher(self, loaded: Any, program: LoopProgram) -> tuple[Callable[..., Any], Callable[[Any], None]] | None:
+        """Optional fast path, made once per program: (pack, call), where `call(pack(*handles))`
+        launches `loaded` as `launch` would (two functions, so that each can be a C-level
+        callable: ug.jit's replays pay for every Python frame). None (the default): the kit calls
+        `launch`."""
+        return None
 
 
-@dataclass
-class _Loaded:
-    program: LoopProgram
-    entry: Any
+class Loaded:
+    """A kit Program's handle: the legalized loop program, the runtime's loaded entry (None for
+    an empty program) and, where the renderer promised distinct buffers (Renderer.noalias), the
+    variant without that promise, compiled on the first launch that passes one buffer twice."""
+
+    __slots__ = ("program", "entry", "variant", "launch")
+
+    def __init__(self, program: LoopProgram, entry: Any, variant: "_Variant | None"):
+        self.program, self.entry, self.variant = program, entry, variant
+        self.launch: Callable[[list[Buffer]], None] | None = None   # KitDevice.launcher's, made once
+
+    def entry_for(self, handles: list[Any]) -> Any:
+        """The entry to launch on `handles`: the variant where one allocation is passed twice."""
+        if self.variant is None or len(set(handles)) == len(handles):
+            return self.entry
+        return self.variant.get()
+
+
+class _Variant:
+    """The no-alias variant of a loaded program, made on first use. (What a launcher closes over:
+    not the Loaded, which holds the launcher: that would be a reference cycle.)"""
+
+    __slots__ = ("make", "entry")
+
+    def __init__(self, make: Callable[[], Any]):
+        self.make, self.entry = make, None
+
+    def get(self) -> Any:
+        if self.entry is None:
+            self.entry = self.make()
+        return self.entry
+
+
+ENTRY = "ug_kernel"
+"""The name a renderer whose entry names are hashes (Renderer.entry_names) renders under, before
+the kit renames the entry to the hash of that source."""
+
+
+def prepare(program: LoopProgram, info: DeviceInfo, renderer: Callable[[], Renderer] | None = None) -> LoopProgram:
+    """`program` legalized for a device (ug_core.legalize: its capabilities and dtypes, and its
+    renderer's op-set version and the semantics the renderer guards itself; `renderer`: the
+    device's renderer class or factory, None for a renderer declaring nothing): exactly what its
+    renderer gets. Raises CompileError naming the device and the program."""
+    written_for = Renderer if renderer is None else renderer_class(renderer)
+    return legalized(program, info.name, frozenset(info.capabilities) | written_for.capabilities, info.dtypes,
+                     written_for.op_set_version)
+
+
+def legalized(program: LoopProgram, device: str, capabilities: frozenset[str], dtypes: frozenset[np.dtype],
+              op_set_version: int) -> LoopProgram:
+    """`program` legalized (see prepare); a RenderError becomes a CompileError naming `device`."""
+    try:
+        return legalize(program, capabilities, dtypes, op_set_version)
+    except RenderError as e:
+        raise CompileError(f"{device}: cannot compile {program.name}: {e}", str(program)) from None
+
+
+def lower_kernel(kernel: Kernel, info: DeviceInfo, options: LowerOptions | None = None,
+                 renderer: Callable[[], Renderer] | None = None) -> LoopProgram:
+    """`kernel` lowered for a device (`options`, default `info.lower_options`) and legalized for
+    it and its `renderer` (see prepare): the loop program its renderer gets, with no device
+    object needed (compile-only tools)."""
+    return prepare(lower(kernel, info.lower_options if options is None else options), info, renderer)
+
+
+def render_entry(renderer: Renderer, program: LoopProgram, device: str = "?") -> tuple[Any, str]:
+    """(source, entry point name) of `program`: the entry is named after the kernel (`c_name`), or,
+    for a renderer with `entry_names = "hash"`, after a hash of its source. Raises CompileError."""
+    try:
+        if renderer.entry_names == "hash":
+            text = renderer.render(program, ENTRY)
+            name = "ug_" + hashlib.sha256(text.encode()).hexdigest()[:24]
+            return renderer.rename_entry(text, ENTRY, name), name
+        name = c_name(program.name)
+        return renderer.render(program, name), name
+    except RenderError as e:
+        raise CompileError(f"{device}: cannot render {program.name}: {e}", str(program)) from None
+
+
+PROGRAM_CACHE_SIZE = 256
+"""Entries of a KitDevice's program cache (KitDevice.cached): past it, the least recently used
+goes."""
+_PROGRAMS = declare("kit.programs", PROGRAM_CACHE_SIZE)   # (one per device, made with it)
 
 
 class KitDevice(Device):
@@ -103,12 +202,16 @@ class KitDevice(Device):
         self.memory = CachingAllocator(allocator)
         self.raw = allocator
         self.runtime = runtime
+        self.programs: Cache[Hashable, Any] = Cache.of(_PROGRAMS)   # the program cache (cached)
         # every Buffer calls allocate, and free from its __del__, and ug.jit's callers synchronize
         # after each tiny replay: the pool's and the runtime's own methods, one call less each,
-        # unless a subclass overrides them
+        # unless a subclass overrides them; a runtime that runs synchronously (no synchronize of
+        # its own) has nothing to wait for before a copy out
+        synchronous = type(runtime).synchronize is Runtime.synchronize
         for method, direct in (("allocate", self.memory.allocate), ("free", self.memory.free),
-                               ("synchronize", runtime.synchronize)):
-            if getattr(type(self), method) is getattr(KitDevice, method):
+                               ("synchronize", runtime.synchronize),
+                               ("copy_out", allocator.copy_out if synchronous else None)):
+            if direct is not None and getattr(type(self), method) is getattr(KitDevice, method):
                 setattr(self, method, direct)
 
     # -- memory: the core's pool around the backend's allocator
@@ -135,7 +238,7 @@ class KitDevice(Device):
         return self.raw.host_view(handle, nbytes)
 
     # -- sort: on host memory, numpy's in place (kit.hostsort); a gpu target's, a bitonic sort in
-    # shared memory and global steps (kit.gpusort); else the core's bitonic kernels
+    # shared memory and global steps (kit.gpusort); else Device's round trip through the host
     sort_threads = 1
 
     def sorts(self) -> bool:
@@ -150,7 +253,7 @@ class KitDevice(Device):
         elif self.info.lower_options.target == "gpu":
             self._gpu_sort(out, src, spec)
         else:
-            raise NotImplementedError(f"device {self.name!r} has no sort of its own (its memory is not the host's)")
+            super().sort(out, src, spec)   # (a round trip through the host)
 
     def _host_sort_rows(self, out: Buffer, src: Buffer, spec: SortSpec) -> None:
         if self._host_sort is None:
@@ -169,16 +272,14 @@ class KitDevice(Device):
         log2 block) in a small buffer of its own, written once per shape too."""
         opts = self.info.lower_options
         plan = gpusort.plan(spec, src.dtype, out.dtype, opts.local_size, opts.max_global_size)
-        if self._gpu_sorts is None:
-            self._gpu_sorts = Cache.of(_GPU_SORTS)
-        prepared = self._gpu_sorts.get(plan)
-        if prepared is None:
-            programs = [self.compile_program(self.legalize(p), p.name)
-                        for p in gpusort.programs(plan)]
+
+        def prepare_sort() -> list[tuple[Loaded, Buffer]]:
+            programs = [self.compile_program(self.legalize(p), p.name) for p in gpusort.programs(plan)]
             launches = gpusort.launches(plan)
             steps = {step: Buffer(self, 2, np.dtype(np.int32)).copy_in(np.array(step, np.int32))
                      for step in dict.fromkeys(step for _, step in launches)}
-            prepared = self._gpu_sorts[plan] = [(programs[which].handle, steps[step]) for which, step in launches]
+            return [(programs[which].handle, steps[step]) for which, step in launches]
+        prepared = self.cached(("sort", plan), prepare_sort)
         size = spec.rows * plan.m
         keys, order = self.memory.allocate(max(1, size * plan.key_dtype.itemsize)), self.memory.allocate(max(1, size * 4))
         try:
@@ -189,8 +290,6 @@ class KitDevice(Device):
         finally:
             self.memory.free(keys)
             self.memory.free(order)
-
-    _gpu_sorts: Cache[gpusort.SortPlan, list[tuple[Any, Buffer]]] | None = None
 
     # -- fft: on host memory, pocketfft in place (kit.hostfft, over sort_threads threads); a gpu
     # target's, Stockham / Bluestein passes (kit.gpufft); else the default's host round trip
@@ -219,15 +318,12 @@ class KitDevice(Device):
             return
         opts = self.info.lower_options
         plan = gpufft.plan(spec, opts.local_size, opts.max_global_size, self.fft_shared_bytes)
-        if self._gpu_ffts is None:
-            self._gpu_ffts = Cache.of(_GPU_FFTS)
-        prepared = self._gpu_ffts.get(plan)
-        if prepared is None:
-            programs = [self.compile_program(self.legalize(p), p.name).handle
-                        for p in gpufft.programs(plan)]
+
+        def prepare_fft() -> tuple[list[Loaded], Buffer]:
+            programs = [self.compile_program(self.legalize(p), p.name).handle for p in gpufft.programs(plan)]
             table = gpufft.table(plan)
-            prepared = self._gpu_ffts[plan] = (programs, Buffer(self, table.size, table.dtype).copy_in(table))
-        programs, table_buffer = prepared
+            return programs, Buffer(self, table.size, table.dtype).copy_in(table)
+        programs, table_buffer = self.cached(("fft", plan), prepare_fft)
         nbytes = plan.scratch_size * spec.dtype.itemsize
         used = plan.scratch_buffers()
         scratch = [self.memory.allocate(nbytes if i < used else 16) for i in range(2)]
@@ -240,8 +336,6 @@ class KitDevice(Device):
         finally:
             for handle in scratch:
                 self.memory.free(handle)
-
-    _gpu_ffts: Cache[gpufft.FftPlan, tuple[list[Any], Buffer]] | None = None
 
     def wrap_host(self, array: np.ndarray) -> Any | None:
         return self.raw.wrap_host(array)
@@ -275,23 +369,29 @@ class KitDevice(Device):
     def legalize(self, program: LoopProgram) -> LoopProgram:
         """`program` as the renderer gets it: legalized (ug_core.legalize) for the device's and the
         renderer's capabilities, the device's dtypes and the renderer's op-set version."""
-        return legalize(program, self.capabilities, self.dtypes, self.op_set_version)
+        return legalized(program, self.name, self.capabilities, self.dtypes, self.op_set_version)
 
     def lower(self, kernel: Kernel) -> LoopProgram:
         """The loop program the renderer gets: lowered for this target, then legalized for its
         capabilities and op-set version (ug_core.legalize)."""
-        program = self.lower_loop(kernel)
-        try:
-            return self.legalize(program)
-        except RenderError as e:
-            raise CompileError(f"{self.name}: cannot compile {program.name}: {e}", str(program)) from None
+        return self.legalize(self.lower_loop(kernel))
+
+    def renderer_for(self, program: LoopProgram) -> Renderer:
+        """A new renderer for `program` (a backend may choose its settings per program: `cpu`
+        prefers narrower vectors for tiny kernels)."""
+        return self.make_renderer()
+
+    def render_entry(self, program: LoopProgram, noalias: bool = True) -> tuple[Any, str]:
+        """(source, entry point name) of `program` (see kit.render_entry); `noalias=False`: the
+        variant for launches that pass one buffer twice, where the renderer promises otherwise."""
+        renderer = self.renderer_for(program)
+        if not noalias:
+            renderer.noalias = False
+        return render_entry(renderer, program, self.name)
 
     def render_program(self, program: LoopProgram) -> Any:
         """The renderer's output for `program`: source text, or what the backend's compiler takes."""
-        try:
-            return self.make_renderer().render(program, c_name(program.name))
-        except RenderError as e:
-            raise CompileError(f"{self.name}: cannot render {program.name}: {e}", str(program)) from None
+        return self.render_entry(program)[0]
 
     def render(self, kernel: Kernel) -> str:
         return str(self.render_program(self.lower(kernel)))
@@ -302,25 +402,94 @@ class KitDevice(Device):
     def compile_program(self, program: LoopProgram, name: str) -> Program:
         """A Program running a legalized loop program (a kernel's, or one the backend built)."""
         if program.is_empty:
-            return Program(name, _Loaded(program, None), str(program), program.global_size, program.local_size)
-        source = self.render_program(program)
-        entry_name = c_name(program.name)
-        # a cached binary the runtime refuses to load is dropped and compiled again (CachedCompiler.load)
-        entry = self.compiler.load(source, entry_name, lambda binary: self.runtime.load(binary, program, entry_name))
+            return Program(name, Loaded(program, None, None), str(program), program.global_size, program.local_size)
+        renderer = self.renderer_for(program)
+        source, entry_name = render_entry(renderer, program, self.name)
+        entry = self._load(program, source, entry_name)
+        # a renderer that promised distinct buffers: the variant without, made when first needed
+        variant = _Variant(functools.partial(self._load_variant, program)) if renderer.noalias else None
         text = source if isinstance(source, str) else str(program)   # what a CompileError or UG_DEBUG shows
-        return Program(name, _Loaded(program, entry), text, program.global_size, program.local_size)
+        return Program(name, Loaded(program, entry, variant), text, program.global_size, program.local_size)
 
+    def _load(self, program: LoopProgram, source: Any, entry_name: str) -> Any:
+        """The runtime's entry for `source`: its binary from the disk cache or compiled, loaded."""
+        runtime = self.runtime
+        try:
+            return self.compiler.load(source, entry_name, lambda binary: runtime.load(binary, program, entry_name))
+        except runtime.load_errors as e:
+            raise CompileError(f"{self.name}: could not load {entry_name}: {e}",
+                               source if isinstance(source, str) else str(program)) from None
+
+    def _load_variant(self, program: LoopProgram) -> Any:
+        return self._load(program, *self.render_entry(program, noalias=False))
+
+    def cached(self, key: Hashable, make: Callable[[], T]) -> T:
+        """The program cache: `make()` once per key (programs a backend builds itself, with what
+        their launches need: a matmul's, the kit's sort and fft passes), the least recently used
+        entry dropped past PROGRAM_CACHE_SIZE. Keys of different kinds must differ (("sort", plan), ...)."""
+        found = self.programs.get(key)
+        if found is None:
+            found = make()
+            self.programs[key] = found
+        return found
+
+    # -- launching: the runtime's fast path where it has one, the no-alias variant where needed
     def run(self, program: Program, buffers: list[Buffer]) -> None:
-        loaded: _Loaded = program.handle
-        if loaded.entry is not None:
-            self.runtime.launch(loaded.entry, loaded.program, [b.handle for b in buffers])
+        (program.handle.launch or self.launcher(program))(buffers)
 
     def launcher(self, program: Program) -> Callable[[list[Buffer]], None]:
-        loaded: _Loaded = program.handle
+        loaded: Loaded = program.handle
+        if loaded.launch is None:
+            loaded.launch = self._launcher(loaded)
+        return loaded.launch
+
+    def _launcher(self, loaded: Loaded) -> Callable[[list[Buffer]], None]:
+        entry, lp, variant = loaded.entry, loaded.program, loaded.variant
+        if entry is None:
+            return _launch_nothing
+        pack: Callable[..., Any]
+        run: Callable[[Any], None]
+        fast = self.runtime.launcher(entry, lp)
+        if fast is None:
+            launch = self.runtime.launch
+            if variant is None:
+                return lambda buffers: launch(entry, lp, [b.handle for b in buffers])
+            pack, run = _handle_list, functools.partial(launch, entry, lp)
+        else:
+            pack, run = fast
+            if variant is None:
+                return lambda buffers: run(pack(*[b.handle for b in buffers]))
+        aliased: Callable[[list[Any]], None] | None = None   # the variant's, made on the first launch that needs it
+        on_handles = self._on_handles
+
+        def launch_checked(buffers: list[Buffer]) -> None:
+            nonlocal aliased
+            handles = [b.handle for b in buffers]
+            if len(set(handles)) == len(handles):
+                run(pack(*handles))
+                return
+            if aliased is None:
+                aliased = on_handles(variant.get(), lp)
+            aliased(handles)
+        return launch_checked
+
+    def _on_handles(self, entry: Any, lp: LoopProgram) -> Callable[[list[Any]], None]:
+        """A launch of `entry` on a list of handles."""
+        fast = self.runtime.launcher(entry, lp)
+        if fast is None:
+            return functools.partial(self.runtime.launch, entry, lp)
+        pack, run = fast
+        return lambda handles: run(pack(*handles))
+
+    def handle_launcher(self, program: Program) -> tuple[Callable[..., Any], Callable[[Any], None]]:
+        """The runtime's fast path (Runtime.launcher), else its `launch` on a list of the handles.
+        The caller guarantees that the buffers written are passed nowhere else: the entry with the
+        renderer's no-alias promise is right."""
+        loaded: Loaded = program.handle
         if loaded.entry is None:
-            return lambda buffers: None
-        launch, entry, lp = self.runtime.launch, loaded.entry, loaded.program
-        return lambda buffers: launch(entry, lp, [b.handle for b in buffers])
+            return _handle_list, _launch_nothing
+        fast = self.runtime.launcher(loaded.entry, loaded.program)
+        return fast if fast is not None else (_handle_list, functools.partial(self.runtime.launch, loaded.entry, loaded.program))
 
     # -- matmul: a kernel of the core's (a backend with a faster one overrides this)
     def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
@@ -328,6 +497,14 @@ class KitDevice(Device):
 
         program = compile_cache.get(self, matmul_kernel(spec, a.size, b.size))
         self.run(program, [out, a, b])
+
+
+def _launch_nothing(buffers: list[Buffer]) -> None:
+    """The launch of an empty program."""
+
+
+def _handle_list(*handles: Any) -> list[Any]:
+    return list(handles)
 
 
 def c_name(name: str) -> str:

@@ -42,11 +42,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..device import FftSpec
-from ..loop_builder import LoopBuilder
-from ..loop_ir import BOOL, INDEX, Inst, LoopProgram, Opc, ParamSpec, Special
-from ..lower import split_grid
+from ..loop_ir import BOOL, INDEX, Inst, LoopProgram, Opc, ParamSpec
 from ..ops import Op
 from ..view import prod
+from .grid import GridProgram
 
 SCRATCH0, SCRATCH1, SOURCE, OUT, TABLE = range(5)
 """Every program's parameters, in order."""
@@ -195,30 +194,16 @@ def programs(p: FftPlan) -> list[LoopProgram]:
 Complex = tuple[Inst, Inst]
 
 
-class _Program:
-    """A program under construction: the builder, the parameters, the workgroup's ids (`count`
-    workgroups of `local` threads, the last ones past the end skipped), complex math."""
+class _Program(GridProgram):
+    """A program under construction: `count` workgroups of `local` threads (the last ones past
+    the end skipped), complex math."""
 
     def __init__(self, p: FftPlan, local: int, count: int):
+        super().__init__(p.params(), count, local, p.max_grid)
         self.p = p
         self.dt = p.spec.dtype
-        self.b = b = LoopBuilder()
-        self.params = [b.emit(Opc.PARAM, spec.dtype, (), i) for i, spec in enumerate(p.params())]
-        self.local = local
-        self.grid = split_grid(count, p.max_grid)
-        self.group = b.group_index(self.grid)
-        self.lid = b.emit(Opc.SPECIAL, INDEX, (), (Special.LOCAL_ID, 0)) if local > 1 else b.const(0)
-        self.guarded = prod(self.grid) != count
-        if self.guarded:   # (uniform in a workgroup: the fused program's barriers may sit inside)
-            b.if_(b.alu(Op.CMPLT, (self.group, b.const(count)), BOOL))
-
-    def finish(self, name: str) -> LoopProgram:
-        if self.guarded:
-            self.b.close()
-        program = LoopProgram(name, "gpu", self.p.params(), self.grid, (self.local,) + (1,) * (len(self.grid) - 1),
-                              self.b.finish())
-        program.verify()
-        return program
+        if prod(self.grid) != count:   # (uniform in a workgroup: the fused program's barriers may sit inside)
+            self.guard(self.b.alu(Op.CMPLT, (self.group, self.b.const(count)), BOOL))
 
     # complex values: (re, im) pairs of the dtype
     def op(self, op: Op, x: Inst, y: Inst) -> Inst:

@@ -26,11 +26,10 @@ from typing import Callable
 import numpy as np
 
 from ..device import SortSpec
-from ..loop_builder import LoopBuilder
-from ..loop_ir import BOOL, INDEX, Inst, LoopProgram, Opc, ParamSpec, Special
-from ..lower import split_grid
+from ..loop_ir import BOOL, INDEX, Inst, LoopProgram, Opc, ParamSpec
 from ..ops import Op
 from ..view import prod
+from .grid import GridProgram
 
 I32 = np.dtype(np.int32)
 U8 = np.dtype(np.uint8)
@@ -97,31 +96,18 @@ def launches(p: SortPlan) -> list[tuple[int, tuple[int, int]]]:
 # --- the programs ------------------------------------------------------------------------------
 
 
-class _Program:
-    """A program under construction: the builder, the parameters, the grid, the thread's ids."""
+class _Program(GridProgram):
+    """A program under construction: `threads` threads in workgroups of `local`, `tid` the thread's."""
 
     def __init__(self, p: SortPlan, threads: int, local: int):
+        super().__init__(p.params(), -(-threads // local), local, p.max_grid)
         self.p = p
-        self.b = b = LoopBuilder()
-        self.params = [b.emit(Opc.PARAM, spec.dtype, (), i) for i, spec in enumerate(p.params())]
-        self.local = local
-        self.grid = split_grid(-(-threads // local), p.max_grid)
-        group = b.group_index(self.grid)
-        self.lid = b.emit(Opc.SPECIAL, INDEX, (), (Special.LOCAL_ID, 0)) if local > 1 else b.const(0)
-        self.tid = b.add(b.mul(group, local), self.lid)
+        b = self.b
+        self.tid = b.add(b.mul(self.group, local), self.lid)
         # the last workgroups of a grid split over dimensions may run past the end (whole
         # workgroups in the local programs, whose barriers the test then keeps uniform)
-        self.guarded = prod(self.grid) * local != threads
-        if self.guarded:
-            b.if_(b.alu(Op.CMPLT, (self.tid, b.const(threads)), BOOL))
-
-    def finish(self, name: str) -> LoopProgram:
-        if self.guarded:
-            self.b.close()
-        program = LoopProgram(name, "gpu", self.p.params(), self.grid, (self.local,) + (1,) * (len(self.grid) - 1),
-                              self.b.finish())
-        program.verify()
-        return program
+        if prod(self.grid) * local != threads:
+            self.guard(b.alu(Op.CMPLT, (self.tid, b.const(threads)), BOOL))
 
 
 def _before(pr: _Program, a: Inst, ia: Inst, b_: Inst, ib: Inst) -> Inst:

@@ -21,14 +21,29 @@ import numpy as np
 from ..device import FftSpec, register_host_fft
 from ..dtypes import complex_of
 
-try:   # (an optional dependency: numpy's pocketfft is the fallback)
-    import scipy.fft as _scipy_fft  # type: ignore[import-untyped]
-except ImportError:   # pragma: no cover - scipy is installed with the test extras
-    _scipy_fft = None
-try:   # SciPy's binding of pocketfft itself, which writes into a given array (`out=`)
-    from scipy.fft._pocketfft import pypocketfft as _pocketfft  # type: ignore[import-untyped]
-except ImportError:   # pragma: no cover - a SciPy without it: scipy.fft's results are copied
-    _pocketfft = None
+# scipy.fft and SciPy's binding of pocketfft, imported on the first transform (scipy.fft takes
+# some 0.2 s to import, and the kit is imported whenever a backend's settings are read); None
+# where not importable
+_UNSET: Any = object()
+_scipy_fft: Any = _UNSET
+_pocketfft: Any = _UNSET
+
+
+def _import_scipy() -> None:
+    global _scipy_fft, _pocketfft
+    if _scipy_fft is _UNSET:
+        try:   # (an optional dependency: numpy's pocketfft is the fallback)
+            import scipy.fft as scipy_fft  # type: ignore[import-untyped]
+        except ImportError:   # pragma: no cover - scipy is installed with the test extras
+            scipy_fft = None
+        _scipy_fft = scipy_fft
+    if _pocketfft is _UNSET:
+        try:   # SciPy's binding of pocketfft itself, which writes into a given array (`out=`)
+            from scipy.fft._pocketfft import pypocketfft  # type: ignore[import-untyped]
+        except ImportError:   # pragma: no cover - a SciPy without it: scipy.fft's results are copied
+            pypocketfft = None
+        _pocketfft = pypocketfft
+
 
 def shaped(src: np.ndarray, out: np.ndarray, spec: FftSpec) -> tuple[np.ndarray, np.ndarray]:
     """The source as (outer, n_in, inner) and the output as (outer, n_out, inner) arrays of
@@ -81,6 +96,7 @@ class HostFft:
         if spec.rows == 0:
             return
         x, y = shaped(src, out, spec)
+        _import_scipy()
         if _pocketfft is not None and self._in_place(x, y, spec):
             return
         if _scipy_fft is not None:

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 import numpy as np
 
-from ..device import SortSpec
+from ..device import SortSpec, register_host_sort
 
 SPLIT_MIN = 1 << 16
 """A row at least this long is sorted by several threads (chunks, then merges) when there are
@@ -308,3 +308,5 @@ def _top_candidates(rows: np.ndarray, k: int, from_end: bool) -> np.ndarray:
     ranked = np.take_along_axis(chosen, order, axis=1)
     return ranked[:, ::-1] if from_end else ranked
 
+
+register_host_sort(sort_rows)   # Device.sort's default (ug_core.device cannot import the kit, built on it)

@@ -46,6 +46,15 @@ class Renderer:
     # what it does itself that the core would otherwise do for it (ug_core.legalize.CAPABILITIES):
     # the semantics it guards (ug_core.opset.GUARDS: SAFE_INT_DIVISION, ...), NATIVE_F16, NATIVE_MATH
     capabilities: ClassVar[frozenset[str]] = frozenset()
+    # the output promises that the kernel's buffers are distinct (noalias, __restrict__): the kit
+    # then compiles, on the first launch that passes one buffer twice (an in-place write), a
+    # variant rendered with `noalias` set False (the allocator's handles must then be hashable,
+    # equal where the memory is the same). An attribute: a renderer may set it per instance
+    noalias: bool = False
+    # how the kit names the entry point (kit.render_entry): "kernel", after the kernel's name (an
+    # identifier: kit.c_name), or "hash", after a hash of the source, for a runtime that loads every
+    # program into one namespace (ug-llvm's one JIT engine a process): one symbol per distinct program
+    entry_names: ClassVar[str] = "kernel"
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -74,6 +83,10 @@ class Renderer:
         """The source of `program` as a function called `name`: text, or whatever the backend's
         Compiler takes (Vulkan's is a SPIR-V module object)."""
         raise NotImplementedError
+
+    def rename_entry(self, source: Any, old: str, new: str) -> Any:
+        """`source` with its entry point renamed from `old` to `new` (entry_names = "hash")."""
+        return source.replace(old, new)
 
     def walk(self, program: LoopProgram) -> None:
         """Render every instruction, in order."""

@@ -125,3 +125,21 @@ def test_a_dropped_program_unloads_its_library():
         assert not (mapped() & loaded)
     finally:
         gc.enable()
+
+
+def test_editing_the_prelude_changes_the_identity_so_no_stale_library_is_reused(tmp_path, monkeypatch):
+    """The prelude is compiled into every library but is not part of the source the cache keys:
+    it must be in the compiler's identity, or a library built with an old prelude is reused."""
+    monkeypatch.setenv("UG_C_CACHE_DIR", str(tmp_path))
+    x = ug.tensor(np.ones(8, np.float32), device="c")
+    kernel = ug.schedule(x * 2.0).kernels[0].kernel
+
+    def compiled() -> tuple[str, str, dict]:   # (identity, cache key, compile stats) of a new device
+        dev = c_device.make_device("test")
+        dev.compile(kernel)
+        return dev.compiler.compiler.identity(), dev.compiler.key(*dev.render_entry(dev.lower(kernel))), dev.compiler.stats
+    identity, key, _ = compiled()
+    monkeypatch.setattr(c_device, "PRELUDE", c_device.PRELUDE + "\n/* edited */\n")
+    new_identity, new_key, stats = compiled()
+    assert new_identity != identity and new_key != key
+    assert stats == {"compiled": 1, "disk_hits": 0}   # built again, with the new prelude

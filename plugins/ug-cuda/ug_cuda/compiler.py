@@ -1,20 +1,16 @@
-"""Kernel IR -> loop IR (the shared GPU lowering) -> CUDA C -> NVRTC, without a driver: the
-settings the device uses (`Config`), and compiling for any arch on a machine with no GPU."""
+"""Kernel IR -> loop IR (the kit's GPU lowering and legalization) -> CUDA C -> NVRTC, without a
+driver: the settings the device uses (`Config`), and compiling for any arch on a machine with no
+GPU, through the kit's pipeline functions (what the device runs, without the device)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ug_core.device import CompileError
-from ug_core.dtypes import SUPPORTED
-from ug_core.kernel_ir import Kernel
-from ug_core.kit import NATIVE_F16, NATIVE_MATH, CachedCompiler
-from ug_core.legalize import legalize
-from ug_core.loop_ir import LoopProgram
-from ug_core.lower import LowerOptions, lower
+from ug_core.kit import (NATIVE_F16, NATIVE_MATH, SUPPORTED, CachedCompiler, CompileError, DeviceInfo, Kernel,
+                         LoopProgram, LowerOptions, c_name, lower_kernel, render_entry)
 
 from . import nvrtc
-from .render import PRELUDE, CUDARenderer, RenderOptions, c_name, render, render_function
+from .render import PRELUDE, CUDARenderer, RenderOptions, render, render_function
 
 LOCAL_SIZE = 256
 # CUDA's grid limits: x up to 2^31 - 1 blocks, y and z up to 65535
@@ -34,6 +30,10 @@ class Config:
     def lower_options(self) -> LowerOptions:
         return LowerOptions(target="gpu", local_size=self.local_size, max_global_size=MAX_GRID, atomic_int_bits=(32, 64))
 
+    def device_info(self) -> DeviceInfo:
+        """What the device tells the kit (its version and description are the GPU's)."""
+        return DeviceInfo("cuda", frozenset(SUPPORTED), self.lower_options(), capabilities=CAPABILITIES)
+
     def render_options(self) -> RenderOptions:
         return RenderOptions(fast_math=self.fast_math, restrict=self.restrict)
 
@@ -52,9 +52,9 @@ class Rendered:
 
 def render_kernel(kernel: Kernel, config: Config = Config()) -> Rendered:
     """The kernel as the device lowers, legalizes and renders it."""
-    program = legalize(lower(kernel, config.lower_options()), CAPABILITIES, SUPPORTED)
-    name = c_name(kernel.name)
-    return Rendered(program, render(program, name, config.render_options()), name)
+    program = lower_kernel(kernel, config.device_info())
+    source, name = render_entry(CUDARenderer(config.render_options()), program, "cuda")
+    return Rendered(program, source, name)
 
 
 def compile_only(kernel: Kernel, arch: str = "sm_90", config: Config = Config(), use_cache: bool = False) -> bytes:

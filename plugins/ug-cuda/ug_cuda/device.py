@@ -12,19 +12,14 @@ from typing import Any
 
 import numpy as np
 
-from ug_core.device import Buffer, MatmulSpec
-from ug_core.dtypes import SUPPORTED
-from ug_core.env import env_flag, env_int
-from ug_core.faults import Refusing, forked_message
-from ug_core.kit import DeviceInfo, KitDevice
-from ug_core.loop_ir import LoopProgram
+from ug_core.kit import Buffer, KitDevice, MatmulSpec, Refusing, env_flag, env_int, forked_message
 
 from . import __version__, nvrtc
-from .compiler import CAPABILITIES, Config
+from .compiler import Config
 from .driver import Context
 from .memory import Allocation, CudaAllocator
 from .render import CUDARenderer
-from .runtime import CudaRuntime, LoadedKernel
+from .runtime import CudaRuntime
 
 
 class CudaDevice(KitDevice):
@@ -39,18 +34,16 @@ class CudaDevice(KitDevice):
         self.config = config or Config(fast_math=env_flag("UG_CUDA_FAST_MATH", False))
         self.target = nvrtc.target_for(*ctx.cc)   # sm_XY (CUBIN) or compute_XY (PTX, JIT by the driver)
         sm = f"sm_{ctx.cc[0]}{ctx.cc[1]}"
-        info = DeviceInfo(
-            "cuda", frozenset(SUPPORTED), self.config.lower_options(),
+        info = replace(
+            self.config.device_info(),
             # part of the compile cache key: the same kernel compiles differently per GPU
             version=f"{__version__} ({ctx.gpu_name}, {sm}, driver {ctx.driver_version})",
             description=(f"{ctx.gpu_name}, compute capability {ctx.cc[0]}.{ctx.cc[1]}, driver CUDA "
-                         f"{ctx.driver_version}, NVRTC {'%d.%d' % nvrtc.version()} -> {self.target}"),
-            capabilities=CAPABILITIES)
+                         f"{ctx.driver_version}, NVRTC {'%d.%d' % nvrtc.version()} -> {self.target}"))
         super().__init__(info, functools.partial(CUDARenderer, self.config.render_options()),
                          nvrtc.NVRTCCompiler(self.target, self.config.nvrtc_options()),
-                         CudaAllocator(ctx, self.empty_cache), CudaRuntime(ctx, self._load_unaliased))
+                         CudaAllocator(ctx), CudaRuntime(ctx))
         self._blas: Any = None                            # ug_cuda.matmul's cuBLAS handle (False: none)
-        self._matmul_kernels: dict[np.dtype, Any] = {}    # dtype -> (module, function) of the tiled kernel
 
     def __repr__(self) -> str:
         return f"<CudaDevice {self.description}>"
@@ -66,11 +59,6 @@ class CudaDevice(KitDevice):
             "cuda", parent, "CUDA cannot be used in a forked child, so neither this device nor its tensors work here"))
         self._blas = False
         return False
-
-    def _load_unaliased(self, program: LoopProgram, name: str) -> LoadedKernel:
-        """`program` compiled without __restrict__ (for launches that pass one buffer twice)."""
-        source = CUDARenderer(replace(self.config.render_options(), restrict=False)).render(program, name)
-        return self.compiler.load(source, name, lambda image: self.runtime.load(image, program, name))
 
     def load_source(self, source: str, function: str) -> tuple[Any, Any]:
         """Compile (disk-cached) and load CUDA C of ug-cuda's own; returns (module, function)."""

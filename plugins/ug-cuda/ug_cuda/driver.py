@@ -12,7 +12,7 @@ import importlib.util
 import sys
 from typing import Any
 
-from ug_core.env import env_flag, env_int
+from ug_core.kit import env_flag, env_int
 
 LIBCUDA = "nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1"
 

@@ -21,11 +21,7 @@ from typing import Any
 import numpy as np
 
 import ug_core as ug
-from ug_core import graph
-from ug_core.device import Buffer
-from ug_core.dtypes import SUPPORTED
-from ug_core.plugins import registry
-from ug_core.view import prod
+from ug_core.kit import SUPPORTED, Buffer, node_over, prod, registry
 
 from .device import CudaDevice
 from .memory import Allocation
@@ -159,7 +155,7 @@ def _wrap(device: CudaDevice, ptr: int, shape: tuple[int, ...], dtype: np.dtype,
         buf.device, buf.size, buf.dtype = device, size, dtype
         buf.handle = Allocation(ptr, owner)
         buf.exposed = True   # the owner may write it any time: ug.tensor(t) of it copies at once
-    return ug.Tensor(graph.from_buffer(buf, tuple(shape)))
+    return ug.Tensor(node_over(buf, tuple(shape)))
 
 
 def _contiguous(shape: tuple[int, ...], strides: Any, itemsize: int) -> bool:

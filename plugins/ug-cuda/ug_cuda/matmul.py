@@ -15,10 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from ug_core.device import Buffer, MatmulSpec
-from ug_core.env import env_flag
-from ug_core.kit.cstyle import INT_CTYPES, INT_WRAP
-from ug_core.view import prod
+from ug_core.kit import INT_CTYPES, INT_WRAP, Buffer, MatmulSpec, env_flag, prod
 
 from .render import CTYPE, PRELUDE
 from .runtime import ctypes_array
@@ -129,10 +126,7 @@ def run(device: Any, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> Non
         return
     if _cublas_matmul(device, out, a, b, spec, M, N, K, bshape, a_bs, b_bs):
         return
-    loaded = device._matmul_kernels.get(dtype)
-    if loaded is None:
-        loaded = device._matmul_kernels[dtype] = device.load_source(*kernel_source(dtype))
-    _, func = loaded
+    _, func = device.cached(("matmul", dtype), lambda: device.load_source(*kernel_source(dtype)))
     # more batch dims than the kernel takes: loop over the leading ones here
     lead = max(0, len(bshape) - MAXB)
     inner = bshape[lead:]

@@ -1,5 +1,6 @@
 """Device memory: raw cuMemAlloc/cuMemFree allocations and stream-ordered copies, the kit's
-`Allocator` that the core's pool (ug_core.kit.CachingAllocator) wraps.
+`Allocator` that the core's pool (ug_core.kit.CachingAllocator) wraps: out of memory, the pool
+gives its free blocks back and asks once more.
 
 The pool may hand a freed block to a new buffer at once, while kernels queued before the free
 still use it: that is safe because every use of memory is queued on the one stream, so later
@@ -8,7 +9,7 @@ work runs after them.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -30,27 +31,29 @@ class Allocation:
     def __repr__(self) -> str:
         return f"<Allocation {self.ptr:#x}>"
 
+    # the same memory is the same allocation (the kit's check for a buffer passed twice to one
+    # launch: foreign memory wrapped twice is two Allocations)
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Allocation) and other.ptr == self.ptr
+
+    def __hash__(self) -> int:
+        return hash(self.ptr)
+
 
 class CudaAllocator(Allocator):
     # size classes of multiples of 512 B up to 64 KiB (then 8 per power of two): few classes
     # of small blocks to reuse, and cuMemAlloc aligns every block to 256 B or more anyway
     alignment = 512
 
-    def __init__(self, context: Context, release_pool: Callable[[], None]):
+    def __init__(self, context: Context):
         self.context = context
-        self.release_pool = release_pool   # gives the pool's freed blocks back (before failing for memory)
 
     def alloc(self, nbytes: int) -> Allocation:
         ctx = self.context
         ctx.current()
-        out_of_memory = int(ctx.drv.CUresult.CUDA_ERROR_OUT_OF_MEMORY)
         err, ptr = ctx.drv.cuMemAlloc(nbytes)
-        if int(err) == out_of_memory:
-            self.release_pool()
-            err, ptr = ctx.drv.cuMemAlloc(nbytes)
-            if int(err) == out_of_memory:
-                raise MemoryError(f"CUDA out of memory allocating {nbytes} bytes on {ctx.gpu_name} "
-                                  "(after giving ug's pooled blocks back)")
+        if int(err) == int(ctx.drv.CUresult.CUDA_ERROR_OUT_OF_MEMORY):
+            raise MemoryError(f"CUDA out of memory allocating {nbytes} bytes on {ctx.gpu_name}")
         ctx.check((err,), "cuMemAlloc")
         return Allocation(int(ptr))
 

@@ -17,9 +17,7 @@ from __future__ import annotations
 import functools
 import re
 
-from ug_core import diskcache
-from ug_core.device import CompileError
-from ug_core.kit import Compiler
+from ug_core.kit import CUBIN, CompileError, Compiler, elf_problem, ptx_problem
 
 
 def _nvrtc():
@@ -120,5 +118,5 @@ class NVRTCCompiler(Compiler):
 
     def validate(self, binary: bytes) -> str | None:
         if self.kind == "cubin":
-            return diskcache.elf_problem(binary, diskcache.CUBIN)
-        return diskcache.ptx_problem(binary)
+            return elf_problem(binary, CUBIN)
+        return ptx_problem(binary)

@@ -17,11 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from ug_core.kit import C_HELPERS, CStyleRenderer
-from ug_core.kit.cstyle import C_INT_HELPERS, INT_CTYPES
-from ug_core.kit.device import c_name  # the kit's kernel name -> C identifier
-from ug_core.loop_ir import LoopProgram, Special
-from ug_core.ops import Op
+from ug_core.kit import C_HELPERS, C_INT_HELPERS, INT_CTYPES, CStyleRenderer, LoopProgram, Op, Special, c_name
 
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
@@ -62,7 +58,8 @@ UG_FLOAT_HELPERS(f64, double)
 @dataclass(frozen=True)
 class RenderOptions:
     fast_math: bool = False   # __expf/__logf/__sinf/__cosf intrinsics (less accurate, faster)
-    restrict: bool = True     # __restrict__ on buffer pointers (off when one buffer is passed twice)
+    restrict: bool = True     # __restrict__ on buffer pointers (the kit compiles a variant without for
+    #                           launches that pass one buffer twice: Renderer.noalias)
     launch_bounds: bool = True
 
 
@@ -78,6 +75,7 @@ class CUDARenderer(CStyleRenderer):
     def __init__(self, opts: RenderOptions = RenderOptions()):
         super().__init__()
         self.opts = opts
+        self.noalias = opts.restrict
 
     def render(self, program: LoopProgram, name: str) -> str:
         """A complete CUDA C translation unit: the prelude and the kernel function."""
@@ -88,7 +86,7 @@ class CUDARenderer(CStyleRenderer):
         return super().render(program, name)
 
     def head(self, name: str, program: LoopProgram) -> str:
-        restrict = " __restrict__" if self.opts.restrict else ""
+        restrict = " __restrict__" if self.noalias else ""
         params = [f"{'' if p.is_output else 'const '}{CTYPE[p.dtype]}*{restrict} b{i}" for i, p in enumerate(program.params)]
         bounds = f"__launch_bounds__({math.prod(program.local_size)}) " if self.opts.launch_bounds else ""
         return f'extern "C" __global__ void {bounds}{name}({", ".join(params)}) {{'

@@ -5,25 +5,22 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Any, Callable
+from typing import Any
 
-from ug_core.kit import Runtime
-from ug_core.loop_ir import LoopProgram
+from ug_core.kit import LoopProgram, Runtime
 
 from .driver import Context, CudaError
 from .memory import Allocation
 
 
 class LoadedKernel:
-    """A loaded kernel: module + function + launch geometry, and a variant compiled without
-    __restrict__ (made on first need) for launches where one buffer is passed as two
-    arguments (in-place updates)."""
+    """A loaded kernel: module + function + launch geometry. (The kit keeps the variant without
+    __restrict__ for launches that pass one buffer twice: another LoadedKernel.)"""
 
-    __slots__ = ("function", "module", "grid", "block", "name", "unaliased")
+    __slots__ = ("function", "module", "grid", "block", "name")
 
     def __init__(self, function: Any, module: Any, grid: tuple[int, int, int], block: tuple[int, int, int], name: str):
         self.function, self.module, self.grid, self.block, self.name = function, module, grid, block, name
-        self.unaliased: LoadedKernel | None = None
 
 
 @functools.lru_cache(maxsize=None)
@@ -39,11 +36,8 @@ def _pad3(t: tuple[int, ...]) -> tuple[int, int, int]:
 
 
 class CudaRuntime(Runtime):
-    """`load_unaliased(program, name)`: `program` compiled without __restrict__ and loaded."""
-
-    def __init__(self, context: Context, load_unaliased: Callable[[LoopProgram, str], LoadedKernel]):
+    def __init__(self, context: Context):
         self.context = context
-        self.load_unaliased = load_unaliased
 
     def load(self, binary: bytes, program: LoopProgram, name: str) -> LoadedKernel:
         module, function = self.load_function(binary, name)
@@ -61,10 +55,6 @@ class CudaRuntime(Runtime):
 
     def launch(self, loaded: LoadedKernel, program: LoopProgram, handles: list[Allocation]) -> None:
         ptrs = [h.ptr for h in handles]
-        if len(set(ptrs)) != len(ptrs):  # one buffer in two arguments: __restrict__ would be a lie
-            if loaded.unaliased is None:
-                loaded.unaliased = self.load_unaliased(program, loaded.name)
-            loaded = loaded.unaliased
         values = ctypes_array(ctypes.c_uint64, len(ptrs))(*ptrs)
         base = ctypes.addressof(values)
         params = ctypes_array(ctypes.c_void_p, len(ptrs))(*[base + 8 * i for i in range(len(ptrs))])

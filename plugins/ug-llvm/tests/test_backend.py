@@ -67,7 +67,7 @@ def test_disk_cache_hit_miss_and_corruption(tmp_path, monkeypatch):
     j = jitmod.Jit()  # a fresh engine: nothing loaded in memory
     dev = ug.registry.get("cpu")
     x = ug.tensor(np.arange(10, dtype=np.float32), device="cpu")
-    ir, name = dev.module_ir(dev.lower(_kernel((x * 3.5 + 0.25).exp())))
+    ir, name = dev.render_entry(dev.lower(_kernel((x * 3.5 + 0.25).exp())))
     j.load(ir, name)
     assert j.compiler.stats == {"compiled": 1, "disk_hits": 0}
     files = list(tmp_path.rglob("*.o"))
@@ -94,8 +94,8 @@ def test_a_cached_object_that_does_not_load_is_compiled_again(tmp_path, monkeypa
     monkeypatch.setenv("UG_LLVM_DISK_CACHE", "1")
     dev = ug.registry.get("cpu")
     x = ug.tensor(np.arange(10, dtype=np.float32), device="cpu")
-    ir, name = dev.module_ir(dev.lower(_kernel(x * 5.5 - 2)))
-    other_ir, other = dev.module_ir(dev.lower(_kernel(x * 5.5 + 2)))
+    ir, name = dev.render_entry(dev.lower(_kernel(x * 5.5 - 2)))
+    other_ir, other = dev.render_entry(dev.lower(_kernel(x * 5.5 + 2)))
     j = jitmod.Jit()
     j.compiler.disk.write(j.compiler.key(ir, name), j.target.compile(other_ir, other))  # no `name` in it
     assert j.load(ir, name)
@@ -110,7 +110,7 @@ def test_disk_cache_can_be_disabled(tmp_path, monkeypatch):
     j = jitmod.Jit()
     dev = ug.registry.get("cpu")
     x = ug.tensor(np.arange(10, dtype=np.float32), device="cpu")
-    ir, name = dev.module_ir(dev.lower(_kernel(x * 7 - 1)))
+    ir, name = dev.render_entry(dev.lower(_kernel(x * 7 - 1)))
     j.load(ir, name)
     assert j.compiler.stats["compiled"] == 1 and not list(tmp_path.rglob("*.o"))
 
@@ -291,7 +291,7 @@ def test_cold_compile_is_fast(dev, monkeypatch):
 
     monkeypatch.setenv("UG_LLVM_DISK_CACHE", "0")
     x = ug.tensor(np.random.rand(33, 77).astype(np.float32), device="cpu")
-    ir, name = dev.module_ir(dev.lower(_kernel(x.softmax(-1) * 1.2345)))
+    ir, name = dev.render_entry(dev.lower(_kernel(x.softmax(-1) * 1.2345)))
     j = jitmod.Jit()
     start = time.perf_counter()
     j.load(ir, name)

@@ -22,7 +22,7 @@ def module(tmp_path, monkeypatch):
     dev = ug.registry.get("cpu")
     x = ug.tensor(np.arange(10, dtype=np.float32), device="cpu")
     kernel = [it for it in ug.schedule((x * 3.5).exp()).items if it.kind == "kernel"][-1].kernel
-    return dev.module_ir(dev.lower(kernel))
+    return dev.render_entry(dev.lower(kernel))
 
 
 def _entry(j, ir, name):

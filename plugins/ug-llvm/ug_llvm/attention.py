@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from ug_core.device import AttentionSpec, Buffer
+from ug_core.kit import AttentionSpec, Buffer
 
 from . import mathlib
 from .gemm.builder import Builder

@@ -1,39 +1,34 @@
 """The `cpu` device: kernels compiled to native code by LLVM (llvmlite MCJIT), run on a thread pool.
 
-Assembled from the backend kit (ug_core.kit) like any backend: the renderer (render.LLVMRenderer,
-loop IR -> LLVM IR), the compiler (jit.ObjectCompiler, LLVM IR -> object code, cached on disk by
-the kit), the allocator (memory.HostAllocator, 64-byte aligned host blocks, pooled by the kit)
-and the runtime (launch.CPURuntime). It overrides what makes it fast:
+Assembled from the backend kit (ug_core.kit) like any backend, and compiled by the kit's
+pipeline: the renderer (render.LLVMRenderer, loop IR -> LLVM IR; its entries are named by the hash
+of the module, as one LLVM engine holds every kernel of the process, and it promises `noalias`
+buffers, so the kit compiles the variant without on first need), the compiler (jit.ObjectCompiler,
+LLVM IR -> object code, cached on disk by the kit), the allocator (memory.HostAllocator, 64-byte
+aligned host blocks, pooled by the kit) and the runtime (launch.CPURuntime: launches split over
+the threads, the kit's fast path). What it chooses or adds:
 * lower_options: column reductions with wide outputs get wide outer blocks (settings.WIDE_OUTER_BLOCK);
-* compile: a kernel's module is named by the hash of its IR (one LLVM engine holds every kernel
-  of the process), tiny kernels prefer 128-bit vectors, and the variant without `noalias` (one
-  buffer passed twice) is compiled on first use;
-* launcher / handle_launcher / run_threads: launches split over the threads (launch.py);
+* renderer_for: tiny kernels prefer 128-bit vectors;
 * matmul / matmul_epilogue: the packed gemm, small products as kernels, numpy (matmul.py);
+* attention: one pass over the keys per block of queries (attention.py);
 * sort_threads: the kit's host sort (host memory) runs its row blocks on every core.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-from typing import Any, Callable
 
 import llvmlite
 import numpy as np
 
-from ug_core.device import AttentionSpec, Buffer, CompileError, MatmulSpec, Program
-from ug_core.dtypes import SUPPORTED
-from ug_core.kernel_ir import Kernel
-from ug_core.kit import NATIVE_F16, NATIVE_MATH, DeviceInfo, KitDevice, RenderError
-from ug_core.loop_ir import LoopProgram
-from ug_core.lower import LowerOptions
+from ug_core.kit import (NATIVE_F16, NATIVE_MATH, SUPPORTED, AttentionSpec, Buffer, DeviceInfo, Kernel, KitDevice,
+                         LoopProgram, LowerOptions, MatmulSpec, Program)
 
 from . import __version__, settings
 from .attention import DTYPES as ATTENTION_DTYPES, HostAttention
 from .cores import usable_cores
-from .jit import LLVMError, get_jit, llvm_version
-from .launch import HOLD_GIL_WORK, CompiledKernel, CPURuntime, kernel_work
+from .jit import get_jit, llvm_version
+from .launch import HOLD_GIL_WORK, CPURuntime, kernel_work
 from .matmul import HostMatmul
 from .memory import HostAllocator
 from .render import LLVMRenderer, LLVMTarget
@@ -62,7 +57,7 @@ class CPUDevice(KitDevice):
         self.target = LLVMTarget(jit.triple, jit.data_layout, jit.cpu, jit.features)
         # the compiler is the engine's, which the gemm's and the pool's modules use too
         super().__init__(info, functools.partial(LLVMRenderer, self.target), jit.compiler, HostAllocator(),
-                         CPURuntime(jit, threads, self._load_aliased))
+                         CPURuntime(jit, threads))
         self.wide_lower_options = LowerOptions(target="cpu", outer_block=settings.WIDE_OUTER_BLOCK)
         self.matmuls = HostMatmul(self)
         self.attentions = HostAttention(self)
@@ -77,50 +72,14 @@ class CPUDevice(KitDevice):
         wide = kernel.outer[-1] >= settings.WIDE_OUTER_BLOCK * self.threads if kernel.outer else False
         return self.wide_lower_options if wide else self.info.lower_options
 
-    def module_ir(self, program: LoopProgram, noalias: bool = True) -> tuple[str, str]:
-        """The LLVM module of a program and its entry's name (the hash of the module: the one
-        engine of the process holds each distinct kernel once)."""
-        tiny = kernel_work(program) < HOLD_GIL_WORK
-        renderer = LLVMRenderer(self.target, noalias, TINY_VECTOR_BITS if tiny else 0)
-        try:
-            ir = renderer.render(program, "ug_kernel")
-        except RenderError as e:
-            raise CompileError(f"cpu: cannot render {program.name}: {e}", str(program)) from None
-        name = "ug_" + hashlib.sha256(ir.encode()).hexdigest()[:24]
-        return ir.replace("@ug_kernel", "@" + name), name
-
-    def render(self, kernel: Kernel) -> str:
-        return self.module_ir(self.lower(kernel))[0]
-
-    def compile(self, kernel: Kernel) -> Program:
-        program = self.lower(kernel)
-        if program.is_empty:
-            return Program(kernel.name, CompiledKernel(program, 0, 0, lambda: 0), "", program.global_size,
-                           program.local_size)
-        ir, name = self.module_ir(program)
-        try:
-            loaded = self.compiler.load(ir, name, lambda obj: self.runtime.load(obj, program, name))
-        except LLVMError as e:
-            raise CompileError(f"LLVM failed to load {name}: {e}", ir) from None
-        return Program(kernel.name, loaded, ir, program.global_size, program.local_size)
-
-    def _load_aliased(self, program: LoopProgram) -> int:
-        """The ranged entry of `program`'s module without `noalias`."""
-        return self.jit.load(*self.module_ir(program, noalias=False))
+    def renderer_for(self, program: LoopProgram) -> LLVMRenderer:
+        return LLVMRenderer(self.target, vector_bits=TINY_VECTOR_BITS if kernel_work(program) < HOLD_GIL_WORK else 0)
 
     # -- run
-    def launcher(self, program: Program) -> Callable[[list[Buffer]], None]:
-        return self.runtime.launcher(program.handle)
-
-    def handle_launcher(self, program: Program) -> tuple[Callable[..., bytes], Callable[[bytes], None]]:
-        return self.runtime.handle_launcher(program.handle)
-
-    def run(self, program: Program, buffers: list[Buffer]) -> None:
-        self.runtime.launcher(program.handle)(buffers)
-
     def run_threads(self, program: Program, buffers: list[Buffer], threads: int) -> None:
         """Run with exactly `threads` chunks (tests: threads must give the same bits as one)."""
-        self.runtime.run_threads(program.handle, [b.handle for b in buffers], threads)
+        handles = [b.handle for b in buffers]
+        self.runtime.run_threads(program.handle.entry_for(handles), handles, threads)
 
     # -- matmul
     def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
@@ -146,9 +105,6 @@ class CPUDevice(KitDevice):
         """Nothing to wait for: a launch returns when its work is done. (A method of the class:
         ug.jit's callers synchronize after every tiny replay, and the runtime's bound method,
         set on the instance, took half as long again to call.)"""
-
-    def copy_out(self, handle: Any, dst: np.ndarray) -> None:
-        self.raw.copy_out(handle, dst)  # (no synchronize: a launch returns when its work is done)
 
     def after_fork(self, parent: int) -> bool:
         """Host memory and the process's LLVM engine work in a forked child; the worker threads

@@ -5,7 +5,7 @@ and one MCJIT engine (`Jit`) for the whole process. Each kernel module is optimi
 SLP vectorization), turned into an object file by the target machine and added to the engine
 with `add_object_file`; the object bytes are what the disk cache stores.
 
-Disk cache: the kit's CachedCompiler (ug_core.diskcache, shared with the other backends):
+Disk cache: the kit's CachedCompiler (the core's disk cache, shared with the other backends):
 `$UG_LLVM_CACHE_DIR`, else `$XDG_CACHE_HOME/ug/llvm`, else `~/.cache/ug/llvm`;
 `UG_LLVM_DISK_CACHE=0` disables it, `UG_DISK_CACHE_MAX_MB` caps its size. Key: the LLVM IR and
 `ObjectCompiler.identity()` (llvmlite and LLVM versions, triple, CPU name and features, the
@@ -22,10 +22,8 @@ import threading
 import llvmlite
 import llvmlite.binding as llvm
 
-from ug_core import diskcache
-from ug_core.device import CompileError
-from ug_core.faults import after_fork_in_child, defer_interrupts
-from ug_core.kit import CachedCompiler, Compiler
+from ug_core.kit import (CachedCompiler, CompileError, Compiler, ElfKind, after_fork_in_child, defer_interrupts, elf_kind,
+                         elf_problem)
 
 OPT_LEVEL = 3
 
@@ -62,7 +60,7 @@ class ObjectCompiler(Compiler):
         self.pb = llvm.create_pass_builder(self.tm, pto)
         self._identity = "|".join([llvmlite.__version__, llvm_version(), self.triple, self.cpu, self.features,
                                    f"O{OPT_LEVEL}", "vec+slp+ilv+unroll"])
-        self._elf_kind: diskcache.ElfKind | None = None
+        self._elf_kind: ElfKind | None = None
         self.lock = threading.Lock()   # one thread at a time in the pass builder and target machine
 
     def identity(self) -> str:
@@ -94,8 +92,8 @@ class ObjectCompiler(Compiler):
     def validate(self, binary: bytes) -> str | None:
         """What keeps `binary` from being an object file this target machine could have written."""
         if self._elf_kind is None:  # the header this machine writes: from an empty module's object
-            self._elf_kind = diskcache.elf_kind(self.compile("", "empty"))
-        return diskcache.elf_problem(binary, self._elf_kind)
+            self._elf_kind = elf_kind(self.compile("", "empty"))
+        return elf_problem(binary, self._elf_kind)
 
 
 class Jit:

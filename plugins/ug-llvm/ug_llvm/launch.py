@@ -5,8 +5,9 @@ ids, what the threads run) and `void k.all(i8** args)` (the whole range, on this
 argument is an array of the buffers' addresses, which are the buffers' handles (memory.Block).
 
 A launch works out what it can once per program (the argument packer, serial or parallel, the
-entry) and keeps the per-call path to reading the handles, packing them and one ctypes call:
-ug.jit replays of tiny kernels are dominated by it. A parallel launch splits the range into
+entry: `CPURuntime.launcher`, the kit's Runtime fast path) and keeps the per-call path to reading
+the handles, packing them and one ctypes call: ug.jit replays of tiny kernels are dominated by
+it. (The kit picks the entry: the module without `noalias` where one buffer is passed twice.) A parallel launch splits the range into
 chunks whose boundaries are multiples of CHUNK_ALIGN, so each thread runs the same
 vector/scalar split as a single thread would (same bits for any thread count).
 """
@@ -18,12 +19,10 @@ import math
 import struct
 from typing import Any, Callable
 
-from ug_core.device import Buffer
-from ug_core.faults import defer_interrupts
-from ug_core.kit import Runtime
-from ug_core.loop_ir import LoopProgram, Opc, index_bound
+from ug_core.kit import LoopProgram, Opc, Runtime, defer_interrupts, index_bound
 
 from . import settings
+from .jit import LLVMError
 from .pool import SpinPool
 
 CHUNK_ALIGN = 64
@@ -39,8 +38,6 @@ _WHOLE_FN = ctypes.CFUNCTYPE(None)
 # the GIL costs more than running it, and other threads wait at most about a microsecond
 _WHOLE_FN_GIL = ctypes.PYFUNCTYPE(None)
 HOLD_GIL_WORK = 1 << 12
-
-Launch = Callable[[list[Buffer]], None]
 
 
 def work_per_index(program: LoopProgram) -> int:
@@ -71,32 +68,15 @@ def kernel_work(program: LoopProgram) -> int:
 
 
 class CompiledKernel:
-    """A loaded kernel: its entries' addresses and what a launch needs to split its range.
+    """A loaded kernel: its entries' addresses (`ranged`: entry(args, start, end), for the
+    threads and native callers such as the gemm's epilogue; `whole`: entry(args)) and what a
+    launch needs to split its range."""
 
-    The ranged entry at `_addresses[False]` has `noalias` buffer pointers (distinct buffers);
-    the one without, for a launch that passes one buffer twice (an in-place write), is compiled
-    on first use by `load_aliased` (its ranged entry's address)."""
-
-    def __init__(self, program: LoopProgram, ranged: int, whole: int, load_aliased: Callable[[], int]):
+    def __init__(self, program: LoopProgram, ranged: int, whole: int):
         self.program = program
         self.global_size = 0 if program.is_empty else math.prod(program.global_size)
         self.work = kernel_work(program)
-        self.whole = whole
-        self._addresses = {False: ranged}
-        self._entries: dict[bool, Any] = {}
-        self._load_aliased = load_aliased
-        self.launch: Launch | None = None  # CPURuntime.launcher, made on first use
-
-    def entry_address(self, aliased: bool) -> int:
-        """The ranged entry's address, for native callers (the pool, the gemm's epilogue)."""
-        return _entry_address(self._addresses, self._load_aliased, aliased)
-
-    def entry(self, aliased: bool) -> Any:
-        """The ranged entry, callable from Python: entry(args, start, end)."""
-        found = self._entries.get(aliased)
-        if found is None:
-            found = self._entries[aliased] = _KERNEL_FN(self.entry_address(aliased))
-        return found
+        self.ranged, self.whole = ranged, whole
 
 
 def packer(k: CompiledKernel) -> Callable[..., bytes]:
@@ -114,37 +94,28 @@ def _launch_nothing(args: bytes) -> None:
     """The launch of a kernel with an empty range."""
 
 
-def _entry_address(addresses: dict[bool, int], load_aliased: Callable[[], int], aliased: bool) -> int:
-    """CompiledKernel.entry_address on the kernel's parts (a launch holds those, not the kernel)."""
-    found = addresses.get(aliased)
-    if found is None:
-        found = addresses[aliased] = load_aliased()
-    return found
-
-
 class CPURuntime(Runtime):
     """Loads kernels into the process's LLVM engine (jit.Jit) and runs them on this thread or
     on a pool of `threads - 1` workers (pool.SpinPool)."""
 
-    def __init__(self, jit: Any, threads: int, load_aliased: Callable[[LoopProgram], int]):
+    load_errors = (LLVMError,)
+
+    def __init__(self, jit: Any, threads: int):
         self.jit = jit
         self.threads = threads
         self.pool = SpinPool(jit, threads - 1) if threads > 1 else None
         self.parallel_min_work = settings.PARALLEL_MIN_WORK
-        self._load_aliased = load_aliased  # program -> the ranged entry of its module without noalias
 
     def load(self, binary: bytes, program: LoopProgram, name: str) -> CompiledKernel:
         ranged = self.jit.add(binary, name)
-        return CompiledKernel(program, ranged, self.jit.address(name + ".all"), lambda: self._load_aliased(program))
+        return CompiledKernel(program, ranged, self.jit.address(name + ".all"))
 
-    def runner(self, k: CompiledKernel, aliased: bool) -> Callable[[bytes], None]:
+    def runner(self, k: CompiledKernel) -> Callable[[bytes], None]:
         """What runs the kernel on its packed arguments, decided once per program: on this
         thread (tiny work: holding the GIL, see HOLD_GIL_WORK), or split over the pool."""
-        if aliased:
-            return self._ranged_runner(k.global_size, k.work, k.entry_address(True))
         n = k.global_size
         if n and not (self.pool is None or n < 2 or k.work < self.parallel_min_work):
-            return self._ranged_runner(n, k.work, k.entry_address(False))
+            return self._ranged_runner(n, k.work, k.ranged)
         if not n:
             return _launch_nothing
         return (_WHOLE_FN_GIL if k.work < HOLD_GIL_WORK else _WHOLE_FN)(k.whole)
@@ -163,36 +134,13 @@ class CPURuntime(Runtime):
         return call_parallel
 
     def launch(self, loaded: CompiledKernel, program: LoopProgram, handles: list[Any]) -> None:
-        self.runner(loaded, aliased=len(set(handles)) != len(handles))(packer(loaded)(*handles))
+        self.runner(loaded)(packer(loaded)(*handles))
 
-    def launcher(self, k: CompiledKernel) -> Launch:
-        """The per-program launch function (made once): read the pointers, pack them, call."""
-        if k.launch is None:
-            pack, run = packer(k), self.runner(k, aliased=False)
-            run_aliased: Callable[[bytes], None] | None = None  # made on the first launch that needs it
-            # (k's parts, not k: k holds this function, and a closure holding k would be a
-            # reference cycle, leaving an evicted program's objects to the gc)
-            n, work, addresses, load_aliased = k.global_size, k.work, k._addresses, k._load_aliased
-
-            def launch(buffers: list[Buffer]) -> None:
-                nonlocal run_aliased
-                handles = [b.handle for b in buffers]  # blocks are their addresses: the kernel's arguments
-                if len(set(handles)) == len(handles):
-                    run(pack(*handles))
-                    return
-                if run_aliased is None:  # a buffer passed twice: the entry without noalias (compiled now)
-                    run_aliased = self._ranged_runner(n, work, _entry_address(addresses, load_aliased, True))
-                run_aliased(pack(*handles))
-            k.launch = launch
-        return k.launch
-
-    def handle_launcher(self, k: CompiledKernel) -> tuple[Callable[..., bytes], Callable[[bytes], None]]:
-        """`launcher` one level down, for ug.jit's single-kernel replay (see
-        Device.handle_launcher): (pack, call) with call(pack(*handles)) running the kernel, where
-        the buffers the kernel writes are passed nowhere else, so the noalias entry is right.
-        Small work runs on this thread through the `.all` entry: the pack and one ctypes call,
-        both C-level."""
-        return packer(k), self.runner(k, aliased=False)
+    def launcher(self, loaded: CompiledKernel, program: LoopProgram) -> tuple[Callable[..., bytes], Callable[[bytes], None]]:
+        """(pack, call), made once per program (the kit's fast path, ug.jit's handle launcher):
+        the pack is a struct's, and small work runs on this thread through the `.all` entry, so
+        both are C-level calls."""
+        return packer(loaded), self.runner(loaded)
 
     def run_parallel(self, fn: int, args: bytes, n: int) -> None:
         """fn(args, start, end) (fn: an entry's address) over [0, n) on the pool:

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 
-from ug_core.mathlib import TWO_OVER_PI as _TWO_OVER_PI
+from ug_core.kit import mathlib as core_math
 
 from .llvm_math_builder import MathFn
+
+_TWO_OVER_PI = core_math.TWO_OVER_PI
 
 
 def inv_pio2_table() -> list[int]:

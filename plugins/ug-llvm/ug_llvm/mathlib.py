@@ -27,12 +27,15 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Callable
 
-from ug_core.mathlib import EXP_POLY as _EXP_POLY, LN2_HI as _LN2_HI, LN2_HI_F64 as _LN2_HI_F64, LN2_LO as _LN2_LO
-from ug_core.mathlib import LN2_LO_F64 as _LN2_LO_F64, LOG_POLY as _LOG_POLY, TANH_POLY as _TANH_POLY, TANH_TINY as _TANH_TINY
+from ug_core.kit import mathlib as core_math
 
 from .llvm_math_builder import MathFn
 from .llvm_math_sincos import INV_PIO2_GLOBAL, sincos_f32
 from .render_ir import FSUF
+
+_EXP_POLY, _LN2_HI, _LN2_LO, _LOG_POLY = core_math.EXP_POLY, core_math.LN2_HI, core_math.LN2_LO, core_math.LOG_POLY
+_LN2_HI_F64, _LN2_LO_F64 = core_math.LN2_HI_F64, core_math.LN2_LO_F64
+_TANH_POLY, _TANH_TINY = core_math.TANH_POLY, core_math.TANH_TINY
 
 # ---------------------------------------------------------------------------------- exp
 

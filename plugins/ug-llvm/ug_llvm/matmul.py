@@ -16,8 +16,7 @@ from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 
-from ug_core.device import Buffer, MatmulSpec, Program
-from ug_core.view import View
+from ug_core.kit import Buffer, Loaded, MatmulSpec, Program, View
 
 from . import settings
 from .gemm import GemmConfig, PackedGemm, Problem
@@ -103,13 +102,14 @@ class HostMatmul:
         as soon as the block is final (in the gemm's threads, on rows still in cache). Only where
         the packed gemm runs and writes `out` itself (not float16, which rounds a float32
         workspace at the end) and the kernel's range is C's elements in order; otherwise False."""
-        epilogue: CompiledKernel = program.handle
-        if (self.path(spec, out, a, b) != "gemm" or GEMM_DTYPES[a.dtype] != out.dtype
-                or not epilogue.global_size or tuple(epilogue.program.global_size) != (out.size,)):
+        loaded: Loaded = program.handle
+        if (self.path(spec, out, a, b) != "gemm" or GEMM_DTYPES[a.dtype] != out.dtype or loaded.entry is None
+                or tuple(loaded.program.global_size) != (out.size,)):
             return False
         m, n = spec.out_shape[-2:]
         handles = [buf.handle for buf in buffers]
-        fn_addr = epilogue.entry_address(aliased=len(set(handles)) != len(handles))
+        epilogue: CompiledKernel = loaded.entry_for(handles)   # (the no-alias variant where a buffer is passed twice)
+        fn_addr = epilogue.ranged
         args = array.array("Q", handles)  # the kernel's i8** argument, alive until the gemm returns
         self.packed_gemm(out, a, b, spec, m * n * spec.a_view.shape[-1], (fn_addr, args.buffer_info()[0]))
         return True

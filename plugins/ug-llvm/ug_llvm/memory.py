@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ug_core.device import Buffer
-from ug_core.kit import Allocator
+from ug_core.kit import Allocator, Buffer
 
 
 class Block(int):

@@ -41,7 +41,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from ug_core.faults import defer_interrupts
+from ug_core.kit import defer_interrupts
 
 from .settings import SPIN_US
 

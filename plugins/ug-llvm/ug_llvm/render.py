@@ -24,9 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ug_core.kit import SAFE_FLOAT_TO_INT, SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS, Renderer, RenderError
-from ug_core.loop_ir import CLOSES, OPENS, Inst, LoopProgram, Opc, Special, index_bound
-from ug_core.ops import ALU, FLOAT, Op
+from ug_core.kit import (ALU, CLOSES, FLOAT, OPENS, SAFE_FLOAT_TO_INT, SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS, Inst,
+                         LoopProgram, Op, Opc, RenderError, Renderer, Special, index_bound)
 
 from . import mathlib
 from .render_alu import alu, const_text, ipow_definition
@@ -59,6 +58,7 @@ class LLVMRenderer(Renderer, IRBuilder):
 
     # render_alu's divisions, ipow and shifts and render_cast's float -> int guard these themselves
     capabilities = frozenset({SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS, SAFE_FLOAT_TO_INT})
+    entry_names = "hash"   # one engine holds every kernel of the process: a symbol per distinct module
 
     def __init__(self, target: LLVMTarget, noalias: bool = True, vector_bits: int = 0):
         """noalias: the caller passes distinct buffers; vector_bits: the vector width the
@@ -81,6 +81,10 @@ class LLVMRenderer(Renderer, IRBuilder):
             out = dispatch[inst.opc](self, inst)
             if out is not None:
                 self.names[id(inst)] = out
+
+    def rename_entry(self, source: str, old: str, new: str) -> str:
+        """The module with its entries (`@old`, `@old.body`, `@old.all`) named `new`."""
+        return source.replace("@" + old, "@" + new)
 
     # -- the module
     def render(self, program: LoopProgram, name: str) -> str:

@@ -16,9 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Callable
 
-from ug_core.kit import RenderError
-from ug_core.kit.renderer import check_alu_tables
-from ug_core.ops import BOOL_KIND, FLOAT, INT, UINT, Op
+from ug_core.kit import BOOL_KIND, FLOAT, INT, UINT, Op, RenderError, check_alu_tables
 
 from . import mathlib
 from .render_ir import FSUF, fconst

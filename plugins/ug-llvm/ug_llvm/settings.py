@@ -7,8 +7,7 @@ usable and says why.
 
 from __future__ import annotations
 
-from ug_core import env
-from ug_core.env import env_choice, env_int
+from ug_core.kit import env_check, env_choice, env_int
 
 # below this many (weighted) element visits a kernel runs on the calling thread. A hand-off to
 # the pool cost 50-150 us here (waking a thread); measured in alternating processes against
@@ -37,4 +36,4 @@ MATMUL_IMPL = env_choice("UG_LLVM_MATMUL", "ug", ("ug", "numpy"), strict=False)
 
 def check() -> None:
     """Raise a ConfigError naming every UG_LLVM_* variable with a bad value."""
-    env.check("UG_LLVM_")
+    env_check("UG_LLVM_")

@@ -13,10 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ug_core.device import MatmulSpec
-from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Reduction, Store
-from ug_core.ops import Op
-from ug_core.view import View, chain_push, contiguous_strides
+from ug_core.kit import (BufferArg, ExprBuilder, Kernel, MatmulSpec, Op, Reduction, Store, View, chain_push,
+                         contiguous_strides)
 
 # at most this many multiply-adds (batch * m * n * k) a matmul runs as a reduction kernel:
 # measured through ug.jit on this machine, 8^3 4.4 us against 37 us for the packed gemm,

@@ -15,9 +15,7 @@ from typing import Callable
 
 import numpy as np
 
-from ug_core.kit import RenderError
-from ug_core.kit.renderer import check_alu_tables
-from ug_core.ops import BOOL_KIND, FLOAT, INT, UINT, Op
+from ug_core.kit import BOOL_KIND, FLOAT, INT, UINT, Op, RenderError, check_alu_tables
 
 from .emit import BOOL, F16, F32, F64, SpirvEmitter
 from .spirv import GLSL, Op as S

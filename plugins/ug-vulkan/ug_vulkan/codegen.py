@@ -22,10 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ug_core.device import CompileError
-from ug_core.kit import SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS, Compiler, Renderer, RenderError
-from ug_core.loop_ir import INDEX, Inst, LoopProgram, Special
-from ug_core.ops import Op
+from ug_core.kit import (INDEX, SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS, CompileError, Compiler, Inst, LoopProgram,
+                         Op, RenderError, Renderer, Special)
 
 from . import alu, settings
 from .emit import BOOL, I32, I64, Caps, SpirvEmitter

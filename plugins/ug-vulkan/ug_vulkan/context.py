@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from ug_core.env import ConfigError
+from ug_core.kit import ConfigError
 
 from . import settings
 from .emit import Caps

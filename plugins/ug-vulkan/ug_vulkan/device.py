@@ -5,8 +5,7 @@ What it overrides of KitDevice is Vulkan's own:
 * `lower_loop`: the device's limits are read at each call (tests shrink them),
   and a workgroup whose shared memory exceeds maxComputeSharedMemorySize is halved until it fits;
 * `matmul`: a tiled shared-memory kernel (matmul.py) instead of the kit's reduction;
-* `allocate`: refuses what no descriptor can span (maxStorageBufferRange), and empties the pool
-  once before giving up on an allocation the driver refused.
+* `allocate`: refuses what no descriptor can span (maxStorageBufferRange).
 """
 
 from __future__ import annotations
@@ -16,13 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from ug_core.device import Buffer, CompileError, MatmulSpec, Program
-from ug_core.faults import forked_message
-from ug_core.kernel_ir import Kernel
-from ug_core.kit import DeviceInfo, KitDevice
-from ug_core.legalize import NATIVE_F16
-from ug_core.loop_ir import LoopProgram, Opc
-from ug_core.lower import LowerOptions, lower
+from ug_core.kit import (NATIVE_F16, Buffer, CompileError, DeviceInfo, Kernel, KitDevice, LoopProgram, LowerOptions,
+                         MatmulSpec, Opc, Program, forked_message, lower)
 
 from . import matmul as mm, settings
 from .buffers import VulkanAllocator
@@ -58,7 +52,6 @@ class VulkanDevice(KitDevice):
                           ctx.max_kernel_buffers, CAPABILITIES)
         super().__init__(info, functools.partial(SpirvRenderer, ctx.caps), self.assembler,
                          VulkanAllocator(ctx, runtime, staged="mapped" in disable), runtime)
-        self.matmuls: dict[Any, Program] = {}
         self.fft_shared_bytes = self.max_shared   # (a transform's rows that fit run as one program)
         if "llvmpipe" in self.device_name:   # its loop limiter ends a loop after 65535 trips, silently
             self.max_loop_iterations = 65535
@@ -82,11 +75,7 @@ class VulkanDevice(KitDevice):
         if nbytes > self.max_storage_range:
             raise MemoryError(f"a buffer of {nbytes} bytes exceeds the Vulkan device's maxStorageBufferRange "
                               f"({self.max_storage_range} bytes) on {self.device_name}")
-        try:
-            return self.memory.allocate(nbytes)
-        except MemoryError:
-            self.memory.empty_cache()  # pooled blocks of other sizes may be what is missing
-            return self.memory.allocate(nbytes)
+        return self.memory.allocate(nbytes)   # (out of memory, the kit's pool empties itself and retries)
 
     # --- compiling
     def options(self, local_size: int) -> LowerOptions:
@@ -115,9 +104,8 @@ class VulkanDevice(KitDevice):
     def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
         if out.size == 0:
             return
-        key = (spec.a_view, spec.b_view, tuple(spec.out_shape), np.dtype(spec.dtype).str)
-        program = self.matmuls.get(key)
-        if program is None:
+        def build() -> Program:
             built = mm.build(spec, self.tile, self.max_group_count)
-            program = self.matmuls[key] = self.compile_program(built, built.name)
-        self.run(program, [out, a, b])
+            return self.compile_program(built, built.name)
+        key = ("matmul", spec.a_view, spec.b_view, tuple(spec.out_shape), np.dtype(spec.dtype).str)
+        self.run(self.cached(key, build), [out, a, b])

@@ -17,8 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from ug_core.kit import RenderError
-from ug_core.loop_ir import ParamSpec
+from ug_core.kit import ParamSpec, RenderError
 
 from .spirv import (BuiltIn, Cap, Dec, EXEC_MODE_LOCAL_SIZE, EXEC_MODE_SIGNED_ZERO_INF_NAN_PRESERVE,
                     EXEC_MODEL_GLCOMPUTE, SC, Module, Op as S, inst, string_words)

@@ -14,11 +14,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ug_core.device import MatmulSpec
-from ug_core.loop_builder import LoopBuilder
-from ug_core.loop_ir import BOOL, INDEX, Inst, LoopProgram, Opc, ParamSpec, Special
-from ug_core.ops import Op
-from ug_core.view import prod
+from ug_core.kit import BOOL, INDEX, Inst, LoopBuilder, LoopProgram, MatmulSpec, Op, Opc, ParamSpec, Special, prod
 
 
 def _stage(b: LoopBuilder, tile: Inst, slot: Inst, fill: Inst, inside: Inst, k: Inst, K: int,

@@ -20,11 +20,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
 
-from ug_core.device import CompileError
-from ug_core.faults import Refusing, defer_interrupts
-from ug_core.plugins import DeviceUnavailableError
-from ug_core.kit import Runtime
-from ug_core.loop_ir import LoopProgram
+from ug_core.kit import CompileError, DeviceUnavailableError, LoopProgram, Refusing, Runtime, defer_interrupts
 
 from .context import VulkanContext
 from .spirv_tools import disassemble

@@ -8,7 +8,7 @@ import ctypes
 import importlib.util
 import os
 
-from ug_core.env import env_flag, env_int, env_set
+from ug_core.kit import env_flag, env_int, env_set
 
 # what UG_VULKAN_DISABLE may name
 DISABLE_CHOICES = ("int64", "float64", "float16", "int16", "int8storage", "mapped", "atomics64")
