@@ -40,8 +40,8 @@ LAYER_NAMES = ["core", "tensor", "namespace", "library", "top"]
 def layer(module: str) -> int:
     if module in TOP_LAYER or module.startswith("ug_core.testing"):
         return 4
-    if module in LIBRARY_LAYER or module == "ug_core.nn" or module.startswith("ug_core.nn."):
-        return 3
+    if any(module == m or module.startswith(m + ".") for m in LIBRARY_LAYER | {"ug_core.nn"}):
+        return 3   # (a library package's modules too: ug_core.random.threefry)
     if module == "ug_core.array_api" or module.startswith("ug_core.array_api."):
         return 2
     if module in TENSOR_LAYER:
