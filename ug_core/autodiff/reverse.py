@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import graph
 from ..graph import Node
-from ..jit import _map_tensors
+from ..jit.pytree import _map_tensors
 from ..ops import ALU, NO_DERIVATIVE, STRUCTURAL_VJP
 from ..tensor import Tensor, tensor, zeros
 from . import rules as _rules
