@@ -104,7 +104,7 @@ def _standard_normal(k: Tensor, shape: tuple[int, ...], dt: np.dtype) -> Tensor:
 def normal(key: Tensor, shape: Any = (), dtype: Any = F32, loc: Any = 0.0, scale: Any = 1.0) -> Tensor:
     """Normal floats: loc + scale * sqrt(2) erfinv(u), u uniform in (-1, 1) (JAX's method;
     float16 is computed in float32 and rounded once). Bit-identical on every device: see the
-    module's doc. loc / scale: numbers or tensors (differentiable) that broadcast to `shape`."""
+    package's doc. loc / scale: numbers or tensors (differentiable) that broadcast to `shape`."""
     k = _check_key(key, "normal")
     dt = _float_dtype(dtype, "normal")
     shp = _shape(shape)
