@@ -12,7 +12,7 @@ The frontend's layers, lowest first (a module imports its own layer and those be
              lower, kit, ...
   tensor     shapes, tensor, tensor_arith, tensor_reduce, tensor_index, tensor_io, custom
   namespace  array_api/ (array_api/methods.py binds the Tensor's methods)
-  library    autodiff, jit, replay, random, einsum, nn/, and the fft and linalg namespaces
+  library    autodiff/, jit/, random/, einsum, nn/, and the fft and linalg namespaces
   top        the package's __init__, api, cli, demo, __main__, testing/
 A lower layer that needs an upper one when it runs gets it registered (_complex.register_math,
 faults.register_core_cache, device.register_host_fft) instead of importing it."""
@@ -31,7 +31,7 @@ ROOT = Path(ug_core.__file__).parent
 
 TENSOR_LAYER = {"ug_core.shapes", "ug_core.tensor", "ug_core.tensor_arith", "ug_core.tensor_reduce",
                 "ug_core.tensor_index", "ug_core.tensor_io", "ug_core.custom"}
-LIBRARY_LAYER = {"ug_core.autodiff", "ug_core.jit", "ug_core.replay", "ug_core.random", "ug_core.einsum",
+LIBRARY_LAYER = {"ug_core.autodiff", "ug_core.jit", "ug_core.random", "ug_core.einsum",
                  "ug_core.fft", "ug_core.linalg"}
 TOP_LAYER = {"ug_core", "ug_core.api", "ug_core.cli", "ug_core.demo", "ug_core.__main__"}
 LAYER_NAMES = ["core", "tensor", "namespace", "library", "top"]
@@ -40,8 +40,8 @@ LAYER_NAMES = ["core", "tensor", "namespace", "library", "top"]
 def layer(module: str) -> int:
     if module in TOP_LAYER or module.startswith("ug_core.testing"):
         return 4
-    if module in LIBRARY_LAYER or module == "ug_core.nn" or module.startswith("ug_core.nn."):
-        return 3
+    if any(module == m or module.startswith(m + ".") for m in LIBRARY_LAYER | {"ug_core.nn"}):
+        return 3   # (a library package's modules too: ug_core.random.threefry)
     if module == "ug_core.array_api" or module.startswith("ug_core.array_api."):
         return 2
     if module in TENSOR_LAYER:

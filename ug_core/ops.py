@@ -136,7 +136,7 @@ class Alu:
 # Each op's vector-Jacobian product sits next to its meaning: `vjp(d, g, out, *srcs)` gets the
 # cotangent g of the op's output (a lazy Tensor of the output's shape and dtype), the output
 # `out` and the operands `srcs` as Tensors, and returns one cotangent per operand (None: no
-# gradient flows to it). `d` is ug_core.autodiff, the rules' helpers (where, sign, ...): this
+# gradient flows to it). `d` is ug_core.autodiff.rules, the rules' helpers (where, sign, ...): this
 # module imports no tensor code. Gradients flow through float values only: an op with an
 # integer or bool output (comparisons, bitwise ops, argmax's indices) has none (NO_GRADIENT),
 # and the float ops that are piecewise constant (floor, ceil, trunc, rint, floor division)
@@ -580,7 +580,7 @@ check_exhaustive(SCAN_VJP, SCANS, "ops.SCAN_VJP")
 
 STRUCTURAL_VJP: dict[Op, Vjp] = {
     # vjp(d, g, out, srcs, arg) for the ops that are not ALU ops: srcs and out are Tensors, arg
-    # the node's arg (see the ops' comments at the top). The helpers are ug_core.autodiff's.
+    # the node's arg (see the ops' comments at the top). The helpers are ug_core.autodiff.rules'.
     Op.CAST: lambda d, g, out, srcs, arg: (d.cast_vjp(g, srcs[0]),),   # float -> float only
     Op.VIEW: lambda d, g, out, srcs, arg: (d.view_vjp(g, srcs[0].shape, arg),),
     Op.REDUCE: lambda d, g, out, srcs, arg: (d.reduce_vjp(g, out, srcs[0], arg),),
@@ -592,7 +592,7 @@ STRUCTURAL_VJP: dict[Op, Vjp] = {
     Op.ATTENTION: lambda d, g, out, srcs, arg: d.attention_vjp(g, srcs, arg),
     # a transform's is the transform the other way (the adjoint of a DFT matrix W is conj(W),
     # the other sign), the same scale, its length cut or padded back to the source's; a half
-    # spectrum's counts its inner bins twice (see autodiff.fft_vjp)
+    # spectrum's counts its inner bins twice (see array_api.fft.fft_vjp)
     Op.FFT: lambda d, g, out, srcs, arg: (d.fft_vjp(g, srcs[0], arg),),
     Op.ASSIGN: lambda d, g, out, srcs, arg: d.assign_vjp(g, srcs[0], srcs[1], arg),
     Op.COPY: lambda d, g, out, srcs, arg: (d.copy_vjp(g, srcs[0]),),

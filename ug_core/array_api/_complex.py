@@ -8,7 +8,7 @@ over REAL / IMAG nodes, which the scheduler fuses as it fuses any real expressio
 autodiff, ug.jit and every backend handle without knowing about complex numbers.
 
 `parts` and `combine` (tensor_arith's: the frontend's destructor and constructor) are what this
-module, the complex math (complex_math.py: exp, log, sqrt, trig, ...) and the operators build on.
+module, the complex math (complex_math/: exp, log, sqrt, trig, ...) and the operators build on.
 """
 
 from __future__ import annotations

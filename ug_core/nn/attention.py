@@ -5,7 +5,7 @@ schedule item (ops.Op.ATTENTION): one pass over the keys per block of queries wi
 softmax, the (L, S) scores never stored. Elsewhere it is the composite graph: scores q k^T *
 scale as a matmul, the mask (causal, bool or additive) and a max-shifted softmax over the keys
 fused into one kernel, then @ v as a second matmul. Either way its gradient is the composite's
-(autodiff.attention_vjp recomputes the scores: the standard attention backward)."""
+(autodiff.rules.attention_vjp recomputes the scores: the standard attention backward)."""
 
 from __future__ import annotations
 

@@ -442,7 +442,7 @@ def test_view(device, rng, name):
 
 
 def test_sliding_window_many_taps(device, rng):
-    # more window taps than autodiff.MAX_OVERLAP_TAPS: the transpose falls back to a scatter-add
+    # more window taps than autodiff.view_vjp.MAX_OVERLAP_TAPS: the transpose falls back to a scatter-add
     fn = lambda x: ug.lib.stride_tricks.sliding_window_view(x, (9, 9)) * 1.0  # noqa: E731
     x = rng.standard_normal((10, 10))
     out, pullback = ug.vjp(fn, ug.tensor(x, device=device))

@@ -463,7 +463,7 @@ def test_jit_dropped_output_is_written_again(device, close):
         ids.append(id(out))
         del out
     fast = type(ug.registry.get(device)).handle_launcher is not ug.Device.handle_launcher
-    if fast and sys.modules["ug_core.replay"]._UNREFERENCED is not None:
+    if fast and sys.modules["ug_core.jit.fast_replay"]._UNREFERENCED is not None:
         assert len(set(ids[2:])) == 1   # taken again once the trace's fast path runs
 
 

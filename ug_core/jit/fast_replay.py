@@ -1,17 +1,6 @@
-"""ug.jit's replays: running a trace again on a call's arguments.
-
-jit.py traces a function, keys each call and picks its trace (see its docstring for what a
-replay computes); this module holds what a trace keeps (`Trace`) and runs it. A trace is
-replayed one of three ways, chosen once when it is made (`Trace.fast`):
-
-- one kernel writing one fresh output, on a device with `handle_launcher` (most traced
-  functions fuse into one kernel): `_single_kernel_replay`, the hot path;
-- one matmul into a fresh output: `_single_matmul_replay`;
-- anything else: `general_replay`, which binds every buffer slot, runs the compiled steps,
-  makes the writes and builds the return value.
-
-Each replay first checks what may have gone stale (a tensor of the enclosing scope that it
-reads or writes changed) and raises Stale before anything runs; jit.py then traces again.
+"""ug.jit's fast replays: one kernel writing one fresh output (`_single_kernel_replay`, the hot
+path) or one matmul into a fresh output (`_single_matmul_replay`); `choose` picks one for a
+trace when it is made, or None (replay.py's general path).
 
 The fast paths are closures built once per trace, with everything that does not change
 between calls worked out beforehand, since Python code around a tiny kernel is most of its
@@ -22,270 +11,24 @@ cyclic GC only (with the output a single-kernel replay keeps for reuse).
 from __future__ import annotations
 
 import sys
-import weakref
-from collections import OrderedDict
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from .device import Buffer, Device, _SizedBuffer, memory_counter
-from .faults import defer_interrupts
-from .graph import Node, graph_lock, new_node
-from .ops import Op
-from .tensor import Tensor
-from .view import prod
-
-Replay = Callable[[Sequence[Any]], Tensor]
-"""A fast replay: the call's arguments (positional, or the tensor leaves of a pytree call) ->
-the output tensor."""
-
-PY = "py"
-"""Marks a Python value in an output structure (and, in jit.py, in a trace key)."""
-
-
-class Stale(Exception):
-    """A trace no longer fits the tensors of the enclosing scope it reads (`reason` says how):
-    the call traces again. Raised before a replay runs anything."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-def sig_text(sig: tuple[Any, ...]) -> str:
-    shape, dtype, device = sig
-    return f"shape {shape} {np.dtype(dtype).name} on {device!r}"
-
-
-# --- what a trace keeps -------------------------------------------------------------------
-
-
-class Capture:
-    """A tensor of the enclosing scope that the function reads (a weight): each replay reads
-    its value then."""
-
-    __slots__ = ("holders", "sig", "slot", "state")
-
-    def __init__(self, holders: list[Tensor], node: Node, slot: int | None):
-        # the tensors made before the call that held the value the trace read: normally one
-        self.holders = holders
-        self.sig = node.sig
-        self.slot = slot      # its buffer slot, None when no step reads it (only returned)
-        buffer = node.buffer
-        assert buffer is not None
-        # (node last seen, its buffer, the buffer's handle): one tuple, replaced whole, so that
-        # a replay on another thread never takes one node's buffer with another's handle
-        self.state: tuple[Node, Buffer, Any] = (node, buffer, buffer.handle)
-
-    def current(self) -> tuple[Node, Buffer, Any]:
-        state = self.state
-        node = state[0]
-        for t in self.holders:
-            if t._node is not node:
-                return self.refresh()
-        return state
-
-    def refresh(self) -> tuple[Node, Buffer, Any]:
-        """The state for the holders' value now (realized first if lazy); Stale when it does
-        not fit the trace."""
-        first = self.holders[0]
-        node = first._node
-        if any(t._node is not node for t in self.holders):
-            raise Stale("tensors of the enclosing scope that held one value when it was traced "
-                        "(the function read one of them) now hold different values")
-        if node.sig != self.sig:
-            raise Stale(f"a tensor of the enclosing scope that it reads changed from "
-                        f"{sig_text(self.sig)} to {sig_text(node.sig)}")
-        if node.buffer is None:
-            first.realize()
-        buffer = node.buffer
-        assert buffer is not None
-        self.state = state = (node, buffer, buffer.handle)
-        return state
-
-
-class Guard:
-    """A lazy constant tensor of the enclosing scope (no buffer under it) that the trace
-    compiled into its kernels: a write to it makes the next call trace again."""
-
-    __slots__ = ("holders", "node")
-
-    def __init__(self, holders: list[Tensor], node: Node):
-        self.holders = holders
-        self.node = node
-
-    def check(self) -> None:
-        for t in self.holders:
-            if t._node is not self.node:
-                raise Stale("a lazy constant tensor of the enclosing scope that it reads was written")
-
-
-@dataclass
-class Write:
-    """A tensor the function writes (assign, setitem): each replay gives it its new value."""
-
-    leaf: int | None                # an argument: its position among the tensor leaves
-    tensor: Tensor | None           # else the tensor of the enclosing scope
-    before_slot: int | None         # where the trace reads that tensor's value before the call
-                                    # (for a tensor of the enclosing scope; an argument's is an input)
-    sig: tuple[Any, ...]            # its (shape, dtype, device)
-    after_slot: int                 # the slot of its value after the call
-
-
-@dataclass
-class Trace:
-    runner: Callable[[list[Buffer | None]], object] | None   # the compiled steps, run on the slots' buffers
-    steps: list[Any]                     # runtime._Step, for the fast paths
-    fixed: list[Buffer | None]           # buffers of constant slots (made or read by the function, no one else's)
-    input_slots: list[int | None]        # per tensor argument (leaf): its slot, if the schedule reads it
-    captures: list[Capture]
-    guards: list[Guard]
-    writes: list[Write]
-    # per output tensor: (kind, index, shape); kinds: "slot" (a new tensor on that slot's buffer),
-    # "arg" (the call's tensor argument itself), "argnode" (a new tensor on that argument's value
-    # before the call), "held" (a tensor of the enclosing scope itself, as it is after the call),
-    # "before" (a new tensor on the value before the call of written tensor `index`), "capnode"
-    # (a new tensor on a capture's value), "const" (a new tensor on a constant node), "same" (an
-    # earlier output again)
-    outputs: list[tuple[str, int, tuple[int, ...]]]
-    output_devices: list[str]            # per output tensor: its device's name
-    held: list[Tensor]                   # tensors of "held" outputs
-    constants: list[Node]                # nodes of "const" outputs
-    pins: list[Tensor]                   # tensors on those nodes: nothing writes them in place
-    structure: Any                       # how to rebuild the return value from the output list
-    arg_index: list[int]                 # per tensor argument: its position in what a replay gets
-    # derived from the above, for the replay path
-    bind: list[tuple[int, int]] = field(init=False)       # (tensor argument, slot) pairs
-    single: tuple[int, tuple[int, ...], str] | None = field(init=False)  # one tensor out, from slot i: (i, shape, device)
-    fast: Replay | None = field(init=False)  # the whole replay (on the call's args), when it is one kernel or one matmul
-    reads_arg_nodes: bool = field(init=False)              # an output is an argument's value before the call
-
-    def __post_init__(self) -> None:
-        self.bind = [(j, slot) for j, slot in enumerate(self.input_slots) if slot is not None]
-        self.single = None
-        if self.structure == "T" and self.outputs[0][0] == "slot" and self.runner is not None and not self.writes:
-            _, i, shape = self.outputs[0]
-            self.single = (i, shape, self.output_devices[0])
-        self.fast = _single_kernel_replay(self) or _single_matmul_replay(self)
-        self.reads_arg_nodes = any(kind == "argnode" for kind, _, _ in self.outputs)
-
-
-# --- the general replay -------------------------------------------------------------------
-
-
-def _value_before(write: Write) -> Node:
-    """The value now of a tensor of the enclosing scope that the function writes (realized),
-    which the replay reads; Stale when its shape or dtype changed."""
-    t = write.tensor
-    assert t is not None
-    node = t._node
-    if node.sig != write.sig:
-        raise Stale(f"a tensor of the enclosing scope that it writes changed from {sig_text(write.sig)} "
-                    f"to {sig_text(node.sig)}")
-    if node.buffer is None:
-        t.realize()
-    return node
-
-
-def general_replay(trace: Trace, leaves: list[Tensor]) -> Any:
-    """A replay on the general path: bind every buffer, run the steps, write, build the result.
-
-    One that writes tensors holds the graph lock (tensor.write_lock) from reading their values
-    to replacing them, and runs its steps and writes as one critical section: Ctrl-C never
-    leaves some of the writes done and others not."""
-    if not trace.writes:
-        return _general_replay(trace, leaves)
-    with graph_lock, defer_interrupts:
-        return _general_replay(trace, leaves)
-
-
-def _general_replay(trace: Trace, leaves: list[Tensor]) -> Any:
-    # everything that may be stale first: nothing has run when Stale is raised
-    for guard in trace.guards:
-        guard.check()
-    states = [cap.current() for cap in trace.captures]
-    befores = [_value_before(w) if w.tensor is not None else None for w in trace.writes]
-    bufs = trace.fixed.copy()
-    for j, slot in trace.bind:
-        bufs[slot] = leaves[j]._node.buffer
-    for cap, state in zip(trace.captures, states):
-        if cap.slot is not None:
-            bufs[cap.slot] = state[1]
-    for w, before in zip(trace.writes, befores):
-        if before is not None and w.before_slot is not None:
-            bufs[w.before_slot] = before.buffer
-    arg_nodes = [t._node for t in leaves] if trace.reads_arg_nodes else []
-    if trace.runner is not None:
-        trace.runner(bufs)
-    for w in trace.writes:
-        written = leaves[w.leaf] if w.leaf is not None else w.tensor
-        assert written is not None
-        buffer = bufs[w.after_slot]
-        assert buffer is not None
-        written._replace_node(new_node(_BUFFER, (), None, (w.sig[0], buffer.dtype, w.sig[2]), buffer))
-    if trace.single is not None:  # the common case: one tensor out
-        i, shape, device = trace.single
-        buffer = bufs[i]
-        assert buffer is not None
-        return _tensor_on_new_node(new_node(_BUFFER, (), None, (shape, buffer.dtype, device), buffer))
-    outs: list[Tensor] = []
-    for (kind, i, shape), device in zip(trace.outputs, trace.output_devices):
-        if kind == "slot":
-            buffer = bufs[i]
-            assert buffer is not None
-            outs.append(Tensor(new_node(_BUFFER, (), None, (shape, buffer.dtype, device), buffer)))
-        elif kind == "arg":
-            outs.append(leaves[i])
-        elif kind == "argnode":
-            outs.append(Tensor(arg_nodes[i]))
-        elif kind == "held":
-            outs.append(trace.held[i])
-        elif kind == "before":
-            outs.append(Tensor(befores[i]))  # type: ignore[arg-type]
-        elif kind == "capnode":
-            outs.append(Tensor(states[i][0]))
-        elif kind == "const":
-            outs.append(Tensor(trace.constants[i]))
-        elif kind == "same":
-            outs.append(outs[i])
-        else:
-            raise AssertionError(f"unknown output kind {kind!r}")
-    return unflatten(outs, trace.structure)
-
-
-def unflatten(flat: list[Tensor], structure: Any) -> Any:
-    """The return value of structure `structure` (see jit._flatten_output) with the tensors
-    `flat`."""
-    return _build(iter(flat), structure)
-
-
-def _build(tensors: Iterator[Tensor], structure: Any) -> Any:
-    # a module function, not a closure in unflatten: one that calls itself is a reference
-    # cycle, which kept the returned tensors' buffers alive until the cyclic GC ran
-    if structure == "T":
-        return next(tensors)
-    kind, parts = structure
-    if kind is PY:
-        return parts
-    if kind is dict or kind is OrderedDict:
-        return kind([(k, _build(tensors, p)) for k, p in parts])
-    if kind is tuple or kind is list:
-        return kind([_build(tensors, p) for p in parts])
-    return kind(*[_build(tensors, p) for p in parts])  # a namedtuple
-
-
-def _tensor_on_new_node(node: Node) -> Tensor:
-    """Tensor(node) for a node made just now, which has no readers yet: Node.add_reader's
-    occasional pruning has nothing to prune, and no trace is running (replays inside a trace
-    run inline), so Tensor.__init__ is skipped."""
-    out = _new_tensor(Tensor)
-    out._node = node
-    node._readers.append(weakref.ref(out))
-    return out
+from ..device import Device, _SizedBuffer, memory_counter
+from ..graph import Node, new_node
+from ..tensor import Tensor
+from ..view import prod
+from .records import _BUFFER, Capture, Guard, Replay, Trace, _new_tensor
 
 
 # --- the fast paths -----------------------------------------------------------------------
+
+
+def choose(trace: Trace) -> Replay | None:
+    """The fast replay of a trace that compiled to one kernel or one matmul writing one fresh
+    output; None: the general path (replay.general_replay)."""
+    return _single_kernel_replay(trace) or _single_matmul_replay(trace)
 
 
 def _lone_step(trace: Trace) -> Any:
@@ -682,8 +425,3 @@ _refs = sys.getrefcount
 
 def _keep_none(output: tuple[Tensor, Node, Any]) -> None:
     """_kernel_replay's keep_spare where reference counts cannot tell an unreferenced output."""
-
-# bound once, for the per-call paths: object.__new__ for Tensor, and Op.BUFFER (reading an enum
-# member off its class goes through the enum's metaclass: several times a global's cost)
-_new_tensor = Tensor.__new__
-_BUFFER = Op.BUFFER
