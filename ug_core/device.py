@@ -422,7 +422,7 @@ class DeviceSpec:
 
 
 class SizedCount:
-    """Buffers of one byte size made by ug.jit's single-kernel replay (`replay._output_maker`), which
+    """Buffers of one byte size made by ug.jit's single-kernel replay (`jit.fast_replay._output_maker`), which
     counts them with one increment each way (`made` when it makes one, `freed` in its __del__):
     such a replay takes about 2 us, and the full bookkeeping of MemoryCounter.add would add ~15%."""
 
@@ -580,7 +580,7 @@ class LentBuffer(Buffer):
     time (it is `exposed`). Memory the owner marked read-only (a numpy array with
     `flags.writeable` False: `setflags(write=False)`, `np.frombuffer` of `bytes`, a read-only
     `np.memmap`) is not `writable`: ug never writes it (a write to such a tensor goes into a new
-    buffer, see schedule._in_place_assigns)."""
+    buffer, see schedule.assign._in_place_assigns)."""
 
     __slots__ = ("writable",)
 
@@ -596,7 +596,7 @@ class LentBuffer(Buffer):
 class _SizedBuffer(Buffer):
     """A Buffer whose handle comes from the device's `handle_allocator` for its size, and goes
     back through that allocator's `free`, which is cheaper than `device.free`: ug.jit replay
-    outputs (made by `replay._output_maker`, which sets every attribute and counts it in its
+    outputs (made by `jit.fast_replay._output_maker`, which sets every attribute and counts it in its
     SizedCount, `memory`)."""
 
     __slots__ = ("release",)

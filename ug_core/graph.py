@@ -31,7 +31,7 @@ function may use ug. Uncontended, it costs about 0.1 us, against the several us 
 
 class _Threads:
     """Which threads have written or realized tensors: once a second one has, writes stop going
-    in place (schedule._in_place_assigns). An in-place write is allowed when no reader of the
+    in place (schedule.assign._in_place_assigns). An in-place write is allowed when no reader of the
     old value is registered, but a thread may hold a tensor's node it just read, about to build
     on it, with no reader registered yet: another thread's realize would overwrite it under it
     (seen as lost or doubled `x[i] += 2` on threads' own rows while others read x)."""
@@ -156,7 +156,7 @@ def new_node(op: Op, srcs: tuple[Node, ...], arg: Any, sig: tuple[tuple[int, ...
     # with their elementwise ==)
     node._readers = []
     # the id of a tensor made together with this node that is not in `_readers` (ug.jit
-    # replay outputs, see replay._output_maker: a weak reference costs more than the rest of the
+    # replay outputs, see jit.fast_replay._output_maker: a weak reference costs more than the rest of the
     # output), until it moves on to another node (Tensor._replace_node); 0: none. Its id is
     # all the node knows of it, so assign takes it for a live reader of this node meanwhile.
     node._creator = 0

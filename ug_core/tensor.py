@@ -190,7 +190,7 @@ def graph_scalar(value: Scalar, dtype: np.dtype, device: str) -> Tensor:
 
 # --- ug.jit's hooks -------------------------------------------------------------------------
 
-# ug.jit's hooks (jit._Tracer) while some thread traces a jitted function, else None (the one
+# ug.jit's hooks (jit.tracer._Tracer) while some thread traces a jitted function, else None (the one
 # check the hot paths pay). While a function is traced its tensors have no values yet, so the
 # trace must see which tensors it makes, which ones it writes, and any read of a value.
 _tracer: Any = None
@@ -235,7 +235,7 @@ class Tensor:
     Everything else (arithmetic, `ug.tensor(t)`, astype, pad, roll, concat, take, boolean and
     integer-array indexing, ...) is a new value: a later write to either side leaves the other
     as it was. A write happens in place in memory whenever nothing can observe the old value
-    (see schedule._in_place_assigns); a value read before it keeps the old one."""
+    (see schedule.assign._in_place_assigns); a value read before it keeps the old one."""
 
     __slots__ = ("_node", "__weakref__")
     __array_priority__ = 1000
