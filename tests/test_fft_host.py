@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ug_core.device import Buffer, Device, FftSpec
+from ug_core.device import Buffer, Device
+from ug_core.specs import FftSpec
 from ug_core.kit import hostfft
 from ug_core.plugins import registry
 

@@ -11,7 +11,7 @@ import sys
 import numpy as np
 import pytest
 
-from ug_core.device import FftSpec
+from ug_core.specs import FftSpec
 from ug_core.kit import gpufft
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from ug_core.device import SortSpec
+from ug_core.specs import SortSpec
 from ug_core.kit import gpusort
 
 sys.path.insert(0, os.path.dirname(__file__))

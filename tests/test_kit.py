@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import ug_core as ug
-from ug_core.device import MatmulSpec
+from ug_core.specs import MatmulSpec
 from ug_core.kit import (ENTRY, Allocator, CachingAllocator, Compiler, CStyleRenderer, Device, DeviceInfo, KitDevice,
                          LowerOptions, NumpyAllocator, Renderer, Runtime, SortSpec, c_name, matmul_kernel)
 from ug_core.kit.allocator import SMALL_CLASS

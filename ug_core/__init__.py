@@ -10,7 +10,8 @@
 from . import array_api  # (first: importing it binds the Tensor's methods, see array_api/methods.py)
 from .api import devices, realize, schedule
 from .cache import cache_stats
-from .device import Buffer, CompileError, Device, DeviceSpec, MatmulSpec, Program
+from .device import Buffer, CompileError, Device, DeviceSpec, Program
+from .specs import MatmulSpec
 from .env import ConfigError
 from .hookspecs import hookimpl
 from .jit import RetraceWarning, jit

@@ -278,7 +278,7 @@ def scatter(values: Node, slots: Node, op: Op, n_slots: int, parts: int) -> Node
 
 def sort(src: Node, spec: Any, dtype: np.dtype) -> Node:
     """The rows of `src` (its last dim; spec.rows of them) sorted by its device (ops.Op.SORT,
-    device.SortSpec). Shape rule: src's with spec.k on the last dim; dtype: src's for values,
+    specs.SortSpec). Shape rule: src's with spec.k on the last dim; dtype: src's for values,
     an integer for indices."""
     assert src.shape and src.shape[-1] == spec.n and 0 <= spec.k <= spec.n, (src.shape, spec)
     return new_node(Op.SORT, (src,), spec, (src.shape[:-1] + (spec.k,), dtype, src.device))
@@ -286,7 +286,7 @@ def sort(src: Node, spec: Any, dtype: np.dtype) -> Node:
 
 def fft(src: Node, spec: Any, axis: int) -> Node:
     """The discrete Fourier transform of `src` along `axis` by its device (ops.Op.FFT,
-    device.FftSpec: src's contiguous layout is (spec.outer, spec.n_in, spec.inner) around the
+    specs.FftSpec: src's contiguous layout is (spec.outer, spec.n_in, spec.inner) around the
     axis). Shape rule: src's with spec.n_out on the axis; dtype: spec.dtype for a real output,
     else its complex dtype."""
     from .dtypes import complex_of
@@ -302,7 +302,7 @@ def fft(src: Node, spec: Any, axis: int) -> Node:
 
 def attention(srcs: tuple[Node, ...], scale: float, causal: bool) -> Node:
     """softmax(q k^T * scale + mask) v by the device's fused attention (ops.Op.ATTENTION,
-    device.AttentionSpec): srcs (q (..., L, E), k (..., S, E), v (..., S, Ev)[, mask (..., L, S)]),
+    specs.AttentionSpec): srcs (q (..., L, E), k (..., S, E), v (..., S, Ev)[, mask (..., L, S)]),
     one dtype and the same batch dims. Shape rule: (..., L, Ev)."""
     q, k, v = srcs[:3]
     batch = q.shape[:-2]

@@ -91,9 +91,9 @@ class Op(enum.Enum):
     MATMUL = enum.auto()   # srcs (a, b) with shapes (..., M, K), (..., K, N)
     CUSTOM = enum.auto()   # arg: host function fn(out, *inputs)
     COPY = enum.auto()     # srcs (x,) on another device
-    SORT = enum.auto()     # srcs (x (rows, n),); arg: device.SortSpec; the rows sorted (a device's own sort)
-    ATTENTION = enum.auto()  # srcs (q, k, v[, mask]); arg: (scale, causal); a device's fused attention (device.AttentionSpec)
-    FFT = enum.auto()      # srcs (x,); arg: device.FftSpec; a discrete Fourier transform along one axis (a device's own)
+    SORT = enum.auto()     # srcs (x (rows, n),); arg: specs.SortSpec; the rows sorted (a device's own sort)
+    ATTENTION = enum.auto()  # srcs (q, k, v[, mask]); arg: (scale, causal); a device's fused attention (specs.AttentionSpec)
+    FFT = enum.auto()      # srcs (x,); arg: specs.FftSpec; a discrete Fourier transform along one axis (a device's own)
     ASSIGN = enum.auto()   # srcs (target, value); arg: region View into target or None
     # a read at a computed element, in the graph and in kernel IR (INDEXED):
     # graph: srcs (x, index), arg: axis; out[i] = x[i with i[axis] replaced by index[i]] (numpy's

@@ -15,7 +15,8 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import hookspecs
-from .device import Buffer, Device, DeviceSpec, FftSpec, MatmulSpec, Program, SortSpec
+from .device import Buffer, Device, DeviceSpec, Program
+from .specs import FftSpec, MatmulSpec, SortSpec
 from .dtypes import SUPPORTED
 from .kernel_ir import Expr, Kernel, Store, toposort
 from .kit.hostfft import run_numpy

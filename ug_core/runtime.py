@@ -18,7 +18,8 @@ from typing import Callable, Hashable
 import numpy as np
 
 from .cache import Cache
-from .device import Buffer, CompileError, Device, MatmulSpec, Program
+from .device import Buffer, CompileError, Device, Program
+from .specs import MatmulSpec
 from .env import env_int
 from .faults import checkpoint, defer_interrupts, interrupt_pending, register_core_cache
 from .graph import Node, graph_lock

@@ -32,7 +32,7 @@ import numpy as np
 
 from .. import dtypes, graph
 from ..custom import define_vjp
-from ..device import FFT_NORMS, FftSpec
+from ..specs import FFT_NORMS, FftSpec
 from ..plugins import registry
 from ..shapes import normalize_axis
 from ..tensor import Tensor, checked_tensor, full, resolve_device, zeros

@@ -16,7 +16,7 @@ import math
 import numpy as np
 
 from .. import graph
-from ..device import SortSpec
+from ..specs import SortSpec
 from ..shapes import normalize_axis
 from ..tensor import Tensor
 from ._common import check_tensor, index_dtype

@@ -39,8 +39,8 @@ What is exported, by what it is for:
 """
 
 from .. import mathlib
-from ..device import (AttentionSpec, Buffer, CompileError, Device, DeviceSpec, FftSpec, MatmulSpec, Program,
-                      RenderError, SortSpec)
+from ..device import Buffer, CompileError, Device, DeviceSpec, Program, RenderError
+from ..specs import AttentionSpec, FftSpec, MatmulSpec, SortSpec
 from ..diskcache import CUBIN, ElfKind, elf_kind, elf_problem, ptx_problem
 from ..dtypes import SUPPORTED
 from ..env import ConfigError, env_choice, env_flag, env_int, env_set

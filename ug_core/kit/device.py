@@ -24,7 +24,8 @@ from typing import Any, Callable, ClassVar, Hashable, TypeVar
 import numpy as np
 
 from ..cache import Cache, declare
-from ..device import Buffer, CompileError, Device, FftSpec, MatmulSpec, Program, RenderError, SortSpec
+from ..device import Buffer, CompileError, Device, Program, RenderError
+from ..specs import FftSpec, MatmulSpec, SortSpec
 from ..kernel_ir import Kernel
 from ..loop_ir import LoopProgram, Opc
 from ..legalize import legalize

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..device import FftSpec
+from ..specs import FftSpec
 from ..loop_ir import BOOL, INDEX, Inst, LoopProgram, Opc, ParamSpec
 from ..ops import Op
 from ..view import prod

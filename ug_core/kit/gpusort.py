@@ -25,7 +25,7 @@ from typing import Callable
 
 import numpy as np
 
-from ..device import SortSpec
+from ..specs import SortSpec
 from ..loop_ir import BOOL, INDEX, Inst, LoopProgram, Opc, ParamSpec
 from ..ops import Op
 from ..view import prod

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ..device import FftSpec, register_host_fft
+from ..device import register_host_fft
+from ..specs import FftSpec
 from ..dtypes import complex_of
 
 # scipy.fft and SciPy's binding of pocketfft, imported on the first transform (scipy.fft takes

@@ -14,7 +14,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 import numpy as np
 
-from ..device import SortSpec, register_host_sort
+from ..device import register_host_sort
+from ..specs import SortSpec
 
 SPLIT_MIN = 1 << 16
 """A row at least this long is sorted by several threads (chunks, then merges) when there are

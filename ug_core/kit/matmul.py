@@ -8,7 +8,7 @@ per row (gpu): correct on any device, with none of a tuned GEMM's blocking.
 
 from __future__ import annotations
 
-from ..device import MatmulSpec
+from ..specs import MatmulSpec
 from ..kernel_ir import BufferArg, ExprBuilder, Kernel, Reduction, Store
 from ..ops import Op
 from ..view import View, contiguous_strides, prod

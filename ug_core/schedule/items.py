@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from ..device import AttentionSpec, FftSpec, MatmulSpec, SortSpec
+from ..specs import AttentionSpec, FftSpec, MatmulSpec, SortSpec
 from ..dtypes import name as dtype_name
 from ..graph import Node
 from ..kernel_ir import Kernel

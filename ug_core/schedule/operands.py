@@ -4,7 +4,7 @@ kernel), and the item each such node becomes."""
 
 from __future__ import annotations
 
-from ..device import AttentionSpec, MatmulSpec
+from ..specs import AttentionSpec, MatmulSpec
 from ..graph import Node
 from ..ops import Op
 from ..plugins import registry

@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ug_core.device import CompileError, RenderError, SortSpec
+from ug_core.device import CompileError, RenderError
+from ug_core.specs import SortSpec
 from ug_core.legalize import legalize
 from ug_core.dtypes import SUPPORTED
 from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Reduction, Store

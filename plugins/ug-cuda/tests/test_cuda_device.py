@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ug_core as ug
-from ug_core.device import MatmulSpec
+from ug_core.specs import MatmulSpec
 from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Store
 from ug_core.kit import CachingAllocator, KitDevice
 from ug_core.ops import Op

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ug_core.device import MatmulSpec
+from ug_core.specs import MatmulSpec
 from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Reduction, Store
 from ug_core.lower import LowerOptions, lower
 from ug_core.ops import ALU, Op, alu_result
