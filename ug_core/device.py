@@ -52,27 +52,16 @@ class Program:
     local_size: tuple[int, ...] = ()
 
 
-_host_fft: Callable[..., None] | None = None
-"""numpy's transform of flat host arrays, run_numpy(src, out, spec, wide) (kit.hostfft's), which
-Device.fft's default runs: the kit registers it when imported (the registry imports it, with ref,
-before it makes any device). The kit is built on this module, so this module cannot import it."""
+_host_fallbacks: dict[str, Callable[[np.ndarray, np.ndarray, Any], None]] = {}
+"""The host computations Device's defaults run on copies of a device's buffers, by name: "sort"
+(kit.hostsort's sort_rows(keys, out, spec)) and "fft" (kit.hostfft's run_numpy in float64).
+The kit registers them when imported (the registry imports it, with ref, before it makes any
+device); the kit is built on this module, so this module cannot import it."""
 
 
-def register_host_fft(run: Callable[..., None]) -> None:
-    """The kit's call when imported (see _host_fft)."""
-    global _host_fft
-    _host_fft = run
-
-
-_host_sort: Callable[..., None] | None = None
-"""numpy's sort of host rows, sort_rows(keys, out, spec) (kit.hostsort's), which Device.sort's
-default runs: registered as _host_fft is, for the same reason."""
-
-
-def register_host_sort(run: Callable[..., None]) -> None:
-    """The kit's call when imported (see _host_sort)."""
-    global _host_sort
-    _host_sort = run
+def register_host_fallback(name: str, run: Callable[[np.ndarray, np.ndarray, Any], None]) -> None:
+    """The kit's call when imported (see _host_fallbacks)."""
+    _host_fallbacks[name] = run
 
 
 class Device(abc.ABC):
@@ -171,36 +160,28 @@ class Device(abc.ABC):
         is). The default copies the source to the host, sorts its rows there with numpy
         (ug_core.kit.hostsort) and copies the result in; the kit's devices sort in their own
         memory (kit.hostsort on host memory, kit.gpusort on a gpu target)."""
-        if _host_sort is None:
-            raise RuntimeError("Device.sort: no host sort is registered (ug_core.kit.hostsort registers it when "
-                               "imported, as the device registry does)")
-        keys = np.empty(src.size, src.dtype)
-        if src.size:
-            self.copy_out(src.handle, keys)
-        result = np.empty(out.size, out.dtype)
-        _host_sort(keys[: spec.rows * spec.n].reshape(spec.rows, spec.n),
-                  result[: spec.rows * spec.k].reshape(spec.rows, spec.k), spec)
-        if out.size:
-            self.copy_in(out.handle, result)
-
-    def sorts(self) -> bool:
-        """Whether `sort` runs in the device's own memory (the default: whether a subclass
-        defines it) rather than as the default's round trip through the host."""
-        return type(self).sort is not Device.sort
+        self._through_host(out, src, "sort", lambda x, y: _host_fallbacks["sort"](
+            x[: spec.rows * spec.n].reshape(spec.rows, spec.n), y[: spec.rows * spec.k].reshape(spec.rows, spec.k), spec))
 
     def fft(self, out: "Buffer", src: "Buffer", spec: FftSpec) -> None:
         """A discrete Fourier transform as `spec` says, from `src` into `out` (a schedule item of
         its own, as sort is). The default copies the source to the host, runs numpy's pocketfft
         there (in float64, rounded to the output's precision) and copies the result in; the
         kit's devices run it in their own memory (ug_core.kit.hostfft, ug_core.kit.gpufft)."""
-        if _host_fft is None:
-            raise RuntimeError("Device.fft: no host transform is registered (ug_core.kit.hostfft registers it when "
+        self._through_host(out, src, "fft", lambda x, y: _host_fallbacks["fft"](x, y, spec))
+
+    def _through_host(self, out: "Buffer", src: "Buffer", name: str,
+                      run: Callable[[np.ndarray, np.ndarray], None]) -> None:
+        """`run(x, y)` on a host copy x of `src` into a host array y, copied into `out` (the
+        defaults of sort and fft: the host computation `name` of _host_fallbacks)."""
+        if name not in _host_fallbacks:
+            raise RuntimeError(f"Device.{name}: no host {name} is registered (ug_core.kit registers it when "
                                "imported, as the device registry does)")
         x = np.empty(src.size, src.dtype)
         if src.size:
             self.copy_out(src.handle, x)
         y = np.empty(out.size, out.dtype)
-        _host_fft(x, y, spec, wide=True)
+        run(x, y)
         if out.size:
             self.copy_in(out.handle, y)
 

@@ -242,9 +242,6 @@ class KitDevice(Device):
     # shared memory and global steps (kit.gpusort); else Device's round trip through the host
     sort_threads = 1
 
-    def sorts(self) -> bool:
-        return self._sorts_on_host() or self.info.lower_options.target == "gpu"
-
     def _sorts_on_host(self) -> bool:
         return type(self.raw).host_view is not Allocator.host_view
 

@@ -12,13 +12,14 @@ in float64 and rounds the result once (`wide`), as its sums do.
 
 from __future__ import annotations
 
+import functools
 from concurrent.futures import ThreadPoolExecutor
 from types import ModuleType
 from typing import Any
 
 import numpy as np
 
-from ..device import register_host_fft
+from ..device import register_host_fallback
 from ..specs import FftSpec
 from ..dtypes import complex_of
 
@@ -82,7 +83,7 @@ def run_numpy(src: np.ndarray, out: np.ndarray, spec: FftSpec, wide: bool = Fals
     y[...] = transform(np.fft, x, spec)
 
 
-register_host_fft(run_numpy)   # Device.fft's default (ug_core.device cannot import the kit, built on it)
+register_host_fallback("fft", functools.partial(run_numpy, wide=True))   # Device.fft's default (ug_core.device cannot import the kit, built on it)
 
 
 class HostFft:

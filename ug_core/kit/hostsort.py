@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 import numpy as np
 
-from ..device import register_host_sort
+from ..device import register_host_fallback
 from ..specs import SortSpec
 
 SPLIT_MIN = 1 << 16
@@ -310,4 +310,4 @@ def _top_candidates(rows: np.ndarray, k: int, from_end: bool) -> np.ndarray:
     return ranked[:, ::-1] if from_end else ranked
 
 
-register_host_sort(sort_rows)   # Device.sort's default (ug_core.device cannot import the kit, built on it)
+register_host_fallback("sort", sort_rows)   # Device.sort's default (ug_core.device cannot import the kit, built on it)

@@ -1,6 +1,7 @@
 """Sorting, searching and data-dependent shapes against numpy, on every device: sort, argsort
 (stable, descending, NaN last), topk, searchsorted, nonzero, boolean masks, cumulative_max/min.
-A device sorts by itself (Device.sorts(): a schedule item) or with the core's bitonic kernels."""
+A sort is a schedule item: a device sorts in its own memory, or Device.sort's default sorts a
+host copy."""
 import numpy as np
 import pytest
 
