@@ -13,7 +13,8 @@ from ug_core.kernel_ir import BufferArg, ExprBuilder, Kernel, Reduction, Store
 from ug_core.lower import LowerOptions, lower
 from ug_core.loop_ir import Opc
 from ug_core.ops import SCANS, Op
-from ug_core.array_api.scans import SPLIT_MIN_LENGTH, block_length
+from ug_core.array_api.scans import SPLIT_MIN_LENGTH
+from ug_core.blocked_scan import block_length
 from ug_core.testing.lowering_cases import F32, F64, I32, I64, Case, c, rand
 
 sys.path.insert(0, os.path.dirname(__file__))

@@ -79,8 +79,9 @@ class Device(abc.ABC):
     # intermediates buffers of their own to stay under it. None: no limit.
     max_kernel_buffers: int | None = None
     # the most loop iterations one thread of a kernel may run, where the device has such a limit
-    # (lavapipe's loop limiter ends a loop after 65535, silently); the core keeps the serial
-    # loops it makes (a scatter's parts) under it. None: no limit.
+    # (lavapipe's loop limiter ends an invocation's loops after 65535 trips in all, silently);
+    # the scheduler's device pass (schedule.device_pass) keeps the serial loops it makes (a
+    # scan's rows, a scatter's parts) under it. None: no limit.
     max_loop_iterations: int | None = None
 
     @abc.abstractmethod

@@ -459,6 +459,7 @@ def run_schedule(schedule: Schedule) -> CompiledSchedule | None:
         _log(str(schedule))
     compiled = CompiledSchedule(schedule)
     _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects)
+    schedule.adopt_stand_ins()
     return compiled
 
 
@@ -533,8 +534,11 @@ def _realize_nodes(targets: list[Node]) -> None:
                 replay.effects)
         return
     looked_up = cache.hits + cache.misses
-    compiled = run_schedule(create_schedule(targets, nodes))   # (the walk above: the graph is walked once)
-    if compiled is None:
+    schedule = create_schedule(targets, nodes)   # (the walk above: the graph is walked once)
+    compiled = run_schedule(schedule)
+    if compiled is None or schedule.replaced:
+        # (a rewritten graph's slots are stand-ins, which no graph of this structure has: a
+        # replay would read their buffers as inputs)
         return
     position = {id(n): i for i, n in enumerate(nodes)}
     slots = [position.get(id(n), n if n.realized else None) for n in compiled.slots]

@@ -2,27 +2,18 @@
 
 A scan is one Op.SCAN node: a kernel per scan, each outer index (row) scanned in order along the
 axis by one thread. A long axis over few rows would leave all but one thread idle, so it is
-blocked instead, as three kernels the scheduler emits (every one parallel but the small second):
-
-    totals[k]  = combine of block k                      (a reduction over each block)
-    prefix[k]  = combine of totals[0 .. k-1]             (a scan of the totals shifted by one)
-    out[k, j]  = scan of block k, seeded: its first value combined with prefix[k] first
-
-The blocked order rounds differently from numpy's sequential one, within what ops.SCANS allows.
+blocked instead, as three kernels (blocked_scan), all but a small one parallel.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from .. import graph
-from ..dtypes import BOOL, identity
+from ..blocked_scan import blocked
 from ..graph import Node
-from ..ops import Op, REDUCE
-from ..plugins import registry
-from ..view import View, prod
+from ..ops import Op
+from ..view import prod
 
 SPLIT_MIN_LENGTH = 1 << 16
 """A scan at least this long over at most SPLIT_MAX_ROWS rows is blocked (as long reductions are
@@ -31,61 +22,12 @@ SPLIT_MAX_ROWS = 16
 
 
 def scan(x: Node, op: Op, axis: int, dtype: np.dtype) -> Node:
-    """The inclusive scan of `x` (cast to `dtype`) along `axis` (normalized, of x's rank >= 1)."""
+    """The inclusive scan of `x` (cast to `dtype`) along `axis` (normalized, of x's rank >= 1).
+    The choice depends on the shape only (the graph is the same on every device); rows longer
+    than a device can loop over are blocked by the scheduler's device pass."""
     x = graph.cast(x, dtype)
     n = x.shape[axis]
     rows = prod([s for d, s in enumerate(x.shape) if d != axis])
-    limit = registry.get(x.device).max_loop_iterations   # (a serial row must fit a device's loop limit)
-    if (n < SPLIT_MIN_LENGTH or rows > SPLIT_MAX_ROWS) and (limit is None or n <= limit):
+    if n < SPLIT_MIN_LENGTH or rows > SPLIT_MAX_ROWS:
         return graph.scan(x, op, axis, dtype)
-    return _blocked(x, op, axis, dtype)
-
-
-def block_length(n: int) -> int:
-    """The block length of a blocked scan of `n` values: about sqrt(n) (as many blocks as values
-    in each, which bounds the rounding error of both the prefix and the blocks' scans), a
-    divisor of n where one is near, so that the result needs no padding and no copy."""
-    target = 1 << (math.isqrt(n) - 1).bit_length()
-    return next((b for b in range(target, target // 4, -1) if n % b == 0), target)
-
-
-def _first_of_block(node: Node, shape: tuple[int, ...]) -> Node:
-    """`node` (shape[:-1] + (1,)) read at index 0 of the last dim of `shape`, 0 (False) elsewhere."""
-    widths = ((0, 0),) * (len(shape) - 1) + ((0, shape[-1] - 1),)
-    return graph.view(node, View.contiguous(node.shape).pad(widths))
-
-
-def _blocked(x: Node, op: Op, axis: int, dtype: np.dtype) -> Node:
-    shape, rank = x.shape, len(x.shape)
-    n = shape[axis]
-    block = block_length(n)
-    blocks = -(-n // block)
-    padded = blocks * block
-    keep = [d for d in range(rank) if d != axis]
-    kept = tuple(shape[d] for d in keep)
-    k = len(kept)  # the blocks' dim; k + 1 is the dim along each block
-    last = View.contiguous(shape).permute(tuple(keep + [axis]))
-    if padded > n:  # zeros behind the end: they reach only the outputs that are dropped
-        last = last.pad(((0, 0),) * k + ((0, padded - n),))
-    rows = graph.view(graph.view(x, last), View.contiguous(kept + (blocks, block)))
-    totals = graph.reduce(rows, op, (k + 1,), dtype)  # kept + (blocks, 1)
-    # the totals shifted one block on: the first block's reads the identity
-    ones = (1,) * (k + 2)
-    before = View.contiguous(totals.shape).pad(((0, 0),) * k + ((1, 0), (0, 0))).slice((0,) * (k + 2), totals.shape, ones)
-    shifted = graph.view(totals, before)
-    # a masked view reads 0: a sum's identity, but another's (a product's 1, a max's -inf) is
-    # selected where it reads nothing
-    unit = identity(REDUCE[op].name, dtype)
-    if op is not Op.SUM:
-        valid = graph.view(graph.const(True, BOOL, x.device, totals.shape), before)
-        shifted = graph.alu(Op.WHERE, (valid, shifted, graph.const(unit, dtype, x.device, totals.shape)), dtype)
-    seed = _first_of_block(graph.scan(shifted, op, k, dtype), rows.shape)
-    if op is not Op.SUM:
-        first = _first_of_block(graph.const(True, BOOL, x.device, totals.shape), rows.shape)
-        seed = graph.alu(Op.WHERE, (first, seed, graph.const(unit, dtype, x.device, rows.shape)), dtype)
-    out = graph.scan(graph.alu(REDUCE[op].combine, (rows, seed), dtype), op, k + 1, dtype)
-    flat = graph.view(out, View.contiguous(kept + (padded,)))
-    if padded > n:
-        flat = graph.view(flat, View.contiguous(flat.shape).slice((0,) * (k + 1), kept + (n,), (1,) * (k + 1)))
-    inverse = tuple(int(i) for i in np.argsort(keep + [axis]))
-    return graph.view(flat, View.contiguous(flat.shape).permute(inverse))
+    return blocked(x, op, axis, dtype)

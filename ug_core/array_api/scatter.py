@@ -54,14 +54,12 @@ MAX_PARTS = 64
 slots elements) stay at most about N / 4 elements (`parts_for`)."""
 
 
-def parts_for(n: int, slots: int, max_loop: int | None = None) -> int:
+def parts_for(n: int, slots: int) -> int:
     """How many parts a scatter of n values into `slots` slots runs in: rows cost parts * slots
-    elements to fill and to reduce, so a part gets at least 4 values per slot; and no part is
-    longer than a device's loop limit (`max_loop`, Device.max_loop_iterations) allows."""
-    parts = max(1, min(MAX_PARTS, n // (4 * slots)))
-    if max_loop is not None:
-        parts = max(parts, -(-n // max_loop))
-    return parts
+    elements to fill and to reduce, so a part gets at least 4 values per slot. (A part longer
+    than a device can loop over is split further by the scheduler's device pass, into the
+    same rows: the graph is the same on every device.)"""
+    return max(1, min(MAX_PARTS, n // (4 * slots)))
 
 
 def scatter_add(x: Tensor, axis: int, index: Any, src: Any) -> Tensor:
@@ -229,7 +227,7 @@ def bincount(x: Any, /, weights: Any = None, minlength: int = 0) -> Tensor:
         return Tensor(graph.const(0, values.dtype, x.device, (0,)))
     if n == 0:
         return Tensor(graph.const(0, values.dtype, x.device, (length,)))
-    _check_bincount_size(length, parts_for(n, length, registry.get(x.device).max_loop_iterations), values.dtype,
+    _check_bincount_size(length, parts_for(n, length), values.dtype,
                          high, minlength)
     # the scatter's rows are summed into the counts, or are the counts (one part): then its one
     # row's buffer is the result itself, not copied into another (no zeros added either: a
@@ -400,7 +398,7 @@ def _scatter(values: Tensor, slots: Tensor, op: Op, n_slots: int) -> Tensor:
     """The (parts, n_slots) rows of a scatter of 1-d values at 1-d slots (padded to a multiple of
     the parts with the identity at slot 0, which changes nothing)."""
     n = values.shape[0]
-    parts = parts_for(n, n_slots, registry.get(values.device).max_loop_iterations)
+    parts = parts_for(n, n_slots)
     padded = -(-n // parts) * parts
     if padded > n:
         values = pad(values, (0, padded - n), constant_value=scatter_identity(op, values.dtype))

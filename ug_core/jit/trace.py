@@ -94,6 +94,9 @@ def _compile_trace(ctx: _TraceContext, leaves: list[Tensor], out_leaves: list[Te
     compiled = CompiledSchedule(schedule) if schedule.items else None
     slots = compiled.slots if compiled is not None else []
     slot_of = {id(n): i for i, n in enumerate(slots)}
+    for original, stand_in in schedule.replaced.items():   # (the device pass's, schedule.device_pass)
+        if id(stand_in) in slot_of:
+            slot_of[id(original)] = slot_of[id(stand_in)]
     bound = arg_ids | before_ids | captured_ids
     fixed = [n.buffer if n.buffer is not None and id(n) not in bound else None for n in slots]
     computed = {i for i, n in enumerate(slots) if n.buffer is None}
@@ -102,6 +105,7 @@ def _compile_trace(ctx: _TraceContext, leaves: list[Tensor], out_leaves: list[Te
     writes += [Write(None, t, slot_of.get(id(before)), before.sig, slot_of[id(t._node)]) for t, before in state_writes]
     if compiled is not None:
         _run_first(compiled, computed, ctx.fn)
+        schedule.adopt_stand_ins()
     del pins
 
     # the values before the call of the written tensors of the enclosing scope, by their write

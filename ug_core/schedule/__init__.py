@@ -30,7 +30,9 @@ Modules, each importing only those above it:
 - assign: which writes go in place;
 - fuse: the kernels, roots merged by write clusters and depth;
 - order: the items in a topological order that in-place writes respect;
-- create: create_schedule, running the passes above until they agree.
+- device_pass: the forms a device cannot run rewritten for it first (a scan's rows or a
+  scatter's parts longer than its loop limit), so the frontend's graph is device-neutral;
+- create: create_schedule, the device pass, then the passes above until they agree.
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""create_schedule: the scheduler's passes run until they agree (buffers, in-place writes,
-kernels, order), then the kernels' view offsets made parameters."""
+"""create_schedule: the device pass first, then the scheduler's passes run until they agree
+(buffers, in-place writes, kernels, order), then the kernels' view offsets made parameters."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ from ..kernel_params import parametrize_offsets
 from .assign import _in_place_assigns, _misaligned_in_place
 from .build import ITEM_OPS, _NeedsBuffer, _loads_buffer
 from .buffers import _must_realize, _settle_buffers
+from .device_pass import for_device
 from .fuse import _build_kernels, _reductions_in_several_kernels
 from .items import KernelItem, Schedule, ScheduleError
 from .operands import _item_for
@@ -21,6 +22,10 @@ def create_schedule(targets: list[Node], nodes: list[Node] | None = None) -> Sch
     one walk serves both)."""
     targets = unrealized(targets)
     if nodes is None:
+        nodes = walk(targets)
+    rewrite = for_device(targets, nodes)   # (first: the passes below see what the device runs)
+    if rewrite is not None:
+        targets = rewrite.targets
         nodes = walk(targets)
     realize = _must_realize(nodes, targets)
     position = {id(n): i for i, n in enumerate(nodes)}
@@ -65,4 +70,4 @@ def create_schedule(targets: list[Node], nodes: list[Node] | None = None) -> Sch
                 item.kernel, holder = parametrize_offsets(item.kernel, item.outputs[0].device)
                 if holder is not None:
                     item.buffers.append(holder)
-        return Schedule(ordered, targets, clobbered)
+        return Schedule(ordered, targets, clobbered, rewrite.replaced if rewrite is not None else {})

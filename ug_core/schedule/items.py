@@ -156,6 +156,16 @@ class Schedule:
     # lazy nodes whose new buffer an in-place assign took over and overwrote: they are left
     # lazy (a later read computes them again) rather than given a buffer holding another value
     clobbered: set[Node] = field(default_factory=set)
+    # an original node of the graph -> the node the schedule computes in its place (the
+    # device pass's stand-ins, see schedule.device_pass); empty where nothing was rewritten
+    replaced: dict[Node, Node] = field(default_factory=dict)
+
+    def adopt_stand_ins(self) -> None:
+        """Give each original node its stand-in's buffer, once the run gave the stand-in one:
+        the same value, shape and dtype (a user's tensor holds the original)."""
+        for original, stand_in in self.replaced.items():
+            if stand_in.buffer is not None and original.buffer is None:
+                original.set_buffer(stand_in.buffer)
 
     @property
     def kernels(self) -> list[KernelItem]:
