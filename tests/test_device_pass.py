@@ -115,3 +115,23 @@ def test_same_structure_again_and_under_jit(limit):
         np.testing.assert_allclose(ug.cumulative_sum(ug.tensor(a, device="ref"), axis=1).numpy(),
                                    np.cumsum(a, axis=1), rtol=1e-5)
         np.testing.assert_allclose(f(ug.tensor(a, device="ref")).numpy(), 2 * np.cumsum(a, axis=1), rtol=1e-5)
+
+
+def _attention(q, k, v):
+    s = q @ np.swapaxes(k, -1, -2) / np.sqrt(q.shape[-1])
+    p = np.exp(s - s.max(-1, keepdims=True))
+    return (p / p.sum(-1, keepdims=True)) @ v
+
+
+def test_attention_is_one_node_everywhere_and_decomposed_where_not_fused():
+    from ug_core.nn import scaled_dot_product_attention
+    hits = ug.cache_stats()["runtime.schedules"]["hits"]
+    for seed in range(3):   # a rewritten graph replays too (its stand-ins: scratch slots)
+        q, k, v = np.random.default_rng(seed).random((3, 2, 8, 4)).astype(np.float32)
+        o = scaled_dot_product_attention(*(ug.tensor(a, device="ref") for a in (q, k, v)))
+        assert o._node.op is Op.ATTENTION
+        if seed == 0:
+            sched = ug.schedule(o)
+            assert sched.replaced and not any(i.kind == "attention" for i in sched.items)
+        np.testing.assert_allclose(o.numpy(), _attention(q, k, v), rtol=1e-5, atol=1e-6)
+    assert ug.cache_stats()["runtime.schedules"]["hits"] >= hits + 2

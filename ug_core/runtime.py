@@ -22,7 +22,7 @@ from .device import Buffer, CompileError, Device, Program
 from .specs import MatmulSpec
 from .env import env_int
 from .faults import checkpoint, defer_interrupts, interrupt_pending, register_core_cache
-from .graph import Node, graph_lock
+from .graph import Node, graph_lock, new_node
 from .kernel_ir import Kernel, toposort
 from .ops import Op
 from .plugins import registry
@@ -480,6 +480,17 @@ def _intermediates(slots: list[Node], bufs: list[Buffer | None], clobbered: froz
     return frozenset(drop)
 
 
+@dataclass(frozen=True)
+class Scratch:
+    """A replay's slot for a node the scheduler's device pass built (schedule.device_pass), which
+    no graph of the structure has: a fresh placeholder per replay holds its buffer."""
+
+    sig: tuple[tuple[int, ...], np.dtype, str]
+
+    def node(self) -> Node:
+        return new_node(Op.BUFFER, (), None, self.sig)
+
+
 @dataclass
 class _Replay:
     """The compiled steps of a realized graph, to run on another graph of the same structure
@@ -488,8 +499,9 @@ class _Replay:
 
     steps: list[Callable[[list[Buffer | None]], None]]
     # per buffer slot of the steps: the position of its node in the walk, or a realized node
-    # that the schedule added, which every graph of this structure reads (kernel_params' offsets)
-    slots: list[int | Node]
+    # that the schedule added, which every graph of this structure reads (kernel_params' offsets),
+    # or a Scratch for a node the device pass built
+    slots: list["int | Node | Scratch"]
     programs: int         # compiled programs the steps use (each reuse counts that many hits)
     last_use: list[tuple[int, ...]]   # CompiledSchedule.last_use
     clobbered: frozenset[int]         # CompiledSchedule.clobbered
@@ -530,18 +542,23 @@ def _realize_nodes(targets: list[Node]) -> None:
         key = replay = None
     if replay is not None:
         cache.programs.hits += replay.programs   # (each program it reuses counts as a hit)
-        _run_on(replay.run, [nodes[i] if isinstance(i, int) else i for i in replay.slots], replay.clobbered, targets,
-                replay.effects)
+        slot_nodes = [nodes[i] if isinstance(i, int) else i.node() if isinstance(i, Scratch) else i for i in replay.slots]
+        _run_on(replay.run, slot_nodes, replay.clobbered, targets, replay.effects)
         return
     looked_up = cache.hits + cache.misses
     schedule = create_schedule(targets, nodes)   # (the walk above: the graph is walked once)
-    compiled = run_schedule(schedule)
-    if compiled is None or schedule.replaced:
-        # (a rewritten graph's slots are stand-ins, which no graph of this structure has: a
-        # replay would read their buffers as inputs)
-        return
     position = {id(n): i for i, n in enumerate(nodes)}
-    slots = [position.get(id(n), n if n.realized else None) for n in compiled.slots]
+    built: set[int] = set()   # the device pass's nodes: a replay makes a scratch node for each
+    if schedule.replaced:
+        built = {id(n) for n in walk(schedule.targets)} - position.keys()
+        for original, stand_in in schedule.replaced.items():   # (its buffer goes to the original)
+            if id(original) in position:
+                position[id(stand_in)] = position[id(original)]
+    compiled = run_schedule(schedule)
+    if compiled is None:
+        return
+    slots = [position.get(id(n), Scratch(n.sig) if id(n) in built else n if n.realized else None)
+             for n in compiled.slots]
     if key is not None and None not in slots:
         steps = [step.run for step in compiled.steps]
         cache.keep_schedule(key, _Replay(steps, slots, cache.hits + cache.misses - looked_up,  # type: ignore[arg-type]

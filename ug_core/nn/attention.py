@@ -1,10 +1,11 @@
 """scaled_dot_product_attention (torch.nn.functional's).
 
-On a device with a fused attention of its own (Device.attends: the cpu device) it is one
-schedule item (ops.Op.ATTENTION): one pass over the keys per block of queries with an online
-softmax, the (L, S) scores never stored. Elsewhere it is the composite graph: scores q k^T *
-scale as a matmul, the mask (causal, bool or additive) and a max-shifted softmax over the keys
-fused into one kernel, then @ v as a second matmul. Either way its gradient is the composite's
+It is one graph node (ops.Op.ATTENTION) on every device. On a device with a fused attention of
+its own (Device.attends: the cpu device) that is one schedule item: one pass over the keys per
+block of queries with an online softmax, the (L, S) scores never stored. Elsewhere the
+scheduler's device pass builds the composite graph in its place: scores q k^T * scale as a
+matmul, the mask (causal or additive) and a max-shifted softmax over the keys fused into one
+kernel, then @ v as a second matmul. Either way its gradient is the composite's
 (autodiff.rules.attention_vjp recomputes the scores: the standard attention backward)."""
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ import numpy as np
 
 from .. import graph
 from ..array_api._common import check_tensor, iota
+from ..graph import Node
+from ..ops import Op
 from ..plugins import registry
+from ..schedule.device_pass import register_decomposition
 from ..tensor import Tensor
 from ..tensor_arith import as_tensor, matmul, where
 
@@ -63,10 +67,16 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         except ValueError:
             raise ValueError(f"scaled_dot_product_attention: attn_mask (shape {mask.shape}) does not broadcast to the "
                              f"scores' shape (query {q.shape}, key {k.shape})") from None
-    if registry.get(q.device).attends(q.dtype) and min(q.shape[-1], n_q, n_k) > 0:
+    if min(q.shape[-1], n_q, n_k) > 0:
         return _fused(q, k, v, mask, float(factor), is_causal)
-    scores = matmul(q, k.mT) * as_tensor(factor, q)
-    if is_causal:
+    return _composite(q, k, v, mask, float(factor), is_causal)
+
+
+def _composite(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, causal: bool) -> Tensor:
+    """Attention as ug ops: the scores' matmul, the mask and the softmax as one kernel, @ v."""
+    n_q, n_k = q.shape[-2], k.shape[-2]
+    scores = matmul(q, k.mT) * as_tensor(scale, q)
+    if causal:
         rows = iota(n_q, q.device).reshape(n_q, 1)
         cols = iota(n_k, q.device).reshape(1, n_k)
         scores = where(cols <= rows, scores, -math.inf)
@@ -76,6 +86,21 @@ def scaled_dot_product_attention(query: Tensor, key: Tensor, value: Tensor, attn
         else:
             scores = scores + mask.astype(scores.dtype)
     return matmul(scores.softmax(-1), v)
+
+
+def _without_fused_attention(node: Node) -> bool:
+    return not registry.get(node.device).attends(node.dtype)
+
+
+def _decomposed(node: Node, srcs: tuple[Node, ...]) -> Node:
+    """An ATTENTION node (its sources: `srcs`) as the composite graph, for the scheduler's
+    device pass on a device without a fused attention."""
+    scale, causal = node.arg
+    q, k, v = (Tensor(s) for s in srcs[:3])
+    return _composite(q, k, v, Tensor(srcs[3]) if len(srcs) > 3 else None, scale, causal)._node
+
+
+register_decomposition(Op.ATTENTION, _without_fused_attention, _decomposed)
 
 
 def _fused(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, scale: float, causal: bool) -> Tensor:

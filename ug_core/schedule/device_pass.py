@@ -2,7 +2,7 @@
 rewritten for it before anything is scheduled, so that the graph the frontend builds is the
 same on every device (the frontend decides by shapes only).
 
-One device limit asks for it today, Device.max_loop_iterations (lavapipe's Vulkan ends any
+A device's limit asks for it, Device.max_loop_iterations (lavapipe's Vulkan ends any
 invocation's loops after 65535 trips in all, silently):
 - a scan whose rows are longer is blocked (blocked_scan.blocked: three kernels, each looping
   about sqrt(n) times);
@@ -12,13 +12,14 @@ invocation's loops after 65535 trips in all, silently):
 The pass leaves the user's nodes alone. It builds a stand-in for every rewritten node and for
 every node above one (the same op over the stand-ins of its sources), and the schedule computes
 the stand-ins; `Rewrite.replaced` maps each original to its stand-in, whose buffer the original
-takes after the run (Schedule.adopt_stand_ins). A device without limits costs one look at the
-scans and scatters of the graph.
+takes after the run (Schedule.adopt_stand_ins). A graph without the ops the pass rewrites costs
+one look at each node's op.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from .. import graph
 from ..blocked_scan import blocked
@@ -47,9 +48,25 @@ def _loop_limit(device: str, limits: dict[str, int | None]) -> int | None:
     return limits[device]
 
 
-def _too_long(node: Node, limits: dict[str, int | None]) -> bool:
-    """Whether `node` loops past its device's limit: a scan's rows, a scatter's parts (a
-    realized one runs nothing)."""
+Decompose = Callable[[Node, tuple[Node, ...]], Node]
+"""Builds the graph that computes a node (first argument) from its sources' stand-ins."""
+_decompositions: dict[Op, tuple[Callable[[Node], bool], Decompose]] = {}
+
+
+def register_decomposition(op: Op, needed: Callable[[Node], bool], build: Decompose) -> None:
+    """Where `needed(node)` (e.g. its device has no kernel for it), the device pass builds a
+    node of `op` as `build(node, srcs)`, a graph of other ops. A module above the scheduler
+    registers it (nn.attention: a fused attention on a device without one)."""
+    _decompositions[op] = (needed, build)
+
+
+def _rewritten_ops() -> frozenset[Op]:
+    return frozenset({Op.SCAN, Op.SCATTER, *_decompositions})
+
+
+def _needs_pass(node: Node, limits: dict[str, int | None]) -> bool:
+    """Whether `node` needs the pass: a scan's rows or a scatter's parts loop past its device's
+    limit, or it has a decomposition its device needs (a realized node runs nothing)."""
     if node.buffer is not None:
         return False
     if node.op is Op.SCAN:
@@ -58,14 +75,16 @@ def _too_long(node: Node, limits: dict[str, int | None]) -> bool:
     if node.op is Op.SCATTER:
         limit = _loop_limit(node.device, limits)
         return limit is not None and node.srcs[0].shape[0] // node.arg[2] > limit
-    return False
+    rule = _decompositions.get(node.op)
+    return rule is not None and rule[0](node)
 
 
 def for_device(targets: list[Node], nodes: list[Node]) -> Rewrite | None:
     """The rewrite of the graph of `targets` (walked: `nodes`, sources first) for its devices'
     limits; None when it needs none (the common case: no node loops past a limit)."""
     limits: dict[str, int | None] = {}
-    if not any(_too_long(n, limits) for n in nodes if n.op in (Op.SCAN, Op.SCATTER)):
+    ops = _rewritten_ops()
+    if not any(_needs_pass(n, limits) for n in nodes if n.op in ops):
         return None
     replaced = _one_pass(nodes, limits)
     targets = [replaced.get(t, t) for t in targets]
@@ -76,21 +95,23 @@ def for_device(targets: list[Node], nodes: list[Node]) -> Rewrite | None:
         replaced = {orig: again.get(new, new) for orig, new in replaced.items()}
         targets = [again.get(t, t) for t in targets]
     raise RuntimeError(f"device pass: a node still loops past its device's limit after {MAX_PASSES} passes: "
-                       f"{[n for n in walk(targets) if _too_long(n, limits)]}")
+                       f"{[n for n in walk(targets) if _needs_pass(n, limits)]}")
 
 
 def _one_pass(nodes: list[Node], limits: dict[str, int | None]) -> dict[Node, Node]:
     stand_in: dict[Node, Node] = {}
     for node in nodes:   # (sources first)
         srcs = tuple(stand_in.get(s, s) for s in node.srcs)
-        if _too_long(node, limits):
-            stand_in[node] = _shorter(node, srcs, limits)
+        if _needs_pass(node, limits):
+            stand_in[node] = _rewritten(node, srcs, limits)
         elif any(a is not b for a, b in zip(srcs, node.srcs)):
             stand_in[node] = new_node(node.op, srcs, node.arg, node.sig)
     return stand_in
 
 
-def _shorter(node: Node, srcs: tuple[Node, ...], limits: dict[str, int | None]) -> Node:
+def _rewritten(node: Node, srcs: tuple[Node, ...], limits: dict[str, int | None]) -> Node:
+    if node.op in _decompositions:
+        return _decompositions[node.op][1](node, srcs)
     limit = _loop_limit(node.device, limits)
     assert limit is not None
     if node.op is Op.SCAN:
