@@ -7,7 +7,9 @@ from typing import Any
 
 import ug_core as ug
 
-VERSION = "1"
+from . import __version__
+
+VERSION = __version__   # (`ug devices` shows it; it keys the disk cache)
 
 
 def _factory() -> ug.Device:

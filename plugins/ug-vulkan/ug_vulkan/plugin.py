@@ -12,9 +12,9 @@ from typing import Any
 
 import ug_core as ug
 
-from . import settings
+from . import __version__, settings
 
-VERSION = "1"
+VERSION = __version__   # (`ug devices` shows it; it keys the disk cache)
 
 
 def _factory() -> ug.Device:
