@@ -247,3 +247,24 @@ def test_backend_compiles_inside_an_item_count_as_its_compile_time():
     assert outer is None and spent > 0
     (ev,) = p.events
     assert ev.kind == "backend compile" and ev.detail == "compiled" and ev.end_ns - ev.start_ns == spent
+
+
+def test_trace_to_html_embeds_the_trace_safely(compile_cache, tmp_path):
+    """scripts/trace_to_html.py (the docs' picture): the page carries every event, and an event
+    name holding "</script>" cannot end the page's script."""
+    import importlib.util
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "scripts" / "trace_to_html.py"
+    spec = importlib.util.spec_from_file_location("trace_to_html", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    x = ug.tensor(np.ones(6, np.float32), device="ref")
+    with ug.profile() as p:
+        (x + 4.0).numpy()
+    trace = p.chrome_trace()
+    trace["traceEvents"].append({"name": "</script><b>", "cat": "kernel", "ph": "X", "ts": 0, "dur": 1, "pid": 1,
+                                 "tid": 1, "args": {}})
+    page = module.render(trace, "a <title>", (0.0, 1.0))
+    assert page.count("</script>") == 1 and "<\\/script>" in page and "a &lt;title&gt;" in page
+    embedded = page.split("const trace = ", 1)[1].split(";\nconst view", 1)[0]
+    assert json.loads(embedded.replace("<\\/", "</")) == trace

@@ -378,7 +378,7 @@ class CompiledSchedule:
 
     def run_all(self, bufs: list[Buffer | None]) -> None:
         """`runner`, or the timed path while a profile records (ug.jit's first run)."""
-        run_steps(self.runner, self.steps, bufs)
+        run_steps(self.runner, self.steps, bufs, "ug.jit first run")
 
     @property
     def effects(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
