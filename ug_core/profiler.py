@@ -205,9 +205,12 @@ class _CompilePhase:
     """The compiles of one schedule (compile_phase): counts them, prints progress once they
     take long, and is the "compile schedule" event of the trace."""
 
-    def __init__(self, kernels: int, stream: TextIO | None):
-        self.kernels = kernels            # kernels of the schedule (those not cached compile)
-        self.stream = stream              # where progress goes (None: nowhere)
+    def __init__(self, kernels: int):
+        self.kernels = kernels            # kernels in the schedule (cached ones too)
+        # where progress goes (None: nowhere), decided once the phase is long (`undecided`
+        # until then), so that a short one never reads the environment or asks for a tty
+        self.stream: TextIO | None = None
+        self.undecided = kernels > 1
         self.thread = threading.get_ident()
         self.start_ns = time.perf_counter_ns()
         self.compiled = 0
@@ -217,11 +220,16 @@ class _CompilePhase:
     def tick(self, name: str, now_ns: int) -> None:
         with self.lock:
             self.compiled += 1
-            if self.stream is None:
+            if self.stream is None and not self.undecided:
                 return
             elapsed = (now_ns - self.start_ns) / 1e9
             since = (now_ns - self.shown_ns) / 1e9 if self.shown_ns else elapsed
             if elapsed >= PROGRESS_AFTER_S and since >= PROGRESS_EVERY_S:
+                if self.undecided:
+                    self.undecided = False
+                    self.stream = sys.stderr if _progress_wanted() else None
+                if self.stream is None:
+                    return
                 self.shown_ns = now_ns
                 self._say(f"ug: compiling kernels: {self.compiled} new of this schedule's {self.kernels} in "
                           f"{elapsed:.1f} s (last {name}; UG_COMPILE_PROGRESS=0 hides this)")
@@ -251,7 +259,7 @@ class compile_phase:
         self.kernels = kernels
 
     def __enter__(self) -> None:
-        self.phase = _CompilePhase(self.kernels, sys.stderr if self.kernels > 1 and _progress_wanted() else None)
+        self.phase = _CompilePhase(self.kernels)
         with _lock:
             _phases.append(self.phase)
 
