@@ -78,6 +78,15 @@ def test_table_groups_repeated_items_and_counts_compiles_once(compile_cache):
     assert "calls" in str(p.table()) and "mean ms" in str(p.table())
 
 
+def test_a_kernel_compiled_but_not_run_is_a_compile_row(compile_cache):
+    x = ug.tensor(np.ones(31, np.float32), device="ref")
+    with ug.profile() as p:
+        runtime.compile_schedule(ug.schedule((x * 7.0).exp()))   # compiled, never run
+    (row,) = p.table().rows
+    assert row["kind"] == "compile" and row["calls"] == 0 and row["compile_s"] > 0 and "compiled, not run" in row["detail"]
+    assert p.run_seconds == 0 and p.compile_seconds == pytest.approx(row["compile_s"])
+
+
 def test_compile_events_on_a_cold_cache_only(compile_cache):
     x = ug.tensor(np.ones((13, 17), np.float32), device="ref")
     x.realize()

@@ -336,8 +336,10 @@ class Profile:
         return ProfileTable(self.events, per_run)
 
     def chrome_trace(self) -> dict[str, Any]:
-        """The events in the Chrome Trace Event Format (what export_chrome_trace writes)."""
-        return chrome_trace(self.events, self.thread_names, self._start_ns)
+        """The events in the Chrome Trace Event Format (what export_chrome_trace writes); time
+        0 is the profile's start (or the start of a run already going on then, if earlier)."""
+        origin = min([self._start_ns] + [e.start_ns for e in self.events])
+        return chrome_trace(self.events, self.thread_names, origin)
 
     def export_chrome_trace(self, path: str | os.PathLike[str]) -> str:
         """Write the trace as JSON to `path` (Perfetto, chrome://tracing and speedscope open it);
