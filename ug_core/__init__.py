@@ -18,6 +18,7 @@ from .jit import RetraceWarning, jit
 from .autodiff import grad, gradients, jvp, keep_graph, stop_gradient, value_and_grad, vjp
 from .memory import memory_stats, reset_peak_memory_stats
 from .plugins import DeviceUnavailableError, registry
+from .profiler import profile
 from .schedule import ScheduleError
 from .custom import custom
 from .tensor import Tensor, TracerValueError, tensor
@@ -49,7 +50,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Buffer", "CompileError", "ConfigError", "Device", "DeviceSpec", "DeviceUnavailableError", "MatmulSpec", "Program",
     "RetraceWarning", "ScheduleError", "Tensor", "TracerValueError",
-    "cache_stats", "custom", "devices", "hookimpl", "jit", "memory_stats", "realize", "registry", "reset_peak_memory_stats",
+    "cache_stats", "custom", "devices", "hookimpl", "jit", "memory_stats", "profile", "realize", "registry", "reset_peak_memory_stats",
     "schedule", "tensor", "where", "__version__",
     "grad", "gradients", "jvp", "keep_graph", "stop_gradient", "value_and_grad", "vjp",
     "bool", "einsum", "fft", "linalg", "nn", "random",

@@ -1,4 +1,5 @@
-"""Running a schedule: compile (through the cache), allocate, launch; UG_DEBUG output.
+"""Running a schedule: compile (through the cache), allocate, launch; UG_DEBUG output and the
+profiler's timed path (ug_core.profiler).
 
 A `CompiledSchedule` is a list of steps over numbered buffer slots, so it can be run
 again on other buffers: `ug.jit` replays one with new inputs without scheduling again.
@@ -10,13 +11,14 @@ from __future__ import annotations
 
 import operator
 import os
-import sys
+import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Hashable
 
 import numpy as np
 
+from . import profiler as _prof
 from .cache import Cache
 from .device import Buffer, CompileError, Device, Program
 from .specs import MatmulSpec
@@ -39,8 +41,7 @@ def debug_level() -> int:
         return 0
 
 
-def _log(text: str) -> None:
-    print(text, file=sys.stderr, flush=True)
+_log = _prof.log
 
 
 # graphs whose compiled steps are kept (a program that builds ever new graphs, e.g. with a
@@ -93,7 +94,7 @@ class CompileCache:
                 _log(f"--- loop IR ({device.name}, as its renderer gets it) ---\n{loop}")
         if level >= 3:
             _log(f"--- {device.name} source ---\n{device.render(kernel)}")
-        start = time.perf_counter()
+        start = _prof.compile_begin()
         try:
             program = device.compile(kernel)
         except CompileError:
@@ -104,8 +105,7 @@ class CompileCache:
             except Exception:
                 source = str(kernel)
             raise CompileError(f"{device.name} failed to compile kernel {kernel.name}: {type(e).__name__}: {e}", source) from e
-        if level >= 1:
-            _log(f"compiled {kernel.name} on {device.name} in {(time.perf_counter() - start) * 1e3:.2f} ms")
+        _prof.kernel_compiled(kernel.name, device.name, program, start, level)   # (UG_DEBUG's line, the profile)
         self.programs.put(key, program)
         return program
 
@@ -176,6 +176,7 @@ class _Step:
     kernel: KernelLaunch | None = None
     matmul: MatmulLaunch | None = None
     overwrites: tuple[int, ...] = ()  # the slots whose buffers it writes in place (an assign's target)
+    info: _prof.StepInfo | None = None  # what the profiler records of it (CompiledSchedule._describe_step)
 
 
 class CompiledSchedule:
@@ -194,10 +195,13 @@ class CompiledSchedule:
             after = items[i + 1] if i + 1 < len(items) else None
             if isinstance(item, MatmulItem) and isinstance(after, KernelItem) and _is_epilogue(item, after):
                 self.steps.append(self._compile_with_epilogue(item, after))
+                self._describe_step(item, after)
                 i += 2
                 continue
             self.steps.append(self._compile(item))
+            self._describe_step(item)
             i += 1
+        self.infos = [step.info for step in self.steps if step.info is not None]   # (each has one)
         # slots of lazy nodes whose buffer an in-place assign overwrote (Schedule.clobbered):
         # they stay lazy instead of getting a buffer that holds another value
         self.clobbered = frozenset(self._slot_of[id(n)] for n in schedule.clobbered if id(n) in self._slot_of)
@@ -207,7 +211,7 @@ class CompiledSchedule:
         # holds the steps, not `self`: a bound method stored on self is a reference cycle, which
         # only the cyclic GC frees, and until then the slots keep every node of the schedule
         # (and so every intermediate buffer) alive.
-        self.runner: Callable[[list[Buffer | None]], object] = _runner(self.steps, self.slots, self.debug)
+        self.runner: Callable[[list[Buffer | None]], object] = _runner(self.steps, self.debug)
 
     def slot(self, node: Node) -> int:
         i = self._slot_of.get(id(node))
@@ -215,6 +219,30 @@ class CompiledSchedule:
             i = self._slot_of[id(node)] = len(self.slots)
             self.slots.append(node)
         return i
+
+    def _describe_step(self, item: KernelItem | MatmulItem | CustomItem | CopyItem | SortItem | FftItem | AttentionItem,
+                       epilogue: KernelItem | None = None) -> None:
+        """Give the step just compiled from `item` (and its epilogue) its StepInfo."""
+        step = self.steps[-1]
+        out = item.outputs[0] if isinstance(item, KernelItem) else item.out
+        devices = tuple({id(d): d for d in (registry.get(n.device) for n in item.buffers)}.values())
+        name, flops, program = item.kind, 0, 0
+        if isinstance(item, KernelItem):
+            name = item.kernel.name
+            program = id(step.kernel.program) if step.kernel is not None else 0
+        elif isinstance(item, MatmulItem):
+            flops = 2 * prod(item.spec.out_shape) * item.spec.a_view.shape[-1]
+            if epilogue is not None:
+                name = f"matmul + {epilogue.kernel.name}"
+                device = registry.get(out.device)   # (the epilogue's program, without counting a lookup)
+                found = compile_cache.programs.peek((device.name, device.version, epilogue.kernel.key()))
+                program = id(found) if found is not None else 0
+        elif isinstance(item, AttentionItem):
+            spec = item.spec
+            flops = 2 * prod(spec.out_shape[:-1]) * spec.k_view.shape[-2] * (spec.k_view.shape[-1] + spec.out_shape[-1])
+        elif isinstance(item, CustomItem):
+            name = _fn_name(item.fn).strip("'")
+        step.info = _prof.StepInfo(item.kind, name, out.device, devices, step.uses, flops, step.describe, program)
 
     def _allocator(self, node: Node) -> Callable[[list[Buffer | None]], None]:
         i = self.slot(node)
@@ -342,10 +370,15 @@ class CompiledSchedule:
             ) -> list[Buffer | None]:
         """Run the steps on `bufs` (one per slot), letting go of the slots in `drop` after
         their last use, counting the steps that ran in done[0] (see _run_on)."""
-        if self.debug >= 1:
-            return _run_timed(self.steps, self.slots, bufs, done)
+        if self.debug >= 1 or _prof.active:
+            _run_timed([step.run for step in self.steps], self.infos, "realize", bufs, self.last_use, drop, done)
+            return bufs
         _run_dropping([step.run for step in self.steps], self.last_use, bufs, drop, done)
         return bufs
+
+    def run_all(self, bufs: list[Buffer | None]) -> None:
+        """`runner`, or the timed path while a profile records (ug.jit's first run)."""
+        run_steps(self.runner, self.steps, bufs, "ug.jit first run")
 
     @property
     def effects(self) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
@@ -353,10 +386,18 @@ class CompiledSchedule:
         return [(step.outputs, step.overwrites) for step in self.steps]
 
 
-def _runner(steps: list[_Step], slots: list[Node], debug: int) -> Callable[[list[Buffer | None]], object]:
-    """CompiledSchedule.run as a function of the steps (see CompiledSchedule.runner)."""
+def _runner(steps: list[_Step], debug: int) -> Callable[[list[Buffer | None]], object]:
+    """CompiledSchedule.run as a function of the steps (see CompiledSchedule.runner); with
+    UG_DEBUG, one that prints the table of each run."""
     if debug >= 1:
-        return lambda bufs: _run_timed(steps, slots, bufs)
+        runs, infos = [step.run for step in steps], [step.info for step in steps]
+
+        def run_logged(bufs: list[Buffer | None]) -> list[Buffer | None]:
+            with _prof.Profile(thread_only=True) as p:
+                _run_timed(runs, infos, "ug.jit replay", bufs)  # type: ignore[arg-type]
+            _log(str(p.table(per_run=True)))
+            return bufs
+        return run_logged
     if len(steps) == 1:
         return steps[0].run
     runs = [step.run for step in steps]
@@ -398,23 +439,48 @@ def _run_dropping(runs: list[Callable[[list[Buffer | None]], None]], last_use: l
             checkpoint()
 
 
-def _run_timed(steps: list[_Step], slots: list[Node], bufs: list[Buffer | None], done: list[int] | None = None
-               ) -> list[Buffer | None]:
-    """Run the steps one by one, waiting for the devices after each, and log their times (UG_DEBUG >= 1)."""
-    devices = {registry.get(n.device) for n in slots}
-    total = time.perf_counter()
-    for i, step in enumerate(steps):
-        start = time.perf_counter()
-        step.run(bufs)
+def _run_timed(runs: list[Callable[[list[Buffer | None]], None]], infos: list[_prof.StepInfo], label: str,
+               bufs: list[Buffer | None], last_use: list[tuple[int, ...]] | None = None,
+               drop: frozenset[int] = frozenset(), done: list[int] | None = None) -> None:
+    """_run_dropping's timed twin (UG_DEBUG >= 1, or a profile recording): run the steps one by
+    one, waiting for their devices after each, and give each item run, then the whole run (a
+    "schedule" event named `label`), to the active profiles (ug_core.profiler)."""
+    thread = threading.get_ident()
+    perf_ns, record = time.perf_counter_ns, _prof.record
+    first = perf_ns()
+    for k, (run, info) in enumerate(zip(runs, infos)):
+        outer = _prof.begin_item()
+        start = perf_ns()
+        try:
+            run(bufs)
+            for device in info.devices:
+                device.synchronize()
+        finally:
+            compile_ns = _prof.end_item(outer)
+        end = perf_ns()
+        held = {id(b): b for b in (bufs[slot] for slot in info.uses) if b is not None}
+        nbytes = sum(b.size * b.dtype.itemsize for b in held.values())
+        record(_prof.Event(info.kind, info.name, info.device, start, end, thread, nbytes, info.flops, compile_ns,
+                           info.detail, info.program))
         if done is not None:
-            done[0] = i + 1
-        for d in devices:
-            d.synchronize()
-        _log(f"  [{i}] {(time.perf_counter() - start) * 1e3:8.3f} ms  {step.describe}")
+            done[0] = k + 1
+        if drop and last_use is not None:
+            for slot in last_use[k]:
+                if slot in drop:
+                    bufs[slot] = None
         if interrupt_pending():
             checkpoint()
-    _log(f"  total {(time.perf_counter() - total) * 1e3:.3f} ms")
-    return bufs
+    record(_prof.Event("schedule", label, "", first, perf_ns(), thread, detail=f"{len(runs)} items"))
+
+
+def run_steps(runner: Callable[[list[Buffer | None]], object], steps: list[_Step], bufs: list[Buffer | None],
+              label: str = "ug.jit replay") -> None:
+    """runner(bufs), the compiled steps' run; while a profile records, the timed path (which
+    records them) instead: ug.jit's replays and first run."""
+    if _prof.active:
+        _run_timed([step.run for step in steps], [step.info for step in steps], label, bufs)  # type: ignore[misc]
+    else:
+        runner(bufs)
 
 
 def _fn_name(fn: Callable[..., object]) -> str:
@@ -455,12 +521,26 @@ def run_schedule(schedule: Schedule) -> CompiledSchedule | None:
     schedule (None when there was nothing to run)."""
     if not schedule.items:
         return None
-    if debug_level() >= 1:
-        _log(str(schedule))
-    compiled = CompiledSchedule(schedule)
-    _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects)
+    if debug_level() < 1:
+        compiled = compile_schedule(schedule)
+        _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects)
+        schedule.adopt_stand_ins()
+        return compiled
+    _log(str(schedule))
+    # UG_DEBUG's table is a profile's, of this thread's compiles and runs of this schedule
+    with _prof.Profile(thread_only=True) as p:
+        compiled = compile_schedule(schedule)
+        _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects)
     schedule.adopt_stand_ins()
+    _log(str(p.table(per_run=True)))
     return compiled
+
+
+def compile_schedule(schedule: Schedule) -> CompiledSchedule:
+    """CompiledSchedule(schedule), as one compile phase: a schedule whose new kernels take long
+    to compile shows progress on stderr, and a profile records the phase (ug_core.profiler)."""
+    with _prof.compile_phase(len(schedule.kernels)):
+        return CompiledSchedule(schedule)
 
 
 def _intermediates(slots: list[Node], bufs: list[Buffer | None], clobbered: frozenset[int],
@@ -506,9 +586,15 @@ class _Replay:
     last_use: list[tuple[int, ...]]   # CompiledSchedule.last_use
     clobbered: frozenset[int]         # CompiledSchedule.clobbered
     effects: list[tuple[tuple[int, ...], tuple[int, ...]]]   # CompiledSchedule.effects
+    infos: list[_prof.StepInfo]       # CompiledSchedule.infos (run_timed)
 
     def run(self, bufs: list[Buffer | None], drop: frozenset[int] = frozenset(), done: list[int] | None = None) -> None:
         _run_dropping(self.steps, self.last_use, bufs, drop, done)
+
+    def run_timed(self, bufs: list[Buffer | None], drop: frozenset[int] = frozenset(), done: list[int] | None = None
+                  ) -> None:
+        """`run` while a profile records."""
+        _run_timed(self.steps, self.infos, "realize (replay)", bufs, self.last_use, drop, done)
 
 
 def realize_nodes(targets: list[Node]) -> None:
@@ -543,7 +629,8 @@ def _realize_nodes(targets: list[Node]) -> None:
     if replay is not None:
         cache.programs.hits += replay.programs   # (each program it reuses counts as a hit)
         slot_nodes = [nodes[i] if isinstance(i, int) else i.node() if isinstance(i, Scratch) else i for i in replay.slots]
-        _run_on(replay.run, slot_nodes, replay.clobbered, targets, replay.effects)
+        _run_on(replay.run if not _prof.active else replay.run_timed, slot_nodes, replay.clobbered, targets,
+                replay.effects)
         return
     looked_up = cache.hits + cache.misses
     schedule = create_schedule(targets, nodes)   # (the walk above: the graph is walked once)
@@ -562,7 +649,8 @@ def _realize_nodes(targets: list[Node]) -> None:
     if key is not None and None not in slots:
         steps = [step.run for step in compiled.steps]
         cache.keep_schedule(key, _Replay(steps, slots, cache.hits + cache.misses - looked_up,  # type: ignore[arg-type]
-                                         compiled.last_use, compiled.clobbered, compiled.effects))
+                                         compiled.last_use, compiled.clobbered, compiled.effects,
+                                         compiled.infos))
 
 
 def _run_on(run: Callable[[list[Buffer | None], frozenset[int], list[int]], object], slots: list[Node],

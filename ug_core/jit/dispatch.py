@@ -11,6 +11,7 @@ from typing import Any, Callable
 
 from ..cache import Cache, declare
 from ..faults import ForkedDeviceError
+from .. import profiler
 from ..graph import Node, kept_sources
 from ..tensor import Tensor, TensorView
 from .pytree import _TREE_TYPES, _repeats, _stand_in, _static_key, _tree_key, _write_back
@@ -80,7 +81,8 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
     def replay(key: Any, trace: Trace, seq: Any, leaves: list[Tensor], args: tuple[Any, ...],
                kwargs: dict[str, Any], arg_index: list[int]) -> Any:
         try:
-            return trace.fast(seq) if trace.fast is not None else general_replay(trace, leaves)
+            # (while a profile records, the general path, which records what it runs)
+            return trace.fast(seq) if trace.fast is not None and not profiler.active else general_replay(trace, leaves)
         except Stale as stale:
             return retrace(trace, stale, key, args, kwargs, leaves, arg_index)
         except ForkedDeviceError as e:   # (in a forked child: the trace's device is the parent's)
@@ -93,7 +95,7 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
         if trace is not None and not trace.writes:
             # a trace of distinct tensors that writes none is right for any call, also one
             # passing a tensor in several places
-            if plain and trace.fast is not None:
+            if plain and trace.fast is not None and not profiler.active:
                 last = (key, trace.fast)
             return replay(key, trace, seq, leaves, args, kwargs, arg_index)
         repeats = _repeats(leaves)
@@ -158,6 +160,13 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
         arg_index = [i for i, a in enumerate(args) if type(a) is Tensor]
         return dispatch(key, args, [args[i] for i in arg_index], args, {}, arg_index, len(arg_index) == len(args))
 
+    def forget_last() -> None:
+        """Drop the last call's fast replay: a profile started, which the replays must go
+        past (the wrapper's check of `last` is all a repeated call does before replaying)."""
+        nonlocal last
+        last = (None, None)
+    wrapper._forget_last = forget_last  # type: ignore[attr-defined]  # (held by the wrapper, registered weakly)
+    profiler.forget_on_profile(forget_last)
     wrapper.traces = traces  # type: ignore[attr-defined]
     wrapper.trace_count = 0  # type: ignore[attr-defined]
     wrapper_ref = weakref.ref(wrapper)

@@ -22,6 +22,7 @@ from typing import Any, Iterator
 
 from ..faults import defer_interrupts
 from ..graph import Node, graph_lock, new_node
+from ..runtime import run_steps
 from ..tensor import Tensor
 from .records import _BUFFER, PY, Stale, Trace, Write, _new_tensor, sig_text
 
@@ -72,7 +73,7 @@ def _general_replay(trace: Trace, leaves: list[Tensor]) -> Any:
             bufs[w.before_slot] = before.buffer
     arg_nodes = [t._node for t in leaves] if trace.reads_arg_nodes else []
     if trace.runner is not None:
-        trace.runner(bufs)
+        run_steps(trace.runner, trace.steps, bufs)   # (the timed path while a profile records)
     for w in trace.writes:
         written = leaves[w.leaf] if w.leaf is not None else w.tensor
         assert written is not None

@@ -10,7 +10,7 @@ from ..device import Buffer
 from ..faults import defer_interrupts
 from ..graph import Node, graph_lock
 from ..ops import Op
-from ..runtime import CompiledSchedule, realize_nodes
+from ..runtime import CompiledSchedule, compile_schedule, realize_nodes
 from ..schedule import create_schedule, walk
 from ..tensor import Tensor
 from . import fast_replay
@@ -91,7 +91,7 @@ def _compile_trace(ctx: _TraceContext, leaves: list[Tensor], out_leaves: list[Te
     pins = [Tensor(n) for n in arg_nodes] + [Tensor(before) for _, before in state_writes]
     pins += [Tensor(n.srcs[0]) for n in nodes if n.op is Op.ASSIGN and n.buffer is None and n.srcs[0].buffer is not None]
     schedule = create_schedule(roots)
-    compiled = CompiledSchedule(schedule) if schedule.items else None
+    compiled = compile_schedule(schedule) if schedule.items else None
     slots = compiled.slots if compiled is not None else []
     slot_of = {id(n): i for i, n in enumerate(slots)}
     for original, stand_in in schedule.replaced.items():   # (the device pass's, schedule.device_pass)
@@ -176,7 +176,7 @@ def _run_first(compiled: CompiledSchedule, computed: set[int], fn: Callable[...,
                                f"buffer it did not make (step {i}: {step.describe}), which a replay cannot")
     bufs: list[Buffer | None] = [n.buffer for n in slots]
     with defer_interrupts:   # (Ctrl-C at its end: the nodes get their buffers all or none)
-        compiled.runner(bufs)
+        compiled.run_all(bufs)   # (the runner, or the timed path while a profile records)
         for i, (n, buf) in enumerate(zip(slots, bufs)):
             if n.buffer is None and buf is not None and i not in compiled.clobbered:
                 n.set_buffer(buf)

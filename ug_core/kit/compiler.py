@@ -10,9 +10,10 @@ compiler's `identity()`, so a kernel compiled once is never compiled again on th
 from __future__ import annotations
 
 import abc
+import time
 from typing import Any, Callable, TypeVar
 
-from .. import diskcache
+from .. import diskcache, profiler
 
 T = TypeVar("T")
 
@@ -65,6 +66,7 @@ class CachedCompiler:
         """loader(binary) for the binary of `source`. A cached binary passed `validate`, but only
         the loader knows that it loads (links, has the entry point): one it refuses (raises) is
         removed from the cache and compiled again, never an error of the user's."""
+        start = time.perf_counter_ns()   # (for the profiler: compile or disk cache, and how long)
         use_disk = self.compiler.disk_cache and self.disk.enabled()
         key = self.key(source, name) if use_disk else ""
         if use_disk:
@@ -77,12 +79,14 @@ class CachedCompiler:
                     self.disk.stats["corrupt"] += 1   # (the disk cache's own count of entries it dropped)
                 else:
                     self.stats["disk_hits"] += 1
+                    profiler.backend_compiled(self.compiler.name, name, "disk cache", start)
                     return loaded
         binary = self.compiler.compile(source, name)
         self.stats["compiled"] += 1
         loaded = loader(binary)
         if use_disk:
             self.disk.write(key, binary)
+        profiler.backend_compiled(self.compiler.name, name, "compiled", start)
         return loaded
 
 
