@@ -17,6 +17,7 @@ from typing import Callable, Hashable
 
 import numpy as np
 
+from . import tiers
 from .cache import Cache
 from .device import Buffer, CompileError, Device, Program
 from .specs import MatmulSpec
@@ -80,11 +81,22 @@ class CompileCache:
         """Program lookups that compiled."""
         return self.programs.misses
 
+    @staticmethod
+    def key(device: Device, kernel: Kernel) -> tuple[str, str, str]:
+        """The key of a kernel's program on a device."""
+        return (device.name, device.version, kernel.key())
+
     def get(self, device: Device, kernel: Kernel) -> Program:
-        key = (device.name, device.version, kernel.key())
+        key = self.key(device, kernel)
         program = self.programs.get(key)
         if program is not None:
             return program
+        return self.compile(device, kernel, key)
+
+    def compile(self, device: Device, kernel: Kernel, key: tuple[str, str, str]) -> Program:
+        """Compile a kernel (UG_DEBUG output, a backend's failure as a CompileError with the
+        source) and keep its program under `key`. Thread-safe (tiers' background compiles):
+        it touches only the cache's put, which takes its lock."""
         level = debug_level()
         if level >= 2:
             _log(f"--- kernel IR ({device.name}) ---\n{kernel}")
@@ -181,8 +193,11 @@ class _Step:
 class CompiledSchedule:
     """A schedule with its kernels compiled, runnable on any buffers for its slots."""
 
-    def __init__(self, schedule: Schedule):
+    def __init__(self, schedule: Schedule, tiered: bool = False):
+        """tiered: kernels not compiled yet may start on numpy while they compile (ug_core.tiers;
+        realize does this, ug.jit traces do not: a traced function is meant to be hot)."""
         self.schedule = schedule
+        self.tiered = tiered
         self.slots: list[Node] = []
         self._slot_of: dict[int, int] = {}
         self.steps: list[_Step] = []
@@ -226,12 +241,31 @@ class CompiledSchedule:
                 bufs[i] = Buffer(device, size, dtype)
         return ensure
 
-    def _compile(self, item: KernelItem | MatmulItem | CustomItem | CopyItem | SortItem | FftItem | AttentionItem) -> _Step:
+    def _program(self, device: Device, kernel: Kernel, tiered: bool) -> tuple[Program, tiers.TieredKernel | None]:
+        """A kernel's program, compiled now if it is not in the cache; or, tiered, for a kernel
+        not compiled yet that may start on numpy (tiers.tiered), a placeholder program and its
+        tiered launch, which compiles it in the background. The lookup counts a hit or a miss
+        as compile_cache.get does (forced tier 0 ignores the cache: it never compiles)."""
+        key = compile_cache.key(device, kernel)
+        forced_zero = tiered and tiers.mode() == "0"
+        program = None if forced_zero else compile_cache.programs.get(key)
+        if program is not None:
+            return program, None
+        tier = tiers.tiered(device, kernel, key, compile_cache.programs,
+                            lambda: compile_cache.compile(device, kernel, key), self.debug) if tiered else None
+        if tier is not None:
+            return Program(kernel.name, None), tier
+        return (compile_cache.get(device, kernel) if forced_zero else compile_cache.compile(device, kernel, key)), None
+
+    def _compile(self, item: KernelItem | MatmulItem | CustomItem | CopyItem | SortItem | FftItem | AttentionItem,
+                 tiered: bool | None = None) -> _Step:
+        """The step of one item; tiered: whether a kernel item may start on numpy (self.tiered)."""
+        if tiered is None:
+            tiered = self.tiered
         idx = [self.slot(n) for n in item.buffers]
         if isinstance(item, KernelItem):
             device = registry.get(item.outputs[0].device)
-            program = compile_cache.get(device, item.kernel)
-            launch = device.launcher(program)
+            program, tier = self._program(device, item.kernel, tiered)
             # outputs that write into another slot's buffer (assign) and outputs that need a
             # fresh buffer, as plain tuples: this closure is the whole per-kernel cost of a replay
             aliases: list[tuple[int, int]] = []
@@ -243,6 +277,14 @@ class CompiledSchedule:
                     fresh.append((self.slot(out), registry.get(out.device), prod(out.shape), out.dtype))
             data = KernelLaunch(device, program, idx, aliases, fresh)
             bind, gather = data.bind_outputs, data.gatherer()
+            if tier is not None:
+                def run_tiered(bufs: list[Buffer | None]) -> None:
+                    bind(bufs)
+                    tier.launch(gather(bufs))   # (numpy, then the compiled program: tiers.TieredKernel)
+                return _Step(run_tiered, item.describe() + " (tiered)", tuple(idx),
+                             tuple(dst for _, dst in aliases) + tuple(f[0] for f in fresh),
+                             None, overwrites=tuple(src for src, _ in aliases))
+            launch = device.launcher(program)
 
             def run_kernel(bufs: list[Buffer | None]) -> None:
                 bind(bufs)
@@ -320,7 +362,7 @@ class CompiledSchedule:
     def _compile_with_epilogue(self, mm: MatmulItem, item: KernelItem) -> _Step:
         """A matmul and the elementwise kernel right after it that consumes its product, as one
         step: `Device.matmul_epilogue` where the device takes it, else the two steps."""
-        matmul_step, kernel_step = self._compile(mm), self._compile(item)
+        matmul_step, kernel_step = self._compile(mm), self._compile(item, tiered=False)   # (needs the program)
         launch, product = kernel_step.kernel, matmul_step.matmul
         assert launch is not None and product is not None
         device, program, spec = launch.device, launch.program, product.spec
@@ -457,7 +499,7 @@ def run_schedule(schedule: Schedule) -> CompiledSchedule | None:
         return None
     if debug_level() >= 1:
         _log(str(schedule))
-    compiled = CompiledSchedule(schedule)
+    compiled = CompiledSchedule(schedule, tiered=True)
     _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects)
     return compiled
 
