@@ -8,6 +8,7 @@ becomes one step, which a device may run as one launch (`Device.matmul_epilogue`
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import sys
@@ -244,18 +245,26 @@ class CompiledSchedule:
     def _program(self, device: Device, kernel: Kernel, tiered: bool) -> tuple[Program, tiers.TieredKernel | None]:
         """A kernel's program, compiled now if it is not in the cache; or, tiered, for a kernel
         not compiled yet that may start on numpy (tiers.tiered), a placeholder program and its
-        tiered launch, which compiles it in the background. The lookup counts a hit or a miss
-        as compile_cache.get does (forced tier 0 ignores the cache: it never compiles)."""
+        tiered launch, which compiles it in the background. Forced tier 0 (tiers.mode() "0")
+        keeps its numpy launches in the cache beside the programs, as a program of their own
+        (the hits and misses count as a compiled kernel's would; they never compile)."""
         key = compile_cache.key(device, kernel)
-        forced_zero = tiered and tiers.mode() == "0"
-        program = None if forced_zero else compile_cache.programs.get(key)
+        compile = functools.partial(compile_cache.compile, device, kernel, key)
+        if tiered and tiers.mode() == "0" and tiers.qualifies(device, kernel, True):
+            zero_key = (key[0], key[1] + "+tier0", key[2])
+            found = compile_cache.programs.get(zero_key)
+            if found is None:
+                found = Program(kernel.name, tiers.TieredKernel(device, kernel, key, compile_cache.programs, compile,
+                                                                self.debug, automatic=False))
+                compile_cache.programs.put(zero_key, found)
+            return Program(kernel.name, None), found.handle
+        program = compile_cache.programs.get(key)
         if program is not None:
             return program, None
-        tier = tiers.tiered(device, kernel, key, compile_cache.programs,
-                            lambda: compile_cache.compile(device, kernel, key), self.debug) if tiered else None
+        tier = tiers.tiered(device, kernel, key, compile_cache.programs, compile, self.debug) if tiered else None
         if tier is not None:
             return Program(kernel.name, None), tier
-        return (compile_cache.get(device, kernel) if forced_zero else compile_cache.compile(device, kernel, key)), None
+        return compile(), None
 
     def _compile(self, item: KernelItem | MatmulItem | CustomItem | CopyItem | SortItem | FftItem | AttentionItem,
                  tiered: bool | None = None) -> _Step:
@@ -281,7 +290,7 @@ class CompiledSchedule:
                 def run_tiered(bufs: list[Buffer | None]) -> None:
                     bind(bufs)
                     tier.launch(gather(bufs))   # (numpy, then the compiled program: tiers.TieredKernel)
-                return _Step(run_tiered, item.describe() + " (tiered)", tuple(idx),
+                return _Step(run_tiered, item.describe() + (" [tiered: numpy until compiled]" if self.debug else ""), tuple(idx),
                              tuple(dst for _, dst in aliases) + tuple(f[0] for f in fresh),
                              None, overwrites=tuple(src for src, _ in aliases))
             launch = device.launcher(program)
@@ -289,7 +298,9 @@ class CompiledSchedule:
             def run_kernel(bufs: list[Buffer | None]) -> None:
                 bind(bufs)
                 launch(gather(bufs))
-            return _Step(run_kernel, item.describe(), tuple(idx), tuple(dst for _, dst in aliases) + tuple(f[0] for f in fresh),
+            # (UG_DEBUG: the tier that runs it; a tiered one's runs log theirs, tiers.TieredKernel)
+            describe = item.describe() + (" [tier 1: compiled]" if self.debug and tiered else "")
+            return _Step(run_kernel, describe, tuple(idx), tuple(dst for _, dst in aliases) + tuple(f[0] for f in fresh),
                          data, overwrites=tuple(src for src, _ in aliases))
         if isinstance(item, MatmulItem):
             device = registry.get(item.out.device)

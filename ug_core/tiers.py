@@ -135,9 +135,11 @@ class TieredKernel:
     (so a compiled step costs one attribute lookup more than an untiered one)."""
 
     def __init__(self, device: Device, kernel: Kernel, key: Hashable, programs: Cache[Any, Program],
-                 compile: Callable[[], Program] | None, debug: int):
+                 compile: Callable[[], Program], debug: int, automatic: bool = True):
+        """automatic: compile in the background when due (False: tier 0 for good, mode "0")."""
         self.device, self.kernel, self.key, self.programs = device, kernel, key, programs
-        self.compile = compile   # None: tier 0 for good (mode "0")
+        self.compile = compile
+        self.automatic = automatic
         self.debug = debug
         self.calls = 0
         self.task: _Task | None = None
@@ -151,7 +153,7 @@ class TieredKernel:
         return self.launch != self._numpy
 
     def _numpy(self, buffers: list[Buffer]) -> None:
-        if self.compile is not None:
+        if self.automatic:
             program = self.programs.peek(self.key)   # (compiled in the background, or by another caller)
             if program is not None:
                 self._switch(program, buffers)
@@ -167,13 +169,12 @@ class TieredKernel:
                               RuntimeWarning, stacklevel=2)
         start = time.perf_counter() if self.debug else 0.0
         if not run_numpy(self.device, self.kernel, buffers):
-            # (not host memory after all: compile here and now)
-            assert self.compile is not None, f"{self.device.name} has no host memory for tier 0"
+            # (not host memory after all: compile here and now, as a kernel that does not qualify)
             self._switch(self.compile(), buffers)
             return
         if self.debug:
             state = ("compiling in the background" if self.task is not None and not self.task.done
-                     else "never compiled (UG_TIER=0)" if self.compile is None else
+                     else "never compiled (UG_TIER=0)" if not self.automatic else
                      f"compiles from run {self.compile_after}")
             _log(f"  tier 0 (numpy) {self.kernel.name} on {self.device.name}: "
                  f"{(time.perf_counter() - start) * 1e3:.3f} ms, run {self.calls}; {state}")
@@ -194,14 +195,11 @@ _tiered: Cache[Hashable, TieredKernel] = Cache("tiers.kernels", max_entries=4096
 
 def tiered(device: Device, kernel: Kernel, key: Hashable, programs: Cache[Any, Program],
            compile: Callable[[], Program], debug: int) -> TieredKernel | None:
-    """The tiered launch of a kernel not compiled yet, or None where it must be compiled before
-    its first run (mode "1", or it does not qualify). `compile()` compiles it and puts the program
+    """In mode "auto", the tiered launch of a kernel not compiled yet, or None where it must be
+    compiled before its first run (it does not qualify; mode "0" is the runtime's). `compile()` compiles it and puts the program
     in `programs` under `key` (called by the background thread)."""
-    current = mode()
-    if current == "1" or not qualifies(device, kernel, current == "0"):
+    if mode() != "auto" or not qualifies(device, kernel, False):
         return None
-    if current == "0":
-        return TieredKernel(device, kernel, key, programs, None, debug)
     found = _tiered.peek(key)
     if found is None or found.device is not device:
         found = TieredKernel(device, kernel, key, programs, compile, debug)
@@ -259,7 +257,6 @@ class _Worker:
                 start = time.perf_counter()
                 kernel = task.kernel
                 try:
-                    assert kernel.compile is not None
                     kernel.compile()
                 except BaseException as e:   # (kept for the caller's warning; the kernel stays on numpy)
                     task.error = e
