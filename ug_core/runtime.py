@@ -208,7 +208,8 @@ class CompiledSchedule:
         while i < len(items):
             item = items[i]
             after = items[i + 1] if i + 1 < len(items) else None
-            if isinstance(item, MatmulItem) and isinstance(after, KernelItem) and _is_epilogue(item, after):
+            if (isinstance(item, MatmulItem) and isinstance(after, KernelItem) and _is_epilogue(item, after)
+                    and not self._tiers_epilogue(after)):
                 self.steps.append(self._compile_with_epilogue(item, after))
                 i += 2
                 continue
@@ -241,6 +242,16 @@ class CompiledSchedule:
             if bufs[i] is None:
                 bufs[i] = Buffer(device, size, dtype)
         return ensure
+
+    def _tiers_epilogue(self, item: KernelItem) -> bool:
+        """Whether a matmul's epilogue kernel runs as a step of its own, tiered: it is not
+        compiled and may start on numpy (the fused launch needs its program; the two steps
+        are what the fused launch does where the device declines it)."""
+        if not self.tiered or tiers.mode() == "1":
+            return False
+        device = registry.get(item.outputs[0].device)
+        return (tiers.qualifies(device, item.kernel, tiers.mode() == "0")
+                and compile_cache.programs.peek(compile_cache.key(device, item.kernel)) is None)
 
     def _program(self, device: Device, kernel: Kernel, tiered: bool) -> tuple[Program, tiers.TieredKernel | None]:
         """A kernel's program, compiled now if it is not in the cache; or, tiered, for a kernel
