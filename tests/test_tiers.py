@@ -179,3 +179,46 @@ def test_on_cpu_both_tiers_agree():
         reference = f(ug.tensor(a, device="cpu")).numpy()
     np.testing.assert_allclose(first, reference, rtol=2e-6, atol=2e-6)
     np.testing.assert_array_equal(compiled, reference)
+
+
+def _cpu():
+    if "cpu" not in ug.devices():
+        pytest.skip("no cpu device (ug-llvm) here")
+    return ug.registry.get("cpu")
+
+
+def test_on_cpu_a_matmul_epilogue_is_fused_once_compiled(monkeypatch, compile_cache):
+    dev = _cpu()
+    calls = []
+    real = dev.matmul_epilogue
+    monkeypatch.setattr(dev, "matmul_epilogue", lambda *args: calls.append(real(*args)) or calls[-1])
+    rng = np.random.default_rng(11)
+    a, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((200, 48), (48, 64), (64,)))
+    c = float(rng.uniform(1, 2))   # a kernel no other test compiled
+
+    def f():
+        return (ug.tensor(a, device="cpu") @ ug.tensor(w, device="cpu") + ug.tensor(b, device="cpu")) * c
+
+    with tiers.forced("auto"):
+        for _ in range(2):   # numpy epilogue after the gemm; no replay kept, the compile queued
+            np.testing.assert_allclose(f().numpy(), (a @ w + b) * np.float32(c), rtol=1e-4, atol=1e-4)
+        assert calls == [] and len(compile_cache.schedules) == 0
+        assert tiers.wait(60)
+        np.testing.assert_allclose(f().numpy(), (a @ w + b) * np.float32(c), rtol=1e-4, atol=1e-4)
+        assert calls == [True] and len(compile_cache.schedules) == 1   # fused, and kept
+
+
+def test_on_cpu_a_small_matmul_kernel_is_tiered_and_cached():
+    _cpu()
+    rng = np.random.default_rng(12)
+    k = int(rng.integers(20, 40))   # a shape no other test compiled
+    a, b = rng.standard_normal((6, k)), rng.standard_normal((k, 5))
+    with tiers.forced("auto"):
+        programs = len(runtime.compile_cache.programs)
+        for _ in range(2):
+            np.testing.assert_allclose((ug.tensor(a, device="cpu") @ ug.tensor(b, device="cpu")).numpy(), a @ b,
+                                       rtol=1e-12)
+        assert tiers.wait(60)
+        assert len(runtime.compile_cache.programs) == programs + 1   # compiled in the background, into the cache
+        np.testing.assert_allclose((ug.tensor(a, device="cpu") @ ug.tensor(b, device="cpu")).numpy(), a @ b,
+                                   rtol=1e-12)

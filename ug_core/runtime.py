@@ -122,6 +122,39 @@ class CompileCache:
         self.programs.put(key, program)
         return program
 
+    def tiered(self, device: Device, kernel: Kernel, debug: int = 0) -> tuple[Program, "tiers.TieredKernel | None"]:
+        """The kernel's program and None; or, for a kernel not compiled yet that may start on
+        numpy (tiers.tiered), a placeholder program and its tiered launch, which compiles it in
+        the background. Forced tier 0 (tiers.mode() "0") keeps its numpy launches here beside the
+        programs, as a program of their own (hits and misses count as a compiled kernel's
+        would; they never compile). The lookup counts a hit or a miss as `get` does."""
+        key = self.key(device, kernel)
+        compile = functools.partial(self.compile, device, kernel, key)
+        if tiers.mode() == "0" and tiers.qualifies(device, kernel, True):
+            zero_key = (key[0], key[1] + "+tier0", key[2])
+            found = self.programs.get(zero_key)
+            if found is None:
+                found = Program(kernel.name, tiers.TieredKernel(device, kernel, key, self.programs, compile, debug,
+                                                                automatic=False))
+                self.programs.put(zero_key, found)
+            return Program(kernel.name, None), found.handle
+        program = self.programs.get(key)
+        if program is not None:
+            return program, None
+        tier = tiers.tiered(device, kernel, key, self.programs, compile, debug)
+        if tier is not None:
+            return Program(kernel.name, None), tier
+        return compile(), None
+
+    def launcher(self, device: Device, kernel: Kernel) -> Callable[[list[Buffer]], None]:
+        """A launch of a kernel that a device runs outside a schedule (a small matmul's
+        reduction kernel): tiered as a schedule's kernels are (see `tiered`), else the
+        compiled program's launcher."""
+        program, tier = self.tiered(device, kernel, debug_level())
+        if tier is None:
+            return device.launcher(program)
+        return lambda buffers: tier.launch(buffers)
+
     def clear(self) -> None:
         self.programs.clear()
         self.schedules.clear()
@@ -199,6 +232,9 @@ class CompiledSchedule:
         realize does this, ug.jit traces do not: a traced function is meant to be hot)."""
         self.schedule = schedule
         self.tiered = tiered
+        # a matmul's epilogue kernel runs tiered, unfused: realize keeps no replay of this
+        # schedule, so that a later realize fuses it once it is compiled (_tiers_epilogue)
+        self.provisional = False
         self.slots: list[Node] = []
         self._slot_of: dict[int, int] = {}
         self.steps: list[_Step] = []
@@ -208,11 +244,12 @@ class CompiledSchedule:
         while i < len(items):
             item = items[i]
             after = items[i + 1] if i + 1 < len(items) else None
-            if (isinstance(item, MatmulItem) and isinstance(after, KernelItem) and _is_epilogue(item, after)
-                    and not self._tiers_epilogue(after)):
-                self.steps.append(self._compile_with_epilogue(item, after))
-                i += 2
-                continue
+            if isinstance(item, MatmulItem) and isinstance(after, KernelItem) and _is_epilogue(item, after):
+                if not self._tiers_epilogue(after):
+                    self.steps.append(self._compile_with_epilogue(item, after))
+                    i += 2
+                    continue
+                self.provisional = tiers.mode() == "auto"
             self.steps.append(self._compile(item))
             i += 1
         # slots of lazy nodes whose buffer an in-place assign overwrote (Schedule.clobbered):
@@ -254,28 +291,10 @@ class CompiledSchedule:
                 and compile_cache.programs.peek(compile_cache.key(device, item.kernel)) is None)
 
     def _program(self, device: Device, kernel: Kernel, tiered: bool) -> tuple[Program, tiers.TieredKernel | None]:
-        """A kernel's program, compiled now if it is not in the cache; or, tiered, for a kernel
-        not compiled yet that may start on numpy (tiers.tiered), a placeholder program and its
-        tiered launch, which compiles it in the background. Forced tier 0 (tiers.mode() "0")
-        keeps its numpy launches in the cache beside the programs, as a program of their own
-        (the hits and misses count as a compiled kernel's would; they never compile)."""
-        key = compile_cache.key(device, kernel)
-        compile = functools.partial(compile_cache.compile, device, kernel, key)
-        if tiered and tiers.mode() == "0" and tiers.qualifies(device, kernel, True):
-            zero_key = (key[0], key[1] + "+tier0", key[2])
-            found = compile_cache.programs.get(zero_key)
-            if found is None:
-                found = Program(kernel.name, tiers.TieredKernel(device, kernel, key, compile_cache.programs, compile,
-                                                                self.debug, automatic=False))
-                compile_cache.programs.put(zero_key, found)
-            return Program(kernel.name, None), found.handle
-        program = compile_cache.programs.get(key)
-        if program is not None:
-            return program, None
-        tier = tiers.tiered(device, kernel, key, compile_cache.programs, compile, self.debug) if tiered else None
-        if tier is not None:
-            return Program(kernel.name, None), tier
-        return compile(), None
+        """A kernel's program (compile_cache.get), or tiered, compile_cache.tiered's."""
+        if not tiered:
+            return compile_cache.get(device, kernel), None
+        return compile_cache.tiered(device, kernel, self.debug)
 
     def _compile(self, item: KernelItem | MatmulItem | CustomItem | CopyItem | SortItem | FftItem | AttentionItem,
                  tiered: bool | None = None) -> _Step:
@@ -602,7 +621,7 @@ def _realize_nodes(targets: list[Node]) -> None:
         return
     position = {id(n): i for i, n in enumerate(nodes)}
     slots = [position.get(id(n), n if n.realized else None) for n in compiled.slots]
-    if key is not None and None not in slots:
+    if key is not None and None not in slots and not compiled.provisional:
         steps = [step.run for step in compiled.steps]
         cache.keep_schedule(key, _Replay(steps, slots, cache.hits + cache.misses - looked_up,  # type: ignore[arg-type]
                                          compiled.last_use, compiled.clobbered, compiled.effects))
