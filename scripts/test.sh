@@ -28,6 +28,16 @@ python -m mypy ug_core   # the core is typed (pyproject.toml [tool.mypy])
 # the kit runs once per usable device (the `device` fixture; --ug-device NAME picks devices), then
 # tests/ and each plugin's own tests (--pyargs: ug_core.testing is a package, the rest are paths)
 python -m pytest -q --pyargs ug_core.testing "${paths[@]}" "$@"
+# tier 0 (ug_core.tiers: on host memory a new kernel first runs as the numpy evaluation of its IR, on the
+# device's own buffers, while it compiles): the kit above ran compiled (--ug-tier 1, its default); these
+# modules (elementwise, reductions, scans, views, gathers and scatters, dtypes, in-place writes, matmul
+# epilogues, schedules) run again on cpu with every kernel on tier 0, which compiles nothing (~1 min)
+python -m pytest -q --ug-device cpu --ug-tier 0 --pyargs \
+    ug_core.testing.test_ops ug_core.testing.test_reduce ug_core.testing.test_scan ug_core.testing.test_argreduce \
+    ug_core.testing.test_views ug_core.testing.test_view_semantics ug_core.testing.test_gather ug_core.testing.test_scatter \
+    ug_core.testing.test_dtypes ug_core.testing.test_small_ints ug_core.testing.test_int_ops ug_core.testing.test_complex \
+    ug_core.testing.test_assign_semantics ug_core.testing.test_overlapping_writes ug_core.testing.test_matmul \
+    ug_core.testing.test_schedule ug_core.testing.test_schedule_cache ug_core.testing.test_numerics
 # the README's install as a new user runs it: the wheelhouse of every package, then in a fresh venv
 # `pip install --find-links WHEELHOUSE "ug-core[llvm,vulkan]==VERSION"` beside higher-versioned decoys
 # of our names; every ug-* must come from the wheelhouse, compute on cpu and show in `ug devices` (~30 s)

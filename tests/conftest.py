@@ -11,4 +11,4 @@ Fixtures: ``rng`` (the test's own generator, seeded from its id; ug_core.testing
 it), ``close``, ``device``, ``require_dtype``, ``compile_cache``; see ug_core.testing.fixtures.
 """
 from ug_core.testing.fixtures import (  # noqa: F401
-    close, compile_cache, device, pytest_generate_tests, require_dtype, rng, threads_state)
+    close, compile_cache, device, pytest_generate_tests, require_dtype, rng, threads_state, tier_mode)

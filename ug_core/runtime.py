@@ -9,6 +9,7 @@ becomes one step, which a device may run as one launch (`Device.matmul_epilogue`
 
 from __future__ import annotations
 
+import functools
 import operator
 import os
 import threading
@@ -19,6 +20,7 @@ from typing import Callable, Hashable
 import numpy as np
 
 from . import profiler as _prof
+from . import tiers
 from .cache import Cache
 from .device import Buffer, CompileError, Device, Program
 from .specs import MatmulSpec
@@ -81,11 +83,22 @@ class CompileCache:
         """Program lookups that compiled."""
         return self.programs.misses
 
+    @staticmethod
+    def key(device: Device, kernel: Kernel) -> tuple[str, str, str]:
+        """The key of a kernel's program on a device."""
+        return (device.name, device.version, kernel.key())
+
     def get(self, device: Device, kernel: Kernel) -> Program:
-        key = (device.name, device.version, kernel.key())
+        key = self.key(device, kernel)
         program = self.programs.get(key)
         if program is not None:
             return program
+        return self.compile(device, kernel, key)
+
+    def compile(self, device: Device, kernel: Kernel, key: tuple[str, str, str]) -> Program:
+        """Compile a kernel (UG_DEBUG output, a backend's failure as a CompileError with the
+        source) and keep its program under `key`. Thread-safe (tiers' background compiles):
+        it touches only the cache's put, which takes its lock."""
         level = debug_level()
         if level >= 2:
             _log(f"--- kernel IR ({device.name}) ---\n{kernel}")
@@ -109,6 +122,39 @@ class CompileCache:
         self.programs.put(key, program)
         return program
 
+    def tiered(self, device: Device, kernel: Kernel, debug: int = 0) -> tuple[Program, "tiers.TieredKernel | None"]:
+        """The kernel's program and None; or, for a kernel not compiled yet that may start on
+        numpy (tiers.tiered), a placeholder program and its tiered launch, which compiles it in
+        the background. Forced tier 0 (tiers.mode() "0") keeps its numpy launches here beside the
+        programs, as a program of their own (hits and misses count as a compiled kernel's
+        would; they never compile). The lookup counts a hit or a miss as `get` does."""
+        key = self.key(device, kernel)
+        compile = functools.partial(self.compile, device, kernel, key)
+        if tiers.mode() == "0" and tiers.qualifies(device, kernel, True):
+            zero_key = (key[0], key[1] + "+tier0", key[2])
+            found = self.programs.get(zero_key)
+            if found is None:
+                found = Program(kernel.name, tiers.TieredKernel(device, kernel, key, self.programs, compile, debug,
+                                                                automatic=False))
+                self.programs.put(zero_key, found)
+            return Program(kernel.name, None), found.handle
+        program = self.programs.get(key)
+        if program is not None:
+            return program, None
+        tier = tiers.tiered(device, kernel, key, self.programs, compile, debug)
+        if tier is not None:
+            return Program(kernel.name, None), tier
+        return compile(), None
+
+    def launcher(self, device: Device, kernel: Kernel) -> Callable[[list[Buffer]], None]:
+        """A launch of a kernel that a device runs outside a schedule (a small matmul's
+        reduction kernel): tiered as a schedule's kernels are (see `tiered`), else the
+        compiled program's launcher."""
+        program, tier = self.tiered(device, kernel, debug_level())
+        if tier is None:
+            return device.launcher(program)
+        return lambda buffers: tier.launch(buffers)
+
     def clear(self) -> None:
         self.programs.clear()
         self.schedules.clear()
@@ -125,6 +171,7 @@ class CompileCache:
 
 
 compile_cache = CompileCache()
+tiers.on_mode_change(compile_cache.schedules.clear)   # (kept steps chose their tiers)
 register_core_cache(compile_cache)   # (a forked child resets it: see faults)
 
 
@@ -182,8 +229,14 @@ class _Step:
 class CompiledSchedule:
     """A schedule with its kernels compiled, runnable on any buffers for its slots."""
 
-    def __init__(self, schedule: Schedule):
+    def __init__(self, schedule: Schedule, tiered: bool = False):
+        """tiered: kernels not compiled yet may start on numpy while they compile (ug_core.tiers;
+        realize does this, ug.jit traces do not: a traced function is meant to be hot)."""
         self.schedule = schedule
+        self.tiered = tiered
+        # a matmul's epilogue kernel runs tiered, unfused: realize keeps no replay of this
+        # schedule, so that a later realize fuses it once it is compiled (_tiers_epilogue)
+        self.provisional = False
         self.slots: list[Node] = []
         self._slot_of: dict[int, int] = {}
         self.steps: list[_Step] = []
@@ -194,10 +247,12 @@ class CompiledSchedule:
             item = items[i]
             after = items[i + 1] if i + 1 < len(items) else None
             if isinstance(item, MatmulItem) and isinstance(after, KernelItem) and _is_epilogue(item, after):
-                self.steps.append(self._compile_with_epilogue(item, after))
-                self._describe_step(item, after)
-                i += 2
-                continue
+                if not self._tiers_epilogue(after):
+                    self.steps.append(self._compile_with_epilogue(item, after))
+                    self._describe_step(item, after)
+                    i += 2
+                    continue
+                self.provisional = tiers.mode() == "auto"
             self.steps.append(self._compile(item))
             self._describe_step(item)
             i += 1
@@ -254,12 +309,31 @@ class CompiledSchedule:
                 bufs[i] = Buffer(device, size, dtype)
         return ensure
 
-    def _compile(self, item: KernelItem | MatmulItem | CustomItem | CopyItem | SortItem | FftItem | AttentionItem) -> _Step:
+    def _tiers_epilogue(self, item: KernelItem) -> bool:
+        """Whether a matmul's epilogue kernel runs as a step of its own, tiered: it is not
+        compiled and may start on numpy (the fused launch needs its program; the two steps
+        are what the fused launch does where the device declines it)."""
+        if not self.tiered or tiers.mode() == "1":
+            return False
+        device = registry.get(item.outputs[0].device)
+        return (tiers.qualifies(device, item.kernel, tiers.mode() == "0")
+                and compile_cache.programs.peek(compile_cache.key(device, item.kernel)) is None)
+
+    def _program(self, device: Device, kernel: Kernel, tiered: bool) -> tuple[Program, tiers.TieredKernel | None]:
+        """A kernel's program (compile_cache.get), or tiered, compile_cache.tiered's."""
+        if not tiered:
+            return compile_cache.get(device, kernel), None
+        return compile_cache.tiered(device, kernel, self.debug)
+
+    def _compile(self, item: KernelItem | MatmulItem | CustomItem | CopyItem | SortItem | FftItem | AttentionItem,
+                 tiered: bool | None = None) -> _Step:
+        """The step of one item; tiered: whether a kernel item may start on numpy (self.tiered)."""
+        if tiered is None:
+            tiered = self.tiered
         idx = [self.slot(n) for n in item.buffers]
         if isinstance(item, KernelItem):
             device = registry.get(item.outputs[0].device)
-            program = compile_cache.get(device, item.kernel)
-            launch = device.launcher(program)
+            program, tier = self._program(device, item.kernel, tiered)
             # outputs that write into another slot's buffer (assign) and outputs that need a
             # fresh buffer, as plain tuples: this closure is the whole per-kernel cost of a replay
             aliases: list[tuple[int, int]] = []
@@ -271,11 +345,21 @@ class CompiledSchedule:
                     fresh.append((self.slot(out), registry.get(out.device), prod(out.shape), out.dtype))
             data = KernelLaunch(device, program, idx, aliases, fresh)
             bind, gather = data.bind_outputs, data.gatherer()
+            if tier is not None:
+                def run_tiered(bufs: list[Buffer | None]) -> None:
+                    bind(bufs)
+                    tier.launch(gather(bufs))   # (numpy, then the compiled program: tiers.TieredKernel)
+                return _Step(run_tiered, item.describe() + (" [tiered: numpy until compiled]" if self.debug else ""), tuple(idx),
+                             tuple(dst for _, dst in aliases) + tuple(f[0] for f in fresh),
+                             None, overwrites=tuple(src for src, _ in aliases))
+            launch = device.launcher(program)
 
             def run_kernel(bufs: list[Buffer | None]) -> None:
                 bind(bufs)
                 launch(gather(bufs))
-            return _Step(run_kernel, item.describe(), tuple(idx), tuple(dst for _, dst in aliases) + tuple(f[0] for f in fresh),
+            # (UG_DEBUG: the tier that runs it; a tiered one's runs log theirs, tiers.TieredKernel)
+            describe = item.describe() + (" [tier 1: compiled]" if self.debug and tiered else "")
+            return _Step(run_kernel, describe, tuple(idx), tuple(dst for _, dst in aliases) + tuple(f[0] for f in fresh),
                          data, overwrites=tuple(src for src, _ in aliases))
         if isinstance(item, MatmulItem):
             device = registry.get(item.out.device)
@@ -348,7 +432,7 @@ class CompiledSchedule:
     def _compile_with_epilogue(self, mm: MatmulItem, item: KernelItem) -> _Step:
         """A matmul and the elementwise kernel right after it that consumes its product, as one
         step: `Device.matmul_epilogue` where the device takes it, else the two steps."""
-        matmul_step, kernel_step = self._compile(mm), self._compile(item)
+        matmul_step, kernel_step = self._compile(mm), self._compile(item, tiered=False)   # (needs the program)
         launch, product = kernel_step.kernel, matmul_step.matmul
         assert launch is not None and product is not None
         device, program, spec = launch.device, launch.program, product.spec
@@ -522,25 +606,26 @@ def run_schedule(schedule: Schedule) -> CompiledSchedule | None:
     if not schedule.items:
         return None
     if debug_level() < 1:
-        compiled = compile_schedule(schedule)
+        compiled = compile_schedule(schedule, tiered=True)
         _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects)
         schedule.adopt_stand_ins()
         return compiled
     _log(str(schedule))
     # UG_DEBUG's table is a profile's, of this thread's compiles and runs of this schedule
     with _prof.Profile(thread_only=True) as p:
-        compiled = compile_schedule(schedule)
+        compiled = compile_schedule(schedule, tiered=True)
         _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects)
     schedule.adopt_stand_ins()
     _log(str(p.table(per_run=True)))
     return compiled
 
 
-def compile_schedule(schedule: Schedule) -> CompiledSchedule:
-    """CompiledSchedule(schedule), as one compile phase: a schedule whose new kernels take long
-    to compile shows progress on stderr, and a profile records the phase (ug_core.profiler)."""
+def compile_schedule(schedule: Schedule, tiered: bool = False) -> CompiledSchedule:
+    """CompiledSchedule(schedule, tiered), as one compile phase: a schedule whose new kernels
+    take long to compile shows progress on stderr, and a profile records the phase
+    (ug_core.profiler)."""
     with _prof.compile_phase(len(schedule.kernels)):
-        return CompiledSchedule(schedule)
+        return CompiledSchedule(schedule, tiered=tiered)
 
 
 def _intermediates(slots: list[Node], bufs: list[Buffer | None], clobbered: frozenset[int],
@@ -646,7 +731,7 @@ def _realize_nodes(targets: list[Node]) -> None:
         return
     slots = [position.get(id(n), Scratch(n.sig) if id(n) in built else n if n.realized else None)
              for n in compiled.slots]
-    if key is not None and None not in slots:
+    if key is not None and None not in slots and not compiled.provisional:
         steps = [step.run for step in compiled.steps]
         cache.keep_schedule(key, _Replay(steps, slots, cache.hits + cache.misses - looked_up,  # type: ignore[arg-type]
                                          compiled.last_use, compiled.clobbered, compiled.effects,

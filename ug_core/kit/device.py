@@ -489,6 +489,14 @@ class KitDevice(Device):
         fast = self.runtime.launcher(loaded.entry, loaded.program)
         return fast if fast is not None else (_handle_list, functools.partial(self.runtime.launch, loaded.entry, loaded.program))
 
+    def kernel_launcher(self, kernel: Kernel) -> Callable[[list[Buffer]], None]:
+        """A launch of a kernel the backend runs itself (a small matmul's reduction kernel)
+        through the core's compile cache, one program per kernel, and its tiers: on host memory,
+        a kernel not compiled yet runs on numpy while it compiles in the background (ug_core.tiers)."""
+        from ..runtime import compile_cache  # (the runtime imports the device layer)
+
+        return compile_cache.launcher(self, kernel)
+
     # -- matmul: a kernel of the core's (a backend with a faster one overrides this)
     def matmul(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
         from ..runtime import compile_cache  # (the runtime imports the device layer)

@@ -5,7 +5,7 @@ import sys
 import pytest
 
 from ug_core.testing.fixtures import (  # noqa: F401
-    close, compile_cache, device, pytest_generate_tests, require_dtype, rng, threads_state)
+    close, compile_cache, device, pytest_generate_tests, require_dtype, rng, threads_state, tier_mode)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

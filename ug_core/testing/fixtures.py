@@ -20,6 +20,12 @@ close         -- close(got, expected, rtol=None, atol=None, check_dtype=True): c
                  tolerances chosen from the dtype (`TOLERANCES`).
 threads_state -- autouse: ug_core.graph.threads restored after each test (a test using threads
                  must not leave later ones without in-place writes).
+tier_mode     -- autouse, per session: the tier kernels run on (ug_core.tiers.set_mode): the
+                 ``--ug-tier`` option, else ``$UG_TEST_TIER``, else "1", compiled before the
+                 first run, so that the kit tests the backends' code (under "auto", most of the
+                 kit's kernels, run once each, would only ever run on numpy). ``--ug-tier 0``
+                 checks tier 0, the numpy evaluation of the kernel IR on the device's buffers
+                 (on a device without host memory it is tier 1).
 compile_cache -- the runtime's in-memory compile cache (ug_core.runtime.compile_cache), emptied
                  before and after the test, for tests that count its hits and misses.
 
@@ -36,12 +42,12 @@ import numpy as np
 import pytest
 
 import ug_core as ug
-from ug_core import runtime
+from ug_core import runtime, tiers
 from ug_core.plugins import registry
 from ug_core.testing import data
 
 __all__ = ["close", "compile_cache", "device", "require_dtype", "rng", "pytest_generate_tests", "TOLERANCES",
-           "assert_close", "devices_under_test", "seed_of", "threads_state"]
+           "assert_close", "devices_under_test", "seed_of", "threads_state", "tier_mode"]
 
 try:
     from hypothesis import HealthCheck, settings
@@ -133,6 +139,20 @@ def shares_host_memory(device: str) -> bool:
     """Whether `device` runs kernels on host memory without a copy (Device.wrap_host): asarray
     of a numpy array then shares it, and DLPack exports lend the tensor's own memory."""
     return registry.get(device).wrap_host(np.zeros(4, np.float32)) is not None
+
+
+@pytest.fixture(scope="session", autouse=True)
+def tier_mode(request) -> Any:
+    """The tier mode of the session (see the module doc); the mode before it afterwards."""
+    try:
+        value = request.config.getoption("ug_tier")
+    except ValueError:  # the plugin is not loaded: no --ug-tier
+        value = None
+    value = value or os.environ.get("UG_TEST_TIER") or "1"
+    if value not in tiers.MODES:
+        raise pytest.UsageError(f"UG_TEST_TIER={value!r}: expected one of {', '.join(tiers.MODES)}")
+    with tiers.forced(value):
+        yield value
 
 
 @pytest.fixture

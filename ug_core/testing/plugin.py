@@ -3,7 +3,7 @@
 Registered through the ``pytest11`` entry point of ug-core (so it is there in every pytest run
 where ug-core is installed), and light on purpose: it adds the option and, when the option is
 given, starts the devices named before collecting (no backend is loaded otherwise). The
-fixtures (``device``, ``rng``, ``close``, ``require_dtype``) live in `ug_core.testing.fixtures`
+fixtures (``device``, ``rng``, ``close``, ``require_dtype``, ``tier_mode``) live in `ug_core.testing.fixtures`
 and are seen only by the tests whose conftest imports them (the kit's own, the repository's
 ``tests/``), never by other projects' tests.
 
@@ -22,6 +22,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--ug-device", action="append", default=[], metavar="NAME", dest="ug_device",
         help="device to run ug's device tests on (repeatable, or comma-separated); "
              "default: $UG_TEST_DEVICES, else every usable device that starts")
+    group.addoption(
+        "--ug-tier", default=None, choices=("0", "1", "auto"), dest="ug_tier",
+        help="tier the kit's kernels run on (ug_core.tiers): 1 compiled before the first run (the default), "
+             "0 the numpy evaluation of the kernel IR, never compiled, auto as users get it; "
+             "default: $UG_TEST_TIER, else 1")
 
 
 def pytest_configure(config: pytest.Config) -> None:
