@@ -11,7 +11,7 @@ either way."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
+from typing import Callable, Literal
 import numpy as np
 
 from ..device import register_host_fallback
@@ -25,9 +25,17 @@ PARTITION_FRACTION = 8
 """A top-k with k below n / PARTITION_FRACTION partitions each row before sorting the k."""
 
 
+Merge = Callable[[np.ndarray, np.ndarray, np.ndarray], bool]
+"""merge(a, b, out): the stable merge of the sorted 1-d runs a and b into out (NaN after every
+number, the first run's element first on ties), natively and without the GIL; False where it
+does not apply (the dtype), and numpy's stable sort of the two runs merges them instead
+(KitDevice.host_merge: the cpu device's is ug_llvm.hostmerge)."""
+
+
 class HostSort:
-    def __init__(self, threads: int):
+    def __init__(self, threads: int, merge: Merge | None = None):
         self.threads = max(1, threads)
+        self.merge = merge
         self._pool: ThreadPoolExecutor | None = None
 
     def run(self, keys: np.ndarray, result: np.ndarray, spec: SortSpec) -> None:
@@ -55,7 +63,8 @@ class HostSort:
         """A merge sort over the threads: one chunk per thread sorted by numpy in place, then
         pairs of runs merged into the next buffer, each merge split into one piece per thread at
         its co-ranks (where the merged order crosses a piece boundary, found by binary search),
-        each piece merged by numpy's stable sort, which sees two runs and merges them. Few
+        each piece merged by the device's native merge (self.merge), else by numpy's stable
+        sort, which sees two runs and merges them (a full merge sort: slower). Few
         buffers (page faults of fresh memory cost as much as the merges): the last merge of an
         ascending value sort writes into `out`. Descending: the reversed row, as in _sort_block.
         An index sort of keys of 32 bits or fewer sorts packed keys (see _packed) as values."""
@@ -99,7 +108,9 @@ class HostSort:
                     into_pos[lo:hi] = pos[lo:hi]
             pieces = max(1, self.threads // len(pairs))
             jobs = [(first, second, p) for first, second in pairs for p in range(pieces)]
-            list(pool.map(lambda job: _merge_piece(vals, pos, job[0], job[1], job[2], pieces, into, into_pos), jobs))
+            merge = self.merge
+            list(pool.map(lambda job: _merge_piece(vals, pos, job[0], job[1], job[2], pieces, into, into_pos, merge),
+                          jobs))
             vals, pos = into, into_pos
             spans = [(first[0], second[1]) for first, second in pairs] + ([spans[-1]] if len(spans) % 2 else [])
         if spec.indices:
@@ -146,16 +157,19 @@ def _co_rank(a: np.ndarray, b: np.ndarray, m: int) -> int:
 
 
 def _merge_piece(vals: np.ndarray, pos: np.ndarray | None, first: tuple[int, int], second: tuple[int, int], piece: int,
-                 pieces: int, into: np.ndarray, into_pos: np.ndarray | None) -> None:
+                 pieces: int, into: np.ndarray, into_pos: np.ndarray | None, merge: Merge | None = None) -> None:
     """Piece `piece` of `pieces` of the stable merge of the runs vals[first] and vals[second]
-    (adjacent), written to the same place in `into` (and their positions in `into_pos`)."""
+    (adjacent), written to the same place in `into` (and their positions in `into_pos`), by
+    `merge` where it applies (values only)."""
     a, b = vals[first[0]:first[1]], vals[second[0]:second[1]]
     total = len(a) + len(b)
     m0, m1 = total * piece // pieces, total * (piece + 1) // pieces
     i0, i1 = _co_rank(a, b, m0), _co_rank(a, b, m1)
     j0, j1 = m0 - i0, m1 - i1
-    merged = np.concatenate([a[i0:i1], b[j0:j1]])
     at = slice(first[0] + m0, first[0] + m1)
+    if pos is None and merge is not None and merge(a[i0:i1], b[j0:j1], into[at]):
+        return
+    merged = np.concatenate([a[i0:i1], b[j0:j1]])
     if pos is None or into_pos is None:
         merged.sort(kind="stable")
         into[at] = merged
