@@ -86,6 +86,13 @@ class Runtime(abc.ABC):
         `launch`."""
         return None
 
+    def direct_launcher(self, loaded: Any, program: LoopProgram) -> Callable[..., None] | None:
+        """Optional, one call where `launcher` takes two: `launch(*handles)` launches `loaded` as
+        `launch` would (ug.jit's single-kernel replays use it, see Device.handle_launcher), for
+        the programs where the runtime has one (the cpu's tiny kernels). None (the default):
+        `launcher`'s."""
+        return None
+
 
 class Loaded:
     """A kit Program's handle: the legalized loop program, the runtime's loaded entry (None for
@@ -480,13 +487,17 @@ class KitDevice(Device):
         pack, run = fast
         return lambda handles: run(pack(*handles))
 
-    def handle_launcher(self, program: Program) -> tuple[Callable[..., Any], Callable[[Any], None]]:
-        """The runtime's fast path (Runtime.launcher), else its `launch` on a list of the handles.
+    def handle_launcher(self, program: Program) -> tuple[Callable[..., Any] | None, Callable[..., None]]:
+        """The runtime's direct launch (Runtime.direct_launcher: pack None), else its fast path
+        (Runtime.launcher), else its `launch` on a list of the handles.
         The caller guarantees that the buffers written are passed nowhere else: the entry with the
         renderer's no-alias promise is right."""
         loaded: Loaded = program.handle
         if loaded.entry is None:
             return _handle_list, _launch_nothing
+        direct = self.runtime.direct_launcher(loaded.entry, loaded.program)
+        if direct is not None:
+            return None, direct
         fast = self.runtime.launcher(loaded.entry, loaded.program)
         return fast if fast is not None else (_handle_list, functools.partial(self.runtime.launch, loaded.entry, loaded.program))
 
