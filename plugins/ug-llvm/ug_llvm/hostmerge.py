@@ -6,10 +6,12 @@ sort of the two runs side by side took that place, and it is a full merge sort (
 numpy's quicksort of as many elements), which made the split sort of 16M float32 on two threads
 2-4x slower than one numpy sort. This merge is one branch-free pass: each step compares the heads
 of the two runs, stores the one that sorts first (the first run's on ties: a stable merge) and
-advances that run; the rest of whichever run is left is copied.
+advances that run.
 
-ug's order: a NaN after every number (`before(b, a)`: b < a, or a is NaN and b is not); -0.0 and
-0.0 are equal (the sort puts runs of zeros back in their order afterwards). One function per
+ug's order: a NaN after every number (a sorted run's NaNs are its tail: they are put after the
+merge of the numbers, the first run's first); -0.0 and 0.0 are equal (the sort puts runs of
+zeros back in their order afterwards). Two merges run at once, from the front and the back
+(see merge_ir). One function per
 dtype, compiled into the process's engine on first use (and cached on disk as any module is).
 """
 
@@ -37,59 +39,98 @@ _TYPES: dict[np.dtype, tuple[str, str]] = {
 
 def merge_ir(name: str, ty: str, kind: str, itemsize: int, triple: str, data_layout: str) -> str:
     """LLVM IR of `void {name}(ptr a, i64 na, ptr b, i64 nb, ptr out)`: the stable merge of the
-    sorted runs a[:na] and b[:nb] into out[:na + nb] (which overlaps neither)."""
+    sorted runs a[:na] and b[:nb] (na, nb >= 1; no NaN: HostMerge puts NaN tails after) into
+    out[:na + nb] (which overlaps neither).
+
+    Two merges run in one loop, one from the front (the smallest first, a's on ties) and one
+    from the back (the largest first, b's on ties), total // 2 steps each (one more from the
+    front for an odd total): a merge step waits for the compare of the loads its previous step
+    chose, so one merge is latency bound, and two independent ones nearly double the rate. Each
+    step is branch free; an index past a used-up run is clamped for the load and loses the
+    compare."""
     if kind == "f":
-        before = ["  %lt = fcmp olt " + ty + " %vb, %va",
-                  "  %a.nan = fcmp uno " + ty + " %va, %va",
-                  "  %b.num = fcmp ord " + ty + " %vb, %vb",
-                  "  %nan.first = and i1 %a.nan, %b.num",
-                  "  %take.b = or i1 %lt, %nan.first"]
+        lt, gt = f"fcmp olt {ty}", f"fcmp ogt {ty}"
     else:
-        before = [f"  %take.b = icmp {'slt' if kind == 's' else 'ult'} {ty} %vb, %va"]
+        lt, gt = f"icmp {kind}lt {ty}", f"icmp {kind}gt {ty}"
     return "\n".join([
         f'target triple = "{triple}"',
         f'target datalayout = "{data_layout}"',
-        "declare void @llvm.memcpy.p0.p0.i64(ptr, ptr, i64, i1)",
         f"define void @{name}(ptr noalias readonly %a, i64 %na, ptr noalias readonly %b, i64 %nb, ptr noalias %out) {{",
         "entry:",
+        "  %total = add i64 %na, %nb",
+        "  %steps = lshr i64 %total, 1",
+        "  %a.last = sub i64 %na, 1",
+        "  %b.last = sub i64 %nb, 1",
         "  br label %loop",
         "loop:",
-        "  %i = phi i64 [ 0, %entry ], [ %i.next, %body ]",
+        "  %s = phi i64 [ 0, %entry ], [ %s.next, %body ]",
+        "  %i = phi i64 [ 0, %entry ], [ %i.next, %body ]",      # front: taken from a, from b
         "  %j = phi i64 [ 0, %entry ], [ %j.next, %body ]",
-        "  %has.a = icmp slt i64 %i, %na",
-        "  %has.b = icmp slt i64 %j, %nb",
-        "  %both = and i1 %has.a, %has.b",
-        "  br i1 %both, label %body, label %tail",
+        "  %p = phi i64 [ %na, %entry ], [ %p.next, %body ]",    # back: left in a, in b
+        "  %q = phi i64 [ %nb, %entry ], [ %q.next, %body ]",
+        "  %more = icmp ult i64 %s, %steps",
+        "  br i1 %more, label %body, label %last",
         "body:",
-        f"  %pa = getelementptr inbounds {ty}, ptr %a, i64 %i",
-        f"  %va = load {ty}, ptr %pa",
-        f"  %pb = getelementptr inbounds {ty}, ptr %b, i64 %j",
-        f"  %vb = load {ty}, ptr %pb",
-        *before,
-        f"  %v = select i1 %take.b, {ty} %vb, {ty} %va",
-        "  %k = add i64 %i, %j",
-        f"  %po = getelementptr inbounds {ty}, ptr %out, i64 %k",
-        f"  store {ty} %v, ptr %po",
-        "  %step.b = zext i1 %take.b to i64",
-        "  %step.a = xor i64 %step.b, 1",
-        "  %j.next = add i64 %j, %step.b",
-        "  %i.next = add i64 %i, %step.a",
+        *_front_step(ty, lt, "f", "%i", "%j", "%i.next", "%j.next"),
+        # the back step: out[p + q - 1] = the larger of a[p - 1], b[q - 1] (b's on ties)
+        "  %a.room = icmp ugt i64 %p, 0",
+        "  %b.gone = icmp eq i64 %q, 0",
+        "  %p.1 = sub i64 %p, 1",
+        "  %q.1 = sub i64 %q, 1",
+        "  %ib = select i1 %a.room, i64 %p.1, i64 0",
+        "  %jb = select i1 %b.gone, i64 0, i64 %q.1",
+        f"  %pab = getelementptr inbounds {ty}, ptr %a, i64 %ib",
+        f"  %vab = load {ty}, ptr %pab",
+        f"  %pbb = getelementptr inbounds {ty}, ptr %b, i64 %jb",
+        f"  %vbb = load {ty}, ptr %pbb",
+        f"  %a.larger = {gt} %vab, %vbb",
+        "  %a.wins = or i1 %b.gone, %a.larger",
+        "  %take.a = and i1 %a.room, %a.wins",
+        f"  %vback = select i1 %take.a, {ty} %vab, {ty} %vbb",
+        "  %kb = add i64 %p, %q.1",
+        f"  %pob = getelementptr inbounds {ty}, ptr %out, i64 %kb",
+        f"  store {ty} %vback, ptr %pob",
+        "  %back.a = zext i1 %take.a to i64",
+        "  %back.b = xor i64 %back.a, 1",
+        "  %p.next = sub i64 %p, %back.a",
+        "  %q.next = sub i64 %q, %back.b",
+        "  %s.next = add i64 %s, 1",
         "  br label %loop",
-        "tail:",   # one run is used up: the rest of the other follows (one of the copies is empty)
-        "  %k.tail = add i64 %i, %j",
-        f"  %to = getelementptr inbounds {ty}, ptr %out, i64 %k.tail",
-        f"  %from.a = getelementptr inbounds {ty}, ptr %a, i64 %i",
-        "  %left.a = sub i64 %na, %i",
-        f"  %bytes.a = mul i64 %left.a, {itemsize}",
-        "  call void @llvm.memcpy.p0.p0.i64(ptr %to, ptr %from.a, i64 %bytes.a, i1 false)",
-        f"  %to.b = getelementptr inbounds {ty}, ptr %to, i64 %left.a",
-        f"  %from.b = getelementptr inbounds {ty}, ptr %b, i64 %j",
-        "  %left.b = sub i64 %nb, %j",
-        f"  %bytes.b = mul i64 %left.b, {itemsize}",
-        "  call void @llvm.memcpy.p0.p0.i64(ptr %to.b, ptr %from.b, i64 %bytes.b, i1 false)",
+        "last:",   # an odd total: the middle element, one more step from the front
+        "  %odd = trunc i64 %total to i1",
+        "  br i1 %odd, label %middle, label %done",
+        "middle:",
+        *_front_step(ty, lt, "m", "%i", "%j", "%i.m", "%j.m"),
+        "  br label %done",
+        "done:",
         "  ret void",
         "}",
     ])
+
+
+def _front_step(ty: str, lt: str, tag: str, i: str, j: str, i_next: str, j_next: str) -> list[str]:
+    """A step of the merge from the front: out[i + j] = the smaller of a[i], b[j] (a's on ties)."""
+    return [
+        f"  %b.room.{tag} = icmp ult i64 {j}, %nb",
+        f"  %a.gone.{tag} = icmp uge i64 {i}, %na",
+        f"  %if.{tag} = select i1 %a.gone.{tag}, i64 %a.last, i64 {i}",
+        f"  %jf.{tag} = select i1 %b.room.{tag}, i64 {j}, i64 %b.last",
+        f"  %paf.{tag} = getelementptr inbounds {ty}, ptr %a, i64 %if.{tag}",
+        f"  %vaf.{tag} = load {ty}, ptr %paf.{tag}",
+        f"  %pbf.{tag} = getelementptr inbounds {ty}, ptr %b, i64 %jf.{tag}",
+        f"  %vbf.{tag} = load {ty}, ptr %pbf.{tag}",
+        f"  %b.smaller.{tag} = {lt} %vbf.{tag}, %vaf.{tag}",
+        f"  %b.wins.{tag} = or i1 %a.gone.{tag}, %b.smaller.{tag}",
+        f"  %take.b.{tag} = and i1 %b.room.{tag}, %b.wins.{tag}",
+        f"  %vfront.{tag} = select i1 %take.b.{tag}, {ty} %vbf.{tag}, {ty} %vaf.{tag}",
+        f"  %kf.{tag} = add i64 {i}, {j}",
+        f"  %pof.{tag} = getelementptr inbounds {ty}, ptr %out, i64 %kf.{tag}",
+        f"  store {ty} %vfront.{tag}, ptr %pof.{tag}",
+        f"  %front.b.{tag} = zext i1 %take.b.{tag} to i64",
+        f"  %front.a.{tag} = xor i64 %front.b.{tag}, 1",
+        f"  {j_next} = add i64 {j}, %front.b.{tag}",
+        f"  {i_next} = add i64 {i}, %front.a.{tag}",
+    ]
 
 
 class HostMerge:
@@ -122,6 +163,14 @@ class HostMerge:
         fn = self._fn(a.dtype)
         if fn is None or not (a.flags.c_contiguous and b.flags.c_contiguous and out.flags.c_contiguous):
             return False
-        if out.shape[0]:
+        if a.dtype.kind == "f":   # the NaNs at the runs' ends: after every number, a's first
+            nan = a.dtype.type(np.nan)   # (a Python float would make numpy search a float64 copy)
+            na, nb = int(a.searchsorted(nan)), int(b.searchsorted(nan))
+            out[na + nb:a.shape[0] + nb] = a[na:]
+            out[a.shape[0] + nb:] = b[nb:]
+            a, b, out = a[:na], b[:nb], out[:na + nb]
+        if not a.shape[0] or not b.shape[0]:
+            out[...] = b if not a.shape[0] else a
+        else:
             fn(a.ctypes.data, a.shape[0], b.ctypes.data, b.shape[0], out.ctypes.data)
         return True
