@@ -35,7 +35,7 @@ from .allocator import Allocator, CachingAllocator
 from .compiler import CachedCompiler, Compiler
 from . import gpufft, gpusort
 from .hostfft import HostFft
-from .hostsort import HostSort, Merge
+from .hostsort import HostSort, SortKernels
 from .matmul import matmul_kernel
 from .renderer import Renderer, renderer_class
 
@@ -262,7 +262,7 @@ class KitDevice(Device):
 
     def _host_sort_rows(self, out: Buffer, src: Buffer, spec: SortSpec) -> None:
         if self._host_sort is None:
-            self._host_sort = HostSort(self.sort_threads, self.host_merge)
+            self._host_sort = HostSort(self.sort_threads, self.sort_kernels)
         self.synchronize()
         keys = self.host_view(src.handle, src.nbytes)
         result = self.host_view(out.handle, out.nbytes)
@@ -271,7 +271,7 @@ class KitDevice(Device):
                             result.view(out.dtype)[: spec.rows * spec.k].reshape(spec.rows, spec.k), spec)
 
     _host_sort: HostSort | None = None
-    host_merge: Merge | None = None   # a native merge for the host sort's long rows (kit.hostsort.Merge)
+    sort_kernels: SortKernels | None = None   # native helpers for the host sort's long rows (kit.hostsort)
 
     def _gpu_sort(self, out: Buffer, src: Buffer, spec: SortSpec) -> None:
         """kit.gpusort's programs, compiled once per shape; each launch gets its step (log2 j,

@@ -1,10 +1,13 @@
-"""A native merge of two sorted runs, for the kit's host sort (kit.hostsort, KitDevice.host_merge).
+"""Native helpers of the kit's host sort (kit.hostsort, KitDevice.sort_kernels) for long rows.
 
-The host sort splits a long row over the threads: each sorts a chunk with numpy, then pairs of
-sorted runs are merged, each merge cut into one piece per thread. numpy has no merge: its stable
-sort of the two runs side by side took that place, and it is a full merge sort (about three times
-numpy's quicksort of as many elements), which made the split sort of 16M float32 on two threads
-2-4x slower than one numpy sort. This merge is one branch-free pass: each step compares the heads
+A value sort of a long row on two threads is split by a pivot (count_ir, partition_ir: one pass,
+each thread moving its half's elements to their side of the output), then each side is sorted by
+numpy on its own thread: about a numpy sort plus one pass in all. Otherwise (more threads, an
+index sort of 64-bit values, a lopsided split) each thread sorts a chunk with numpy, and pairs of
+sorted runs are merged, each merge cut into one piece per thread (merge_ir). numpy has no merge:
+its stable sort of the two runs side by side took that place, and it is a full merge sort (about
+three times numpy's quicksort of as many elements), which made the sort of 16M float32 on two
+threads 2-4x slower than one numpy sort. The merge is branch free: each step compares the heads
 of the two runs, stores the one that sorts first (the first run's on ties: a stable merge) and
 advances that run.
 
@@ -39,7 +42,7 @@ _TYPES: dict[np.dtype, tuple[str, str]] = {
 
 def merge_ir(name: str, ty: str, kind: str, itemsize: int, triple: str, data_layout: str) -> str:
     """LLVM IR of `void {name}(ptr a, i64 na, ptr b, i64 nb, ptr out)`: the stable merge of the
-    sorted runs a[:na] and b[:nb] (na, nb >= 1; no NaN: HostMerge puts NaN tails after) into
+    sorted runs a[:na] and b[:nb] (na, nb >= 1; no NaN: SortKernels puts NaN tails after) into
     out[:na + nb] (which overlaps neither).
 
     Two merges run in one loop, one from the front (the smallest first, a's on ties) and one
@@ -133,29 +136,141 @@ def _front_step(ty: str, lt: str, tag: str, i: str, j: str, i_next: str, j_next:
     ]
 
 
-class HostMerge:
-    """`merge(a, b, out) -> bool`: the stable merge of the sorted 1-d runs a and b into out
-    (len(a) + len(b) elements, overlapping neither), natively; False (nothing written) where it
-    does not apply: a dtype without a native merge, or arrays that are not contiguous."""
+def count_ir(name: str, ty: str, kind: str, triple: str, data_layout: str) -> str:
+    """LLVM IR of `i64 {name}(ptr x, i64 n, {ty} pivot)`: how many of x[:n] are below pivot
+    (a NaN is not: it sorts after every number). One vectorized pass."""
+    below = f"fcmp olt {ty}" if kind == "f" else f"icmp {kind}lt {ty}"
+    return "\n".join([
+        f'target triple = "{triple}"',
+        f'target datalayout = "{data_layout}"',
+        f"define i64 @{name}(ptr noalias readonly %x, i64 %n, {ty} %pivot) {{",
+        "entry:",
+        "  br label %loop",
+        "loop:",
+        "  %i = phi i64 [ 0, %entry ], [ %i.next, %body ]",
+        "  %count = phi i64 [ 0, %entry ], [ %count.next, %body ]",
+        "  %more = icmp slt i64 %i, %n",
+        "  br i1 %more, label %body, label %done",
+        "body:",
+        f"  %p = getelementptr inbounds {ty}, ptr %x, i64 %i",
+        f"  %v = load {ty}, ptr %p",
+        f"  %below = {below} %v, %pivot",
+        "  %one = zext i1 %below to i64",
+        "  %count.next = add i64 %count, %one",
+        "  %i.next = add nsw i64 %i, 1",
+        "  br label %loop",
+        "done:",
+        "  ret i64 %count",
+        "}",
+    ])
+
+
+def partition_ir(name: str, ty: str, kind: str, triple: str, data_layout: str) -> str:
+    """LLVM IR of `void {name}(ptr x, i64 n, {ty} pivot, ptr low, ptr high)`: x[:n]'s elements
+    below pivot to low[0, 1, ...] and the others (NaN among them) to high[0, 1, ...], in order;
+    branch free: each element is stored once, at the place its compare picks."""
+    below = f"fcmp olt {ty}" if kind == "f" else f"icmp {kind}lt {ty}"
+    return "\n".join([
+        f'target triple = "{triple}"',
+        f'target datalayout = "{data_layout}"',
+        f"define void @{name}(ptr noalias readonly %x, i64 %n, {ty} %pivot, ptr noalias %low, ptr noalias %high) {{",
+        "entry:",
+        "  br label %loop",
+        "loop:",
+        "  %i = phi i64 [ 0, %entry ], [ %i.next, %body ]",
+        "  %l = phi i64 [ 0, %entry ], [ %l.next, %body ]",
+        "  %h = phi i64 [ 0, %entry ], [ %h.next, %body ]",
+        "  %more = icmp slt i64 %i, %n",
+        "  br i1 %more, label %body, label %done",
+        "body:",
+        f"  %p = getelementptr inbounds {ty}, ptr %x, i64 %i",
+        f"  %v = load {ty}, ptr %p",
+        f"  %below = {below} %v, %pivot",
+        f"  %pl = getelementptr inbounds {ty}, ptr %low, i64 %l",
+        f"  %ph = getelementptr inbounds {ty}, ptr %high, i64 %h",
+        "  %to = select i1 %below, ptr %pl, ptr %ph",
+        f"  store {ty} %v, ptr %to",
+        "  %to.low = zext i1 %below to i64",
+        "  %to.high = xor i64 %to.low, 1",
+        "  %l.next = add i64 %l, %to.low",
+        "  %h.next = add i64 %h, %to.high",
+        "  %i.next = add nsw i64 %i, 1",
+        "  br label %loop",
+        "done:",
+        "  ret void",
+        "}",
+    ])
+
+
+_CTYPES: dict[np.dtype, Any] = {
+    np.dtype(np.float32): ctypes.c_float, np.dtype(np.float64): ctypes.c_double,
+    np.dtype(np.int8): ctypes.c_int8, np.dtype(np.int16): ctypes.c_int16,
+    np.dtype(np.int32): ctypes.c_int32, np.dtype(np.int64): ctypes.c_int64,
+    np.dtype(np.uint8): ctypes.c_uint8, np.dtype(np.uint16): ctypes.c_uint16,
+    np.dtype(np.uint32): ctypes.c_uint32, np.dtype(np.uint64): ctypes.c_uint64,
+}
+
+
+def _scalar(dtype: np.dtype, value: Any) -> Any:
+    """value as the Python number ctypes passes as dtype (exactly: it is one of x's elements)."""
+    return dtype.type(value).item()
+
+
+class SortKernels:
+    """The kit's SortKernels (kit.hostsort) for the cpu device. `merge(a, b, out) -> bool`: the
+    stable merge of the sorted 1-d runs a and b into out (len(a) + len(b) elements, overlapping
+    neither); `count_below`, `partition`: a split by a pivot. Each natively, without the GIL;
+    False (None, nothing written) where it does not apply: a dtype without a native function
+    (float16, bool, complex), or arrays that are not contiguous."""
 
     def __init__(self, jit: Any):
         self.jit = jit
-        self._fns: dict[np.dtype, Any] = {}
+        self._fns: dict[tuple[np.dtype, str], Any] = {}
         self._lock = threading.Lock()
 
-    def _fn(self, dtype: np.dtype) -> Any:
-        fn = self._fns.get(dtype)
+    def _fn(self, dtype: np.dtype, what: str = "merge") -> Any:
+        """The native `what` ("merge", "count", "partition") for dtype, loaded on first use; None
+        for a dtype without one."""
+        fn = self._fns.get((dtype, what))
         if fn is None and dtype in _TYPES:
             with self._lock:
-                fn = self._fns.get(dtype)
+                fn = self._fns.get((dtype, what))
                 if fn is None:
                     ty, kind = _TYPES[dtype]
-                    name = f"ug_merge_{dtype.name}"
-                    ir = merge_ir(name, ty, kind, dtype.itemsize, self.jit.triple, self.jit.data_layout)
-                    fn = self._fns[dtype] = _MERGE_FN(self.jit.load(ir, name))
+                    name = f"ug_sort_{what}_{dtype.name}"
+                    triple, layout = self.jit.triple, self.jit.data_layout
+                    if what == "merge":
+                        ir, proto = merge_ir(name, ty, kind, dtype.itemsize, triple, layout), _MERGE_FN
+                    elif what == "count":
+                        ir = count_ir(name, ty, kind, triple, layout)
+                        proto = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64, _CTYPES[dtype])
+                    else:
+                        ir = partition_ir(name, ty, kind, triple, layout)
+                        proto = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, _CTYPES[dtype],
+                                                 ctypes.c_void_p, ctypes.c_void_p)
+                    fn = self._fns[(dtype, what)] = proto(self.jit.load(ir, name))
         return fn
 
-    def __call__(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
+    def count_below(self, x: np.ndarray, pivot: np.generic) -> int | None:
+        """How many elements of the contiguous 1-d x are below pivot (NaN is not); None where
+        there is no native count (the dtype)."""
+        fn = self._fn(x.dtype, "count")
+        if fn is None or x.ndim != 1 or not x.flags.c_contiguous:
+            return None
+        return int(fn(x.ctypes.data, x.shape[0], _scalar(x.dtype, pivot)))
+
+    def partition(self, x: np.ndarray, pivot: np.generic, low: np.ndarray, high: np.ndarray) -> bool:
+        """x's elements below pivot to low, the others to high (each in order; their lengths
+        must be what count_below says); False where there is no native partition."""
+        fn = self._fn(x.dtype, "partition")
+        if fn is None or not all(a.ndim == 1 and a.flags.c_contiguous and a.dtype == x.dtype for a in (x, low, high)):
+            return False
+        if low.shape[0] + high.shape[0] != x.shape[0]:
+            raise ValueError(f"partition: {low.shape[0]} + {high.shape[0]} places for {x.shape[0]} elements")
+        fn(x.ctypes.data, x.shape[0], _scalar(x.dtype, pivot), low.ctypes.data, high.ctypes.data)
+        return True
+
+    def merge(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool:
         if not (a.dtype == b.dtype == out.dtype and a.ndim == b.ndim == out.ndim == 1
                 and out.shape[0] == a.shape[0] + b.shape[0]):
             raise ValueError(f"merge: runs {a.shape} {a.dtype} and {b.shape} {b.dtype} do not fit "

@@ -1,4 +1,4 @@
-"""The native merge of the host sort's runs (hostmerge.py) against numpy's stable sort, and the
+"""The native merge of the host sort's runs (sortkernels.py) against numpy's stable sort, and the
 kit's host sort of long rows with it on several threads (several merge rounds, an odd run)."""
 
 import numpy as np
@@ -7,13 +7,18 @@ import pytest
 from ug_core.kit.hostsort import SPLIT_MIN, HostSort
 from ug_core.specs import SortSpec
 
-from ug_llvm.hostmerge import _TYPES, HostMerge
+from ug_llvm.sortkernels import _TYPES, SortKernels
 from ug_llvm.jit import get_jit
 
 
 @pytest.fixture(scope="module")
-def merge():
-    return HostMerge(get_jit())
+def kernels():
+    return SortKernels(get_jit())
+
+
+@pytest.fixture(scope="module")
+def merge(kernels):
+    return kernels.merge
 
 
 def _runs(rng, dtype, na, nb):
@@ -51,23 +56,50 @@ def test_merge_declines_what_it_cannot_merge(merge):
         merge(b[:3], b[3:6], np.empty(5, np.float32))
 
 
-@pytest.mark.parametrize("threads", [2, 3, 4])
+class _Counted:
+    """The kernels, counting the calls of each."""
+
+    def __init__(self, kernels):
+        self.kernels, self.calls = kernels, []
+
+    def __getattr__(self, name):
+        fn = getattr(self.kernels, name)
+
+        def counted(*args):
+            self.calls.append(name)
+            return fn(*args)
+        return counted
+
+
+@pytest.mark.parametrize("threads, how", [(2, "partition"), (3, "merge"), (4, "merge"), (2, "merge")])
 @pytest.mark.parametrize("dtype", ["float32", "float64", "int32", "uint64"])
 @pytest.mark.parametrize("descending", [False, True])
-def test_long_rows_merged_natively(merge, threads, dtype, descending):
+def test_long_rows_sorted_natively(kernels, threads, how, dtype, descending):
     rng = np.random.default_rng(threads)
     n = 2 * SPLIT_MIN + 12345
     a, b = _runs(rng, dtype, n // 2, n - n // 2)
     x = np.concatenate([a, b])
     rng.shuffle(x)
-    calls = []
-
-    def counted(*args):
-        calls.append(1)
-        return merge(*args)
+    if how == "merge" and threads == 2:   # a lopsided row: nearly all one value, no split
+        x[: n - n // 16] = x[0]
+    counted = _Counted(kernels)
     out = np.empty((1, n), x.dtype)
     HostSort(threads, counted).run(x[None], out, SortSpec(1, n, n, descending=descending, stable=True, indices=False))
     order = np.argsort(x[::-1] if descending else x, kind="stable")
     want = (x[::-1][order])[::-1] if descending else x[order]
-    assert calls   # the merges were the native ones
+    assert how in counted.calls   # the native kernels did it
     np.testing.assert_array_equal(out[0].view(f"u{x.itemsize}"), want.view(f"u{x.itemsize}"))
+
+
+def test_partition_and_count(kernels):
+    x = np.array([3.0, np.nan, -1.0, 2.0, -0.0, 5.0, -np.inf], np.float32)
+    pivot = np.float32(2.0)
+    below = kernels.count_below(x, pivot)
+    assert below == 3
+    low, high = np.empty(below, np.float32), np.empty(x.size - below, np.float32)
+    assert kernels.partition(x, pivot, low, high)
+    np.testing.assert_array_equal(low, [-1.0, -0.0, -np.inf])
+    np.testing.assert_array_equal(high, [3.0, np.nan, 2.0, 5.0])
+    assert kernels.count_below(np.zeros(4, np.float16), np.float16(1)) is None
+    with pytest.raises(ValueError, match="places"):
+        kernels.partition(x, pivot, low, high[:2])
