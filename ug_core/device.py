@@ -127,11 +127,11 @@ class Device(abc.ABC):
         run = self.run
         return lambda buffers: run(program, buffers)
 
-    def handle_launcher(self, program: Program) -> tuple[Callable[..., Any], Callable[[Any], None]] | None:
+    def handle_launcher(self, program: Program) -> tuple[Callable[..., Any] | None, Callable[..., None]] | None:
         """Optional, one level below `launcher`: (pack, call), where `call(pack(*handles))`
         launches `program` on buffers given by their handles (`buffer.handle`), in the kernel's
         argument order (two functions rather than one: each can be a C-level callable, so the
-        launch costs no Python frame). The caller guarantees that a buffer the kernel writes is
+        launch costs no Python frame); or (None, call): `call(*handles)`, one native call. The caller guarantees that a buffer the kernel writes is
         passed in no other position (inputs may repeat: they are only read), so the device need
         not check for aliasing. `ug.jit` keeps the handle list between replays of a
         single-kernel function and patches only the inputs and the output, so the per-call work

@@ -180,10 +180,11 @@ def _reading_scope(replay: Callable[..., Tensor], constants: tuple[Any, ...], ca
     return single_kernel_replay_scope
 
 
-def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any], call: Callable[[Any], Any],
+def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any] | None, call: Callable[..., Any],
                    at: list[int], constants: tuple[Any, ...]) -> Callable[..., Tensor]:
     """The single-kernel replay: take the output, launch `call(pack(the output's handle, the
-    inputs' handles...))`, return the output. `at` says where each input's handle comes from:
+    inputs' handles...))` (`call(the handles...)` where the device's launcher is direct: pack
+    None, see Device.handle_launcher), return the output. `at` says where each input's handle comes from:
     i >= 0: call argument i's buffer, i < 0: item ~i of the scope handles, the replay's second
     argument (see _reading_scope), which are `constants` when it is not given.
 
@@ -221,8 +222,12 @@ def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any], 
                     out = make_output()  # still in use: a new buffer, the earlier result stays valid
                     node = out._node
                     buffer = node.buffer
-            call(pack(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
-                      call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1]))
+            if pack is None:   # (a direct launch: see _kernel_replay)
+                call(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
+                     call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1])
+            else:
+                call(pack(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
+                          call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1]))
             keep_spare((out, node, buffer))
             return out
         return single_kernel_replay_1
@@ -243,9 +248,14 @@ def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any], 
                     out = make_output()
                     node = out._node
                     buffer = node.buffer
-            call(pack(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
-                      call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
-                      call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2]))
+            if pack is None:   # (a direct launch: see _kernel_replay)
+                call(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
+                     call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
+                     call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2])
+            else:
+                call(pack(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
+                          call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
+                          call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2]))
             keep_spare((out, node, buffer))
             return out
         return single_kernel_replay_2
@@ -266,10 +276,16 @@ def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any], 
                     out = make_output()
                     node = out._node
                     buffer = node.buffer
-            call(pack(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
-                      call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
-                      call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2],
-                      call_args[i3]._node.buffer.handle if i3 >= 0 else scope[~i3]))
+            if pack is None:   # (a direct launch: see _kernel_replay)
+                call(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
+                     call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
+                     call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2],
+                     call_args[i3]._node.buffer.handle if i3 >= 0 else scope[~i3])
+            else:
+                call(pack(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
+                          call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
+                          call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2],
+                          call_args[i3]._node.buffer.handle if i3 >= 0 else scope[~i3]))
             keep_spare((out, node, buffer))
             return out
         return single_kernel_replay_3
@@ -290,11 +306,18 @@ def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any], 
                     out = make_output()
                     node = out._node
                     buffer = node.buffer
-            call(pack(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
-                      call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
-                      call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2],
-                      call_args[i3]._node.buffer.handle if i3 >= 0 else scope[~i3],
-                      call_args[i4]._node.buffer.handle if i4 >= 0 else scope[~i4]))
+            if pack is None:   # (a direct launch: see _kernel_replay)
+                call(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
+                     call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
+                     call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2],
+                     call_args[i3]._node.buffer.handle if i3 >= 0 else scope[~i3],
+                     call_args[i4]._node.buffer.handle if i4 >= 0 else scope[~i4])
+            else:
+                call(pack(buffer.handle,  # type: ignore[union-attr]  # an output node has a buffer
+                          call_args[i1]._node.buffer.handle if i1 >= 0 else scope[~i1],
+                          call_args[i2]._node.buffer.handle if i2 >= 0 else scope[~i2],
+                          call_args[i3]._node.buffer.handle if i3 >= 0 else scope[~i3],
+                          call_args[i4]._node.buffer.handle if i4 >= 0 else scope[~i4]))
             keep_spare((out, node, buffer))
             return out
         return single_kernel_replay_4
@@ -312,7 +335,10 @@ def _kernel_replay(make_output: Callable[[], Tensor], pack: Callable[..., Any], 
                 out = make_output()
                 node = out._node
                 buffer = node.buffer
-        call(_pack_any(pack, buffer.handle, call_args, scope, at))  # type: ignore[union-attr]  # an output node has a buffer
+        if pack is None:
+            _launch_any(call, buffer.handle, call_args, scope, at)  # type: ignore[union-attr]  # an output node has a buffer
+        else:
+            call(_pack_any(pack, buffer.handle, call_args, scope, at))  # type: ignore[union-attr]  # an output node has a buffer
         keep_spare((out, node, buffer))
         return out
     return single_kernel_replay_any
@@ -324,6 +350,12 @@ def _pack_any(pack: Callable[..., Any], out_handle: Any, call_args: Sequence[Any
     comprehension in the replay would make its arguments cell variables, which every call
     pays for)."""
     return pack(out_handle, *[call_args[i]._node.buffer.handle if i >= 0 else scope[~i] for i in at])
+
+
+def _launch_any(launch: Callable[..., Any], out_handle: Any, call_args: Sequence[Any], scope: tuple[Any, ...],
+                at: list[int]) -> None:
+    """_kernel_replay's direct launch for any number of inputs (as _pack_any)."""
+    launch(out_handle, *[call_args[i]._node.buffer.handle if i >= 0 else scope[~i] for i in at])
 
 
 def _single_matmul_replay(trace: Trace) -> Replay | None:

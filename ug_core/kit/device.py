@@ -35,7 +35,7 @@ from .allocator import Allocator, CachingAllocator
 from .compiler import CachedCompiler, Compiler
 from . import gpufft, gpusort
 from .hostfft import HostFft
-from .hostsort import HostSort
+from .hostsort import HostSort, SortKernels
 from .matmul import matmul_kernel
 from .renderer import Renderer, renderer_class
 
@@ -84,6 +84,13 @@ class Runtime(abc.ABC):
         launches `loaded` as `launch` would (two functions, so that each can be a C-level
         callable: ug.jit's replays pay for every Python frame). None (the default): the kit calls
         `launch`."""
+        return None
+
+    def direct_launcher(self, loaded: Any, program: LoopProgram) -> Callable[..., None] | None:
+        """Optional, one call where `launcher` takes two: `launch(*handles)` launches `loaded` as
+        `launch` would (ug.jit's single-kernel replays use it, see Device.handle_launcher), for
+        the programs where the runtime has one (the cpu's tiny kernels). None (the default):
+        `launcher`'s."""
         return None
 
 
@@ -255,7 +262,7 @@ class KitDevice(Device):
 
     def _host_sort_rows(self, out: Buffer, src: Buffer, spec: SortSpec) -> None:
         if self._host_sort is None:
-            self._host_sort = HostSort(self.sort_threads)
+            self._host_sort = HostSort(self.sort_threads, self.sort_kernels)
         self.synchronize()
         keys = self.host_view(src.handle, src.nbytes)
         result = self.host_view(out.handle, out.nbytes)
@@ -264,6 +271,7 @@ class KitDevice(Device):
                             result.view(out.dtype)[: spec.rows * spec.k].reshape(spec.rows, spec.k), spec)
 
     _host_sort: HostSort | None = None
+    sort_kernels: SortKernels | None = None   # native helpers for the host sort's long rows (kit.hostsort)
 
     def _gpu_sort(self, out: Buffer, src: Buffer, spec: SortSpec) -> None:
         """kit.gpusort's programs, compiled once per shape; each launch gets its step (log2 j,
@@ -479,13 +487,17 @@ class KitDevice(Device):
         pack, run = fast
         return lambda handles: run(pack(*handles))
 
-    def handle_launcher(self, program: Program) -> tuple[Callable[..., Any], Callable[[Any], None]]:
-        """The runtime's fast path (Runtime.launcher), else its `launch` on a list of the handles.
+    def handle_launcher(self, program: Program) -> tuple[Callable[..., Any] | None, Callable[..., None]]:
+        """The runtime's direct launch (Runtime.direct_launcher: pack None), else its fast path
+        (Runtime.launcher), else its `launch` on a list of the handles.
         The caller guarantees that the buffers written are passed nowhere else: the entry with the
         renderer's no-alias promise is right."""
         loaded: Loaded = program.handle
         if loaded.entry is None:
             return _handle_list, _launch_nothing
+        direct = self.runtime.direct_launcher(loaded.entry, loaded.program)
+        if direct is not None:
+            return None, direct
         fast = self.runtime.launcher(loaded.entry, loaded.program)
         return fast if fast is not None else (_handle_list, functools.partial(self.runtime.launch, loaded.entry, loaded.program))
 

@@ -11,7 +11,7 @@ either way."""
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
+from typing import Callable, Literal, Protocol
 import numpy as np
 
 from ..device import register_host_fallback
@@ -25,9 +25,31 @@ PARTITION_FRACTION = 8
 """A top-k with k below n / PARTITION_FRACTION partitions each row before sorting the k."""
 
 
+class SortKernels(Protocol):
+    """A device's native helpers for sorting a long row over the threads (KitDevice.sort_kernels:
+    the cpu device's are ug_llvm.sortkernels), each without the GIL. merge(a, b, out): the
+    stable merge of the sorted 1-d runs a and b into out (NaN after every number, the first
+    run's element first on ties); count_below(x, pivot): how many of x are below pivot (NaN is
+    not); partition(x, pivot, low, high): x's elements below pivot into low, the others into
+    high. Each returns False (None) where it does not apply (the dtype), and numpy's way is
+    taken instead."""
+
+    def merge(self, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> bool: ...
+
+    def count_below(self, x: np.ndarray, pivot: np.generic) -> int | None: ...
+
+    def partition(self, x: np.ndarray, pivot: np.generic, low: np.ndarray, high: np.ndarray) -> bool: ...
+
+
+SPLIT_BALANCE = 8
+"""A split sort (HostSort._split_sort) goes on only when each side holds at least 1/SPLIT_BALANCE
+of the row (a pivot among many equal values may put nearly all on one side)."""
+
+
 class HostSort:
-    def __init__(self, threads: int):
+    def __init__(self, threads: int, kernels: SortKernels | None = None):
         self.threads = max(1, threads)
+        self.kernels = kernels
         self._pool: ThreadPoolExecutor | None = None
 
     def run(self, keys: np.ndarray, result: np.ndarray, spec: SortSpec) -> None:
@@ -55,7 +77,8 @@ class HostSort:
         """A merge sort over the threads: one chunk per thread sorted by numpy in place, then
         pairs of runs merged into the next buffer, each merge split into one piece per thread at
         its co-ranks (where the merged order crosses a piece boundary, found by binary search),
-        each piece merged by numpy's stable sort, which sees two runs and merges them. Few
+        each piece merged by the device's native merge (self.merge), else by numpy's stable
+        sort, which sees two runs and merges them (a full merge sort: slower). Few
         buffers (page faults of fresh memory cost as much as the merges): the last merge of an
         ascending value sort writes into `out`. Descending: the reversed row, as in _sort_block.
         An index sort of keys of 32 bits or fewer sorts packed keys (see _packed) as values."""
@@ -69,6 +92,10 @@ class HostSort:
             order &= np.uint64(_POSITION_MASK)
             if not in_place:
                 out[...] = (n - 1 - order[::-1].view(np.int64)) if spec.descending else order
+            return
+        if not spec.indices and self._split_sort(key, out, spec.descending):
+            if key.dtype.kind == "f":
+                _zeros_in_order(key[None, :], out[None, :], spec.descending)
             return
         pool = self._executor()
         chunks = min(self.threads, n // (SPLIT_MIN // 2))
@@ -99,7 +126,9 @@ class HostSort:
                     into_pos[lo:hi] = pos[lo:hi]
             pieces = max(1, self.threads // len(pairs))
             jobs = [(first, second, p) for first, second in pairs for p in range(pieces)]
-            list(pool.map(lambda job: _merge_piece(vals, pos, job[0], job[1], job[2], pieces, into, into_pos), jobs))
+            merge = self.kernels.merge if self.kernels is not None else None
+            list(pool.map(lambda job: _merge_piece(vals, pos, job[0], job[1], job[2], pieces, into, into_pos, merge),
+                          jobs))
             vals, pos = into, into_pos
             spans = [(first[0], second[1]) for first, second in pairs] + ([spans[-1]] if len(spans) % 2 else [])
         if spec.indices:
@@ -110,6 +139,43 @@ class HostSort:
             out[...] = vals[::-1] if spec.descending else vals
         if key.dtype.kind == "f":
             _zeros_in_order(key[None, :], out[None, :], spec.descending)
+
+    def _split_sort(self, key: np.ndarray, out: np.ndarray, descending: bool) -> bool:
+        """A value sort of one long row on two threads without a merge: a pivot (the median of
+        a sample) splits the row, each thread counts then moves its half's elements below the
+        pivot and the others straight to their side of `out` (the device's native count and
+        partition), and each side is sorted in place by numpy on a thread of its own. The
+        whole costs about a numpy sort of the row plus one pass (a merge of sorted halves cost
+        one more sort's worth); the order of equal values does not matter to a value sort but
+        for zeros, which the caller puts back. False (nothing written) where it does not
+        apply: not two threads, no native kernels for the dtype, a NaN pivot or a lopsided
+        split (SPLIT_BALANCE): the chunks and merges then."""
+        kernels, n = self.kernels, key.shape[0]
+        if kernels is None or self.threads != 2 or not (key.flags.c_contiguous and out.flags.c_contiguous):
+            return False
+        sample = np.sort(key[:: max(1, n // 4095)])
+        pivot = sample[sample.size // 2]
+        if key.dtype.kind == "f" and np.isnan(pivot):
+            return False
+        pool = self._executor()
+        spans = [(0, n // 2), (n // 2, n)]
+        counts = list(pool.map(lambda span: kernels.count_below(key[span[0]:span[1]], pivot), spans))
+        if any(c is None for c in counts):
+            return False
+        low = sum(c for c in counts if c is not None)
+        if min(low, n - low) * SPLIT_BALANCE < n:
+            return False
+        jobs, low_at, high_at = [], 0, low
+        for (lo, hi), c in zip(spans, counts):
+            assert c is not None
+            jobs.append((key[lo:hi], out[low_at:low_at + c], out[high_at:high_at + hi - lo - c]))
+            low_at, high_at = low_at + c, high_at + hi - lo - c
+        if not all(pool.map(lambda job: kernels.partition(job[0], pivot, job[1], job[2]), jobs)):
+            raise RuntimeError("sort: the device's partition declined after its count")   # (same dtype: cannot)
+        list(pool.map(lambda side: side.sort(), [out[:low], out[low:]]))
+        if descending:
+            out[...] = out[::-1]
+        return True
 
     def _executor(self) -> ThreadPoolExecutor:
         if self._pool is None:
@@ -146,16 +212,20 @@ def _co_rank(a: np.ndarray, b: np.ndarray, m: int) -> int:
 
 
 def _merge_piece(vals: np.ndarray, pos: np.ndarray | None, first: tuple[int, int], second: tuple[int, int], piece: int,
-                 pieces: int, into: np.ndarray, into_pos: np.ndarray | None) -> None:
+                 pieces: int, into: np.ndarray, into_pos: np.ndarray | None, merge: Callable[[np.ndarray, np.ndarray, np.ndarray], bool] | None = None
+                 ) -> None:
     """Piece `piece` of `pieces` of the stable merge of the runs vals[first] and vals[second]
-    (adjacent), written to the same place in `into` (and their positions in `into_pos`)."""
+    (adjacent), written to the same place in `into` (and their positions in `into_pos`), by
+    `merge` where it applies (values only)."""
     a, b = vals[first[0]:first[1]], vals[second[0]:second[1]]
     total = len(a) + len(b)
     m0, m1 = total * piece // pieces, total * (piece + 1) // pieces
     i0, i1 = _co_rank(a, b, m0), _co_rank(a, b, m1)
     j0, j1 = m0 - i0, m1 - i1
-    merged = np.concatenate([a[i0:i1], b[j0:j1]])
     at = slice(first[0] + m0, first[0] + m1)
+    if pos is None and merge is not None and merge(a[i0:i1], b[j0:j1], into[at]):
+        return
+    merged = np.concatenate([a[i0:i1], b[j0:j1]])
     if pos is None or into_pos is None:
         merged.sort(kind="stable")
         into[at] = merged

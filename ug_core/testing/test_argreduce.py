@@ -209,3 +209,19 @@ def test_numpy_functions_on_tensors(device):
     got = np.count_nonzero(x > 0, axis=0)
     assert isinstance(got, ug.Tensor)
     np.testing.assert_array_equal(got.numpy(), np.count_nonzero(a > 0, axis=0))
+
+
+@pytest.mark.parametrize("name", sorted(ARG))
+def test_rows_either_side_of_the_cache_bound(device, name):
+    # stored rows of at most ROW_IN_CACHE_BYTES along the last axis take two reductions, longer
+    # (and computed) rows the packed key: ties, zeros and NaN by numpy's rules either way
+    from ug_core.array_api.searching import ROW_IN_CACHE_BYTES
+    n = ROW_IN_CACHE_BYTES // 4
+    for length in (n, n + 1):
+        a = RNG.integers(-3, 3, size=(3, length)).astype(np.float32)
+        a[0, [5, 9]] = [-0.0, 0.0]
+        a[1, [length - 2, length - 1]] = np.nan
+        check(device, name, a, axis=1)
+        f, ref = ARG[name]
+        got = f(ug.tensor(a, device=device) * 2, axis=1)   # computed: the packed pass
+        np.testing.assert_array_equal(got.numpy(), ref(a * 2, axis=1))

@@ -11,7 +11,8 @@ the threads, the kit's fast path). What it chooses or adds:
 * renderer_for: tiny kernels prefer 128-bit vectors;
 * matmul / matmul_epilogue: the packed gemm, small products as kernels, numpy (matmul.py);
 * attention: one pass over the keys per block of queries (attention.py);
-* sort_threads: the kit's host sort (host memory) runs its row blocks on every core.
+* sort_threads, sort_kernels: the kit's host sort (host memory) runs its row blocks on every
+  core, and splits or merges a long row with native helpers (sortkernels.py).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from ug_core.kit import (NATIVE_F16, NATIVE_MATH, SUPPORTED, AttentionSpec, Buff
 from . import __version__, settings
 from .attention import DTYPES as ATTENTION_DTYPES, HostAttention
 from .cores import usable_cores
+from .sortkernels import SortKernels
 from .jit import get_jit, llvm_version
 from .launch import HOLD_GIL_WORK, CPURuntime, kernel_work
 from .matmul import HostMatmul
@@ -62,6 +64,7 @@ class CPUDevice(KitDevice):
         self.matmuls = HostMatmul(self)
         self.attentions = HostAttention(self)
         self.sort_threads = threads   # the kit's host sort (ug_core.kit.hostsort) over the threads
+        self.sort_kernels = SortKernels(jit)   # ...with native merge and partition (sortkernels.py)
 
     @property
     def threads(self) -> int:
