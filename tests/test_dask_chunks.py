@@ -195,3 +195,26 @@ def test_registrations():
 def test_importing_ug_core_does_not_import_dask():
     code = "import sys, ug_core; assert 'dask' not in sys.modules; import ug_core.dask; assert 'dask' in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+XARRAY_CASES = {
+    "dot": lambda d: __import__("xarray").dot(d, d, dim="y"),
+    "rolling mean": lambda d: d.rolling(x=2).mean(),
+    "rolling sum center": lambda d: d.rolling(y=3, center=True).sum(),
+    "std": lambda d: d.std("x"),
+    "where mean": lambda d: d.where(d > 3).mean("y"),
+    "quantile": lambda d: d.quantile(0.5, dim="x"),
+    "groupby": lambda d: d.groupby(__import__("xarray").DataArray([0, 1, 0, 1, 1], dims="x")).mean(),
+}
+
+
+@pytest.mark.parametrize("name", list(XARRAY_CASES))
+def test_xarray_over_dask_over_ug(name):
+    xr = pytest.importorskip("xarray")
+    values = np.arange(20, dtype=np.float32).reshape(5, 4) % 7
+    lazy = xr.DataArray(ugd.from_array(values, chunks=2), dims=("x", "y"))
+    with dask.config.set(scheduler="synchronous"):
+        got = XARRAY_CASES[name](lazy).compute()
+    want = XARRAY_CASES[name](xr.DataArray(values, dims=("x", "y")))
+    assert isinstance(got.data, ug.Tensor)
+    np.testing.assert_allclose(got.data.numpy(), want.values, rtol=1e-5, equal_nan=True)

@@ -359,8 +359,12 @@ class Tensor:
         check_supported(self.dtype, device)
         return Tensor(graph.copy(self._node, device))
 
-    def astype(self, dtype: Any) -> "Tensor":
+    def astype(self, dtype: Any, copy: bool = True) -> "Tensor":
+        """This value as `dtype`; copy=False (numpy's keyword, which dask's astype task passes)
+        returns this tensor itself when it has that dtype already."""
         dt = dtypes.to_dtype(dtype)
+        if not copy and dt == self.dtype:
+            return self
         return checked_tensor(graph.cast(self._node, check_supported(dt, self.device)))
 
     def detach(self) -> "Tensor":
