@@ -180,12 +180,22 @@ def run_dask(args: argparse.Namespace) -> list[dict[str, Any]]:
         peaks = client.run(_peak_rss_mb)
         for pipeline in args.pipelines:
             for name in ("numpy", "ug"):
+                taken = times.get((name, pipeline), [])
                 rows.append({"engine": "dask", "pipeline": pipeline, "backend": name, "sizes": sizes,
-                             "summary": summary(results[name, pipeline]), "median_s": statistics.median(
-                                 times[name, pipeline]), "times_s": times[name, pipeline],
+                             "summary": summary(results[name, pipeline]), "median_s": _median(taken), "times_s": taken,
                              "worker_peak_rss_mb": sorted(peaks.values())})
             rows.append(compare(pipeline, results["numpy", pipeline], results["ug", pipeline], rows[-2], rows[-1]))
     return rows
+
+
+def _median(times: list[float]) -> float | None:
+    return statistics.median(times) if times else None   # (--repeat 0: a check, nothing timed)
+
+
+def _ratio(ug_row: dict[str, Any], numpy_row: dict[str, Any]) -> float | None:
+    if ug_row["median_s"] is None or numpy_row["median_s"] is None:
+        return None
+    return float(ug_row["median_s"] / numpy_row["median_s"])
 
 
 def _peak_rss_mb() -> float:
@@ -215,7 +225,7 @@ def compare(pipeline: str, want: Any, got: Any, numpy_row: dict[str, Any], ug_ro
     pairs = zip(_host(want), _host(got)) if isinstance(want, tuple) else [(_host(want), _host(got))]
     equal = all(np.allclose(w, g, rtol=1e-4, atol=1e-3) for w, g in pairs)
     return {"pipeline": pipeline, "engine": ug_row["engine"], "equal": bool(equal),
-            "ratio_ug_over_numpy": ug_row["median_s"] / numpy_row["median_s"]}
+            "ratio_ug_over_numpy": _ratio(ug_row, numpy_row)}
 
 
 # --- cubed ----------------------------------------------------------------------------------------
@@ -289,7 +299,7 @@ def run_cubed_backend(args: argparse.Namespace) -> list[dict[str, Any]]:
             if rep:
                 times.append(time.perf_counter() - t0)
         rows.append({"engine": "cubed", "pipeline": pipeline, "backend": args.backend, "sizes": sizes,
-                     "summary": summary(out), "median_s": statistics.median(times), "times_s": times,
+                     "summary": summary(out), "median_s": _median(times), "times_s": times,
                      "task_peak_mem_mb": Peak.peak / 1e6, "allowed_mem": args.allowed_mem,
                      "value": [v.tolist() for v in out] if isinstance(out, tuple) else None})
         np.save(os.path.join(args.work_dir, f"{pipeline}-{args.backend}.npy"),
@@ -322,7 +332,7 @@ def run_cubed(args: argparse.Namespace) -> list[dict[str, Any]]:
             got = np.load(os.path.join(work_dir, f"{pipeline}-ug.npy"))
             rows.append({"pipeline": pipeline, "engine": "cubed", "equal": bool(np.allclose(want, got, rtol=1e-4,
                                                                                               atol=1e-3)),
-                         "ratio_ug_over_numpy": ug_row["median_s"] / numpy_row["median_s"]})
+                         "ratio_ug_over_numpy": _ratio(ug_row, numpy_row)})
     return rows
 
 
