@@ -16,6 +16,7 @@ Nothing here imports them: they build on this module."""
 from __future__ import annotations
 
 import operator
+import os
 import weakref
 from typing import TYPE_CHECKING, Any, Callable, Iterator
 
@@ -132,15 +133,37 @@ def snapshot(t: "Tensor") -> "Tensor":
     return Tensor(sharing.snapshot_node(t._node, tracing()))
 
 
-def _unpickle(array: np.ndarray, device: str) -> "Tensor":
-    """A pickled tensor (Tensor.__reduce__): its value on the device of that name, which must be
-    usable here."""
+UNPICKLE_DEVICE_ENV = "UG_UNPICKLE_DEVICE"
+"""Where unpickled tensors go: unset or `same` (the device they were pickled from), `preferred` (the
+receiving process's preferred device: what `device=None` means there), or a device name."""
+
+
+def unpickle_device(device: str) -> str:
+    """The device a tensor pickled from `device` lands on in this process ($UG_UNPICKLE_DEVICE,
+    read at each unpickle so that a worker's own environment decides): the same name by default, a
+    ValueError naming it and the usable devices when this process has no such usable device."""
+    setting = os.environ.get(UNPICKLE_DEVICE_ENV, "").strip() or "same"
+    if setting == "preferred":
+        chosen = registry.preferred()
+        if chosen is None:
+            raise ValueError(f"cannot unpickle a tensor ({UNPICKLE_DEVICE_ENV}=preferred): this process has no "
+                             f"usable device")
+        return chosen
+    target = device if setting == "same" else setting
     try:
-        registry.get(device)
+        registry.get(target)
     except ValueError as e:  # (DeviceUnavailableError is one): the same type, saying what failed
-        raise type(e)(f"cannot unpickle a tensor of device {device!r} here: {e}. Pickle t.to(name) for a "
-                      f"device the reading process has, or t.numpy()") from e
-    return tensor(array, device=device)
+        why = (f"it was pickled on device {device!r}" if setting == "same"
+               else f"{UNPICKLE_DEVICE_ENV}={setting!r} names it")
+        raise type(e)(f"cannot unpickle a tensor of device {target!r} here ({why}): {e}; usable devices here: "
+                      f"{', '.join(registry.usable()) or 'none'}. Set {UNPICKLE_DEVICE_ENV}=preferred (or a "
+                      f"device name) in the reading process, or pickle t.to(name) or t.numpy()") from e
+    return target
+
+
+def _unpickle(array: np.ndarray, device: str) -> "Tensor":
+    """A pickled tensor (Tensor.__reduce__): its value on the device `unpickle_device` picks."""
+    return tensor(array, device=unpickle_device(device))
 
 
 def full(shape: Any, value: Scalar, dtype: Any = None, device: str | None = None) -> "Tensor":
@@ -336,8 +359,12 @@ class Tensor:
         check_supported(self.dtype, device)
         return Tensor(graph.copy(self._node, device))
 
-    def astype(self, dtype: Any) -> "Tensor":
+    def astype(self, dtype: Any, copy: bool = True) -> "Tensor":
+        """This value as `dtype`; copy=False (numpy's keyword, which dask's astype task passes)
+        returns this tensor itself when it has that dtype already."""
         dt = dtypes.to_dtype(dtype)
+        if not copy and dt == self.dtype:
+            return self
         return checked_tensor(graph.cast(self._node, check_supported(dt, self.device)))
 
     def detach(self) -> "Tensor":
@@ -390,9 +417,12 @@ class Tensor:
         return out
 
     def __reduce__(self) -> tuple[Any, ...]:
-        """pickle: the value, computed and copied to the host, with its dtype and its device's
-        name; unpickling puts it on the device of that name (ValueError, or the
-        DeviceUnavailableError saying why, where the reading process has no such usable device)."""
+        """pickle: the value, computed and copied to the host (a lazy tensor is realized), with its
+        dtype and its device's name. Unpickling puts it on the device `unpickle_device` picks: by
+        default the device of that name (ValueError, or the DeviceUnavailableError saying why, where
+        the reading process has no such usable device); $UG_UNPICKLE_DEVICE=preferred puts it on the
+        reading process's preferred device, =NAME on that device (a dask or cubed worker sets it in
+        its environment). The host array pickles out of band under protocol 5 (dask.distributed)."""
         return (_unpickle, (self.numpy(), self.device))
 
     if TYPE_CHECKING:

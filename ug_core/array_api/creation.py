@@ -251,9 +251,12 @@ def empty(shape: Any, *, dtype: Any = None, device: str | None = None) -> Tensor
     return zeros(shape, dtype, device)
 
 
-def full_like(x: Tensor, /, fill_value: Any, *, dtype: Any = None, device: str | None = None) -> Tensor:
+def full_like(x: Tensor, /, fill_value: Any, *, dtype: Any = None, device: str | None = None,
+              shape: Any = None) -> Tensor:
+    """The standard's full_like; `shape` (numpy's, which cubed's element counts pass) replaces x's."""
     check_tensor(x, "full_like")
-    return full(x.shape, fill_value, x.dtype if dtype is None else dtype, x.device if device is None else device)
+    return full(x.shape if shape is None else shape, fill_value, x.dtype if dtype is None else dtype,
+                x.device if device is None else device)
 
 
 def zeros_like(x: Tensor, /, *, dtype: Any = None, device: str | None = None) -> Tensor:

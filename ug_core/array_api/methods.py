@@ -131,6 +131,10 @@ def _advanced_items(index: Any) -> tuple[Any, ...]:
 
 
 def __getitem__(self: Tensor, index: Any) -> Tensor:
+    if isinstance(index, tuple) and builtins.any(isinstance(i, tuple) for i in index):
+        # numpy: a tuple inside the index is a sequence, an integer array (dask's nanquantile
+        # indexes with tuple(tensor))
+        index = tuple(list(i) if isinstance(i, tuple) else i for i in index)
     if _is_advanced(index):   # integer arrays: a gather, a new value
         out = indexing.getitem(self, _advanced_items(index))
         return Tensor(out._node) if isinstance(out, TensorView) else out

@@ -90,7 +90,9 @@ def _clip(a: Any, a_min: Any = None, a_max: Any = None, out: Any = None, *, min:
 def _concatenate(arrays: Any, axis: Any = 0, out: Any = None, dtype: Any = None, **rest: Any) -> Any:
     if out is not None or dtype is not None or rest:
         return NotImplemented
-    return _ug("concat")(list(arrays), axis=axis)
+    items = list(arrays)
+    device = _device_of(items)   # numpy pieces join the tensors' device (dask's percentile mixes them)
+    return _ug("concat")([_as_tensor(a, device) for a in items] if device is not None else items, axis=axis)
 
 
 def _where(condition: Any, x: Any = None, y: Any = None) -> Any:

@@ -1,7 +1,9 @@
 """numpy's names beside the standard's, for libraries written against numpy that call them on an
 array's namespace (xarray's duck_array_ops calls `xp.transpose(a, axes)` and
 `xp.lib.stride_tricks.sliding_window_view(a, window, axis)` on any namespace whose dtypes are
-numpy's): `ug_core.transpose`, `ug_core.lib.stride_tricks.sliding_window_view`. numpy's own
+numpy's; cubed calls `nxp.broadcast_shapes`, `nxp.nansum` and `nxp.isin` on its backend's):
+`ug_core.transpose`, `ug_core.lib.stride_tricks.sliding_window_view`, `ug_core.broadcast_shapes`,
+`ug_core.nansum`, `ug_core.isin`. numpy's own
 functions of these names, called on tensors, run them too (numpy_interop)."""
 
 from __future__ import annotations
@@ -10,11 +12,18 @@ import operator
 from types import SimpleNamespace
 from typing import Any
 
+import numpy as np
+
 from ..shapes import normalize_axis
 from ..tensor import Tensor
 from ..view import View, contiguous_strides
 from ._common import check_tensor
-from .manipulation import permute_dims
+from .creation import asarray
+from .elementwise import isnan
+from .manipulation import permute_dims, reshape
+from .statistical import sum as xp_sum
+from .utility import any as any_
+from ..tensor_arith import where
 
 
 def transpose(x: Tensor, /, axes: Any = None) -> Tensor:
@@ -59,4 +68,26 @@ def sliding_window_view(x: Tensor, /, window_shape: Any, axis: Any = None, *, su
 # numpy's module path of it, as xarray looks it up on a namespace
 lib = SimpleNamespace(stride_tricks=SimpleNamespace(sliding_window_view=sliding_window_view))
 
-__all__ = ["lib", "transpose"]
+def broadcast_shapes(*shapes: Any) -> tuple[int, ...]:
+    """numpy's broadcast_shapes: the shape that arrays of `shapes` broadcast to (a ValueError
+    naming them when they do not)."""
+    return tuple(int(n) for n in np.broadcast_shapes(*shapes))
+
+
+def nansum(x: Tensor, /, *, axis: Any = None, dtype: Any = None, keepdims: bool = False) -> Tensor:
+    """numpy's nansum: the sum with NaNs counted as zero (an all-NaN slice sums to 0)."""
+    check_tensor(x, "nansum")
+    filled = where(isnan(x), 0, x) if x.dtype.kind in "fc" else x
+    return xp_sum(filled, axis=axis, dtype=dtype, keepdims=keepdims)
+
+
+def isin(element: Tensor, test_elements: Any, /, *, invert: bool = False) -> Tensor:
+    """numpy's isin: whether each element of `element` is among `test_elements` (a bool tensor of
+    element's shape); each element compared with every test element, one fused kernel."""
+    check_tensor(element, "isin")
+    tests = test_elements if isinstance(test_elements, Tensor) else asarray(test_elements, device=element.device)
+    found = any_(element[..., None] == reshape(tests, (1,) * element.ndim + (-1,)), axis=-1)
+    return ~found if invert else found
+
+
+__all__ = ["broadcast_shapes", "isin", "lib", "nansum", "transpose"]

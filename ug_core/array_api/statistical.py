@@ -40,8 +40,11 @@ def min(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:
     return check_tensor(x, "min").min(axis, keepdims)
 
 
-def mean(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False) -> Tensor:
-    return check_tensor(x, "mean").mean(axis, keepdims)
+def mean(x: Tensor, /, *, axis: Axis = None, keepdims: bool = False, dtype: Any = None) -> Tensor:
+    """The standard's mean; `dtype` (numpy's, which cubed's var passes: float64) is the dtype the
+    mean is computed in and returned as."""
+    check_tensor(x, "mean")
+    return (x if dtype is None else x.astype(dtype, copy=False)).mean(axis, keepdims)
 
 
 def _count(x: Tensor, axis: Axis) -> int:

@@ -1,0 +1,278 @@
+"""ug tensors as the chunks of dask arrays (issue 28): `import ug_core.dask` registers ug's Tensor
+with dask.array, and its helpers make dask arrays whose chunks are ug tensors from end to end.
+
+`import ug_core` never imports dask; this module does (dask[array] must be installed).
+
+What importing it registers (`register()`, idempotent):
+- `dask.array.register_chunk_type(Tensor)`: dask wraps ug tensors as chunks and does not defer to
+  them in arithmetic;
+- dask.array's dispatch tables, so its own tasks run ug's functions on ug chunks:
+  concatenate (`ug.concat`), take, tensordot, einsum, empty (numpy: da.percentile's host arrays), divide, numel/nannumel
+  (counts as ug tensors, for mean/var), percentile (`da.percentile`), to_numpy.
+Everything else dask calls on chunks goes through numpy's protocols (`__array_function__`,
+`__array_ufunc__`), which ug tensors implement: reductions with `dtype=`, argmax via NEP 35's
+`like=`, cumsum, sort, unique, pad...
+
+Helpers:
+- `from_array(x, chunks)`: a dask array of ug chunks from a ug tensor, a numpy array or anything
+  `ug.asarray` takes (`device=` picks the chunks' device; the meta is a ug tensor);
+- `generate(fn, shape, chunks, dtype)`: a virtual array, each chunk made by `fn` where it is
+  computed (no data in the graph: arrays larger than any worker's memory);
+- `map_blocks`, `blockwise`, `map_overlap`: dask's, with ug metas and, under the jit setting, the
+  function run under `ug.jit` in each worker process (`jit(True)`, `$UG_DASK_JIT=1`, or `jit=` on a
+  call): tasks of one function on chunks of one shape trace once per process and replay after;
+- `to_numpy(x)`: the same array with numpy chunks.
+
+Where the chunks run: each task computes on the device its input chunks are on; a chunk sent to
+another worker process is pickled by value and lands on the device `ug_core.tensor.unpickle_device`
+picks there (the same name by default, `$UG_UNPICKLE_DEVICE=preferred` for the worker's own).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import uuid
+from typing import Any, Callable, Iterator, Sequence
+
+import dask.array as da
+import numpy as np
+from dask.array import chunk_types, dispatch
+
+import ug_core as _api
+from .cache import Cache, declare
+from .env import env_flag
+from .jit import jit as _ug_jit
+from .tensor import Tensor
+
+JIT_ENV = "UG_DASK_JIT"
+"""Run the helpers' functions under ug.jit (1/true/yes/on) unless a call says otherwise."""
+
+_JITTED = declare("dask.jitted", 64)   # (each process's ug.jit of the functions that tasks run)
+_jitted: Cache[str, Any] = Cache(_JITTED, max_entries=64)
+_jit_setting: list[bool | None] = [None]   # jit(...): overrides $UG_DASK_JIT while set
+_registered = [False]
+
+
+# --- registration -----------------------------------------------------------------------------
+
+
+def _concatenate(arrays: Sequence[Any], axis: int = 0) -> Tensor:
+    """dask's concatenate task: ug.concat, with any non-ug piece (a numpy block dask made itself)
+    put on the ug pieces' device."""
+    device = next(a.device for a in arrays if isinstance(a, Tensor))
+    return _api.concat([a if isinstance(a, Tensor) else _api.asarray(a, device=device) for a in arrays], axis=axis)
+
+
+def _numel(x: Tensor, **kwargs: Any) -> Tensor:
+    """How many elements each reduction over `axis` counts, as a ug tensor on x's device (dask's
+    mean and var divide ug sums by it)."""
+    axis = kwargs.get("axis")
+    keepdims = kwargs.get("keepdims", False)
+    dtype = kwargs.get("dtype") or np.float64
+    axes = tuple(range(x.ndim)) if axis is None else (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = tuple(a % x.ndim for a in axes) if x.ndim else ()
+    count = int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+    shape = tuple(1 if i in axes else n for i, n in enumerate(x.shape)) if keepdims else \
+        tuple(n for i, n in enumerate(x.shape) if i not in axes)
+    return _api.full(shape, count, dtype=dtype, device=x.device)
+
+
+def _nannumel(x: Tensor, **kwargs: Any) -> Tensor:
+    return np.sum(~np.isnan(x), **kwargs)  # type: ignore[no-any-return]
+
+
+def _einsum(subscripts: str, *operands: Any, dtype: Any = None, casting: str = "safe", optimize: Any = False,
+            **kwargs: Any) -> Tensor:
+    """dask's einsum task (numpy's signature): ug.einsum on the operands in `dtype` when given (dask
+    passes its result dtype); `casting` and `optimize` are numpy's planning choices, ug plans its own."""
+    if kwargs:
+        raise TypeError(f"einsum: unexpected arguments {sorted(kwargs)}")
+    if dtype is not None:
+        operands = tuple(_api.astype(_api.asarray(o), dtype) for o in operands)
+    return _api.einsum(subscripts, *operands)
+
+
+def _percentile(a: Tensor, q: Any, method: str = "linear") -> tuple[Any, int]:
+    """One chunk's percentiles for da.percentile (which merges them on the host, as for numpy
+    chunks): the chunk's own, computed by ug."""
+    n = len(a)
+    if not n:
+        return None, n
+    if not np.issubdtype(a.dtype, np.number):
+        method = "nearest"
+    return np.asarray(np.percentile(a, list(q), method=method)), n
+
+
+def register() -> None:
+    """Register ug's Tensor with dask.array (see the module doc); done on import, idempotent."""
+    if _registered[0]:
+        return
+    if Tensor not in chunk_types._HANDLED_CHUNK_TYPES:
+        chunk_types.register_chunk_type(Tensor)
+    dispatch.concatenate_lookup.register(Tensor, _concatenate)
+    dispatch.take_lookup.register(Tensor, lambda a, indices, axis=None: _api.take(a, _api.asarray(
+        indices, device=a.device), axis=axis))
+    dispatch.tensordot_lookup.register(Tensor, _api.tensordot)
+    dispatch.einsum_lookup.register(Tensor, _einsum)
+    # only da.percentile asks it, for small host-side work arrays (its q with 0 and 100 added)
+    dispatch.empty_lookup.register(Tensor, np.empty)
+    dispatch.divide_lookup.register(Tensor, lambda a, b, dtype=None: _divide(a, b, dtype))
+    dispatch.numel_lookup.register(Tensor, _numel)
+    dispatch.nannumel_lookup.register(Tensor, _nannumel)
+    dispatch.percentile_lookup.register(Tensor, _percentile)
+    dispatch.to_numpy_dispatch.register(Tensor, lambda x, **kwargs: x.numpy())
+    _registered[0] = True
+
+
+def _divide(a: Any, b: Any, dtype: Any) -> Any:
+    out = a / b
+    return out.astype(dtype) if dtype is not None and out.dtype != np.dtype(dtype) else out
+
+
+# --- metas and arrays -----------------------------------------------------------------------
+
+
+def meta(ndim: int, dtype: Any, device: str | None = None) -> Tensor:
+    """The meta of a dask array of ug chunks: an empty ug tensor of that rank and dtype."""
+    return _api.empty((0,) * ndim, dtype=dtype, device=device)
+
+
+def from_array(x: Any, chunks: Any = "auto", *, device: str | None = None, name: str | None = None,
+               **kwargs: Any) -> da.Array:
+    """A dask array whose chunks are ug tensors: from a ug tensor (its device, unless `device=`
+    says another), a numpy array or anything `ug.asarray` takes (on `device`, default the
+    preferred one). The source is sliced per chunk as da.from_array does; `kwargs` go to it."""
+    register()
+    source = x if isinstance(x, Tensor) and (device is None or x.device == device) else \
+        _api.asarray(x, device=device)
+    return da.from_array(source, chunks=chunks, name=name, asarray=False,
+                         meta=meta(source.ndim, source.dtype, source.device), **kwargs)
+
+
+def to_numpy(x: da.Array) -> da.Array:
+    """The same dask array with numpy chunks (each ug chunk copied to the host)."""
+    return x.map_blocks(_host, meta=np.empty((0,) * x.ndim, dtype=x.dtype))
+
+
+def _host(block: Any) -> np.ndarray:
+    return block.numpy() if isinstance(block, Tensor) else np.asarray(block)
+
+
+# --- the jit setting --------------------------------------------------------------------------
+
+
+def jit_enabled() -> bool:
+    """Whether the helpers run their functions under ug.jit: `jit(...)`'s setting while one is
+    active, else $UG_DASK_JIT (default off)."""
+    setting = _jit_setting[0]
+    return env_flag(JIT_ENV, False) if setting is None else setting
+
+
+@contextlib.contextmanager
+def jit(enabled: bool = True) -> Iterator[None]:
+    """`with ug_core.dask.jit():` the graphs that map_blocks/blockwise/map_overlap build
+    meanwhile run their functions under ug.jit (the setting is read when the graph is built:
+    the workers need not share it)."""
+    previous = _jit_setting[0]
+    _jit_setting[0] = bool(enabled)
+    try:
+        yield
+    finally:
+        _jit_setting[0] = previous
+
+
+class Jitted:
+    """`func` run under ug.jit in whatever process runs the task. Pickles as `func` and a token:
+    each worker keeps one ug.jit of it per token (a bounded cache), so that the tasks of one graph,
+    unpickled one by one, share their traces (a shape traced once per worker, replayed after)."""
+
+    def __init__(self, func: Callable[..., Any]):
+        self.func = func
+        self.token = uuid.uuid4().hex
+        functools.update_wrapper(self, func)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        jitted = _jitted.get(self.token)
+        if jitted is None:
+            jitted = _ug_jit(self.func)
+            _jitted[self.token] = jitted
+        return jitted(*args, **kwargs)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_jitted, (self.func, self.token))
+
+
+def _rebuild_jitted(func: Callable[..., Any], token: str) -> Jitted:
+    out = Jitted.__new__(Jitted)
+    out.func, out.token = func, token
+    functools.update_wrapper(out, func)
+    return out
+
+
+def _maybe_jit(func: Callable[..., Any], use_jit: bool | None) -> Callable[..., Any]:
+    on = jit_enabled() if use_jit is None else use_jit
+    return Jitted(func) if on and not isinstance(func, Jitted) else func
+
+
+def _meta_for(arrays: Sequence[Any], kwargs: dict[str, Any], ndim: int | None = None) -> None:
+    """Give dask a ug meta when the call has none and a dtype (dask would otherwise run the
+    function on empty numpy arrays to guess one)."""
+    if "meta" in kwargs or kwargs.get("dtype") is None:
+        return
+    devices = [a._meta.device for a in arrays if isinstance(a, da.Array) and isinstance(a._meta, Tensor)]
+    rank = ndim if ndim is not None else max((a.ndim for a in arrays if isinstance(a, da.Array)), default=0)
+    kwargs["meta"] = meta(rank, kwargs["dtype"], devices[0] if devices else None)
+
+
+def map_blocks(func: Callable[..., Any], *args: Any, jit: bool | None = None, **kwargs: Any) -> da.Array:
+    """dask.array.map_blocks with ug: `func` under ug.jit when the jit setting (or `jit=`) says so,
+    and a ug meta from `dtype=` when no `meta=` is given."""
+    register()
+    if "drop_axis" not in kwargs and "new_axis" not in kwargs:   # else the output's rank is dask's to work out
+        inputs = any(isinstance(a, da.Array) for a in args)
+        _meta_for(args, kwargs, None if inputs or "chunks" not in kwargs else len(kwargs["chunks"]))
+    return da.map_blocks(_maybe_jit(func, jit), *args, **kwargs)
+
+
+def blockwise(func: Callable[..., Any], out_ind: Any, *args: Any, jit: bool | None = None,
+              **kwargs: Any) -> da.Array:
+    """dask.array.blockwise with ug: as `map_blocks` for the jit setting and the meta."""
+    register()
+    if out_ind is not None:
+        _meta_for(args[::2], kwargs, len(out_ind))
+    return da.blockwise(_maybe_jit(func, jit), out_ind, *args, **kwargs)
+
+
+def map_overlap(func: Callable[..., Any], *args: Any, jit: bool | None = None, **kwargs: Any) -> da.Array:
+    """dask.array.map_overlap with ug: as `map_blocks` for the jit setting and the meta."""
+    register()
+    _meta_for(args, kwargs)
+    return da.map_overlap(_maybe_jit(func, jit), *args, **kwargs)
+
+
+def generate(fn: Callable[..., Any], shape: Sequence[int], chunks: Any, dtype: Any, *,
+             device: str | None = None) -> da.Array:
+    """A virtual dask array of ug chunks, each made where it is computed by `fn(start, shape,
+    device=device)` (`start`: the chunk's first index on each axis, as a tuple of ints; `shape`:
+    its shape; `fn` returns a ug tensor of that shape and `dtype`). Nothing but `fn` is in the
+    graph, so the array may be far larger than a worker's memory. (Not under ug.jit: `start`
+    differs from chunk to chunk, and jit keys on Python values.)"""
+    register()
+    dtype = np.dtype(dtype)
+    normalized = da.core.normalize_chunks(chunks, tuple(shape), dtype=dtype)
+    return da.map_blocks(_generated_block, dtype=dtype, chunks=normalized,
+                         meta=meta(len(normalized), dtype, device), maker=fn, device=device)
+
+
+def _generated_block(block_info: Any = None, *, maker: Callable[..., Any], device: str | None) -> Any:
+    location = block_info[None]["array-location"]
+    start = tuple(int(lo) for lo, _ in location)
+    shape = tuple(int(hi - lo) for lo, hi in location)
+    return maker(start, shape, device=device)
+
+
+register()
+
+__all__ = ["JIT_ENV", "Jitted", "blockwise", "from_array", "generate", "jit", "jit_enabled", "map_blocks",
+           "map_overlap", "meta", "register", "to_numpy"]
