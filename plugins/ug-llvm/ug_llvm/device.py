@@ -17,12 +17,13 @@ the threads, the kit's fast path). What it chooses or adds:
 from __future__ import annotations
 
 import functools
+from typing import Any
 
 import llvmlite
 import numpy as np
 
 from ug_core.kit import (NATIVE_F16, NATIVE_MATH, SUPPORTED, AttentionSpec, Buffer, DeviceInfo, Kernel, KitDevice,
-                         LoopProgram, LowerOptions, MatmulSpec, Program)
+                         LoopProgram, LowerOptions, MatmulSpec, Program, prod)
 
 from . import __version__, settings
 from .attention import DTYPES as ATTENTION_DTYPES, HostAttention
@@ -88,6 +89,21 @@ class CPUDevice(KitDevice):
     def matmul_epilogue(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, program: Program,
                         buffers: list[Buffer]) -> bool:
         return self.matmuls.epilogue(out, a, b, spec, program, buffers)
+
+    def precompile_item(self, item: Any) -> bool:
+        """ug.precompile: compile what a matmul or attention item's first run would (the packed
+        gemm, a small matmul's kernel, the attention module), running nothing; whether it did."""
+        kind = getattr(item, "kind", None)   # (schedule items: the kit does not export their classes)
+        if kind == "matmul":
+            nodes = (item.out, item.a, item.b)
+            # the sizes of the buffers the run gets: a realized node's own, else a new one's
+            sizes = tuple(n.buffer.size if n.buffer is not None else prod(n.shape) for n in nodes)
+            same_ab = item.a is item.b or (item.a.buffer is not None and item.a.buffer is item.b.buffer)
+            return self.matmuls.prepare(item.spec, sizes, tuple(np.dtype(n.dtype) for n in nodes),  # type: ignore[arg-type]
+                                        same_ab)
+        if kind == "attention":
+            return self.attentions.prepare(item.spec)
+        return False
 
     # -- attention: one pass over the keys per block of queries, the packed gemm's micro-kernel
     # for both products (attention.py)
