@@ -1,4 +1,4 @@
-"""LLVM: IR -> O3 (or a module's own level, see pipeline_mark) -> object code (the kit's Compiler, cached on disk by the core) -> MCJIT.
+"""LLVM: IR -> O3 (or a module's own level, see render_ir.pipeline_mark) -> object code (the kit's Compiler, cached on disk by the core) -> MCJIT.
 
 One target machine (host triple, CPU name and features) and one pass builder (`ObjectCompiler`),
 and one MCJIT engine (`Jit`) for the whole process. Each kernel module is optimized at O3 (loop +
@@ -25,18 +25,9 @@ import llvmlite.binding as llvm
 from ug_core.kit import (CachedCompiler, CompileError, Compiler, ElfKind, after_fork_in_child, defer_interrupts, elf_kind,
                          elf_problem)
 
+from .render_ir import PIPELINE_MARK
+
 OPT_LEVEL = 3
-PIPELINE_MARK = "; ug-pipeline: O"
-"""A module whose text starts with this and a digit (`; ug-pipeline: O1`) is optimized by that
-level's pipeline instead of OPT_LEVEL's (`pipeline_mark`); the mark is part of the text, so of
-the disk cache's key. Code generation stays at OPT_LEVEL."""
-
-
-def pipeline_mark(level: int) -> str:
-    """The first line that makes ObjectCompiler optimize a module at `level` (0-3)."""
-    if level not in (0, 1, 2, 3):
-        raise ValueError(f"LLVM pipeline level must be 0-3, got {level!r}")
-    return f"{PIPELINE_MARK}{level}\n"
 
 
 class LLVMError(RuntimeError):
@@ -63,7 +54,7 @@ class ObjectCompiler(Compiler):
                                                reloc="static", codemodel="jitdefault", jit=True)
         self.data_layout = str(self.tm.target_data)
         self.pb = self._pass_builder(OPT_LEVEL)
-        self._pbs: dict[int, llvm.PassBuilder] = {OPT_LEVEL: self.pb}   # by pipeline level (pipeline_mark)
+        self._pbs: dict[int, llvm.PassBuilder] = {OPT_LEVEL: self.pb}   # by pipeline level (render_ir.pipeline_mark)
         self._identity = "|".join([llvmlite.__version__, llvm_version(), self.triple, self.cpu, self.features,
                                    f"O{OPT_LEVEL}", "vec+slp+ilv+unroll"])
         self._elf_kind: ElfKind | None = None

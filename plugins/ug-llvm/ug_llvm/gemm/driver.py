@@ -15,7 +15,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ..jit import pipeline_mark
+from ..render_ir import pipeline_mark
 from .config import CTX_FIELDS, FIELD, GemmConfig
 from .module import render_module
 from .problem import Problem
@@ -45,7 +45,7 @@ assert CTX_FIELDS[:5] == ("a", "b", "c", "a_pack", "b_pack")  # (run sets them b
 # gemm's, like its code: not device buffers, at most 2 * 256 of them, 64 MiB in all.)
 SPARE_WORKSPACE = 1 << 17
 MAX_SETUPS = 256
-GEMM_PIPELINE = 1   # the LLVM pipeline level of the gemm's module (see jit.pipeline_mark)
+GEMM_PIPELINE = 1   # the LLVM pipeline level of the gemm's module (see render_ir.pipeline_mark)
 
 
 def _own_bs(p: Problem) -> bool:
