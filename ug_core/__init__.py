@@ -14,7 +14,7 @@ from .device import Buffer, CompileError, Device, DeviceSpec, Program
 from .specs import MatmulSpec
 from .env import ConfigError
 from .hookspecs import hookimpl
-from .jit import RetraceWarning, jit
+from .jit import RetraceWarning, jit, precompile
 from .autodiff import grad, gradients, jvp, keep_graph, stop_gradient, value_and_grad, vjp
 from .memory import memory_stats, reset_peak_memory_stats
 from .plugins import DeviceUnavailableError, registry
@@ -50,7 +50,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Buffer", "CompileError", "ConfigError", "Device", "DeviceSpec", "DeviceUnavailableError", "MatmulSpec", "Program",
     "RetraceWarning", "ScheduleError", "Tensor", "TracerValueError",
-    "cache_stats", "custom", "devices", "hookimpl", "jit", "memory_stats", "profile", "realize", "registry", "reset_peak_memory_stats",
+    "cache_stats", "custom", "devices", "hookimpl", "jit", "memory_stats", "precompile", "profile", "realize", "registry", "reset_peak_memory_stats",
     "schedule", "tensor", "where", "__version__",
     "grad", "gradients", "jvp", "keep_graph", "stop_gradient", "value_and_grad", "vjp",
     "bool", "einsum", "fft", "linalg", "nn", "random",

@@ -54,11 +54,13 @@ The package: dispatch.py (`jit` itself: keys each call and picks its trace, or t
 (arguments and results as pytrees, the trace key), tracer.py (the hooks tensor.py calls while a
 function is traced, and the error naming the user's line), trace.py (a call traced, scheduled
 and compiled into a Trace), retrace.py (RetraceWarning: what changed), records.py (what a trace
-keeps), replay.py (the general replay) and fast_replay.py (the one-kernel and one-matmul ones).
+keeps), replay.py (the general replay), fast_replay.py (the one-kernel and one-matmul ones) and
+precompile.py (ug.precompile and `jit(fn).lower`: compile a call's kernels without running it).
 """
 
 from ..tensor import TracerValueError
 from .dispatch import DEFAULT_MAX_TRACES, jit
+from .precompile import Precompiled, precompile
 from .retrace import RetraceWarning
 
-__all__ = ["DEFAULT_MAX_TRACES", "RetraceWarning", "TracerValueError", "jit"]
+__all__ = ["DEFAULT_MAX_TRACES", "Precompiled", "RetraceWarning", "TracerValueError", "jit", "precompile"]

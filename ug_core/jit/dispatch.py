@@ -14,6 +14,7 @@ from ..faults import ForkedDeviceError
 from .. import profiler
 from ..graph import Node, kept_sources
 from ..tensor import Tensor, TensorView
+from .precompile import precompile
 from .pytree import _TREE_TYPES, _repeats, _stand_in, _static_key, _tree_key, _write_back
 from .records import PY, Stale, Trace
 from .replay import general_replay
@@ -35,8 +36,9 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
     """Trace `fn` once per input signature and replay its compiled schedule (see the module
     docstring for what replays compute). `@ug.jit` or `@ug.jit(max_traces=8)`.
 
-    The returned function has `traces` (the kept traces, least recently used first) and
-    `trace_count` (how many times `fn` was traced)."""
+    The returned function has `traces` (the kept traces, least recently used first),
+    `trace_count` (how many times `fn` was traced) and `lower(*example_args)`, which compiles
+    what a call with such arguments runs without running it (ug.precompile)."""
     if fn is None:
         return functools.partial(jit, max_traces=max_traces)
     if not callable(fn):
@@ -167,6 +169,14 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
         last = (None, None)
     wrapper._forget_last = forget_last  # type: ignore[attr-defined]  # (held by the wrapper, registered weakly)
     profiler.forget_on_profile(forget_last)
+
+    def lower(*example_args: Any, **example_kwargs: Any) -> Any:
+        """Compile every kernel a call with such arguments runs, without running it or keeping a
+        trace (see ug.precompile); returns its Precompiled."""
+        return precompile(fn, *example_args, **example_kwargs)
+
+    wrapper.lower = lower  # type: ignore[attr-defined]
+    wrapper.__ug_jit_fn__ = fn  # type: ignore[attr-defined]   # (what ug.precompile traces)
     wrapper.traces = traces  # type: ignore[attr-defined]
     wrapper.trace_count = 0  # type: ignore[attr-defined]
     wrapper_ref = weakref.ref(wrapper)

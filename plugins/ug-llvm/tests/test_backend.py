@@ -403,3 +403,24 @@ def test_small_matmuls_run_as_a_reduction_kernel(dtype, monkeypatch):
     for _ in range(3):
         np.testing.assert_allclose(f(ug.tensor(a, device="cpu"), ug.tensor(b, device="cpu")).numpy(), a @ b,
                                    rtol=1e-5, atol=1e-6)
+
+
+def test_a_module_names_its_pipeline_level(dev):
+    """A tiny kernel's module asks for LLVM's O2 pipeline (device.TINY_PIPELINE), a larger
+    one's for none (O3); the compiler runs the level a module names, and the level is part of
+    the text, so of the disk cache's key."""
+    from ug_llvm.device import TINY_PIPELINE
+    from ug_llvm.render_ir import pipeline_mark
+    tiny = ug.tensor(np.arange(64, dtype=np.float32), device="cpu")
+    big = ug.tensor(np.arange(1 << 16, dtype=np.float32), device="cpu")
+    tiny_ir, _ = dev.render_entry(dev.lower(_kernel(tiny.exp() * 2)))
+    big_ir, _ = dev.render_entry(dev.lower(_kernel(big.exp() * 2)))
+    assert tiny_ir.startswith(pipeline_mark(TINY_PIPELINE)) and not big_ir.startswith("; ug-pipeline")
+    compiler = dev.jit.target
+    assert [compiler.level_of(pipeline_mark(level) + big_ir) for level in range(4)] == [0, 1, 2, 3]
+    assert compiler.level_of(big_ir) == jitmod.OPT_LEVEL
+    for level in range(4):   # every level compiles (its pass builder made on first use)
+        assert compiler.validate(compiler.compile(pipeline_mark(level) + big_ir, "k")) is None
+    with pytest.raises(ValueError, match="0-3"):
+        pipeline_mark(4)
+    np.testing.assert_allclose((tiny.exp() * 2).numpy(), np.exp(np.arange(64, dtype=np.float32)) * 2, rtol=1e-6)

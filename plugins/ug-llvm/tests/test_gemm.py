@@ -415,3 +415,66 @@ def test_split_operands_read_rows_from_a_table(gemm, threads):
         gemm.run(p, img.ctypes.data, g.ctypes.data, out.ctypes.data, _alloc, lambda h: None, _on_threads, threads)
         _check(out, cols, g.transpose(0, 2, 1))
         assert p.a_rows is not None and p.b_rows is None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_product_runs_once_on_a_compiled_tile_then_on_its_own(dtype):
+    """Where its own tile is not compiled but another of its dtype is, a product's first run
+    uses that one (no compile), its second run compiles and uses its own: the same bits
+    either way (the tile decides which elements share registers, not the order of any sum),
+    on one thread and on two, with a fused epilogue too."""
+    from ug_core.specs import MatmulSpec
+    from ug_core.view import View, contiguous_strides
+    from ug_llvm.matmul import GEMM_PARALLEL_MIN_MNK, HostMatmul, _tile_for
+    dev = ug.registry.get("cpu")
+    host = GemmConfig.for_host(np.dtype(dtype), get_jit().features)
+    rng = np.random.default_rng(21)
+    mm = HostMatmul(dev)   # (a fresh one: no tile compiled, none used)
+    compiled = []
+    real_gemm = mm._gemm
+
+    def gemm(cfg):
+        if cfg not in mm._gemms:
+            compiled.append(cfg)
+        return real_gemm(cfg)
+    mm._gemm = gemm
+
+    def product(m, n, k):
+        a, b = _rand(rng, (m, k), dtype), _rand(rng, (k, n), dtype)
+        spec = MatmulSpec(View((m, k), contiguous_strides((m, k))), View((k, n), contiguous_strides((k, n))), (m, n),
+                          np.dtype(dtype))
+        bufs = [ug.Buffer(dev, x.size, np.dtype(dtype)) for x in (np.empty((m, n)), a, b)]
+        bufs[1].copy_in(a.reshape(-1))
+        bufs[2].copy_in(b.reshape(-1))
+
+        def run():
+            mm.run(bufs[0], bufs[1], bufs[2], spec)
+            return bufs[0].numpy().reshape(m, n).copy()
+        return a, b, run, spec
+
+    a, b, run, _ = product(64, 3 * host.nr, 50)
+    _check(run(), a, b)
+    first = list(compiled)
+    assert first == [_tile_for(host, 3 * host.nr, 64)]
+    stood_in = 0
+    for m, n, k in [(200, 10, 300), (33, host.nr // 2 + 1, 70), (5 * host.mr + 1, 24, 600)]:
+        if m * n * k >= GEMM_PARALLEL_MIN_MNK:
+            continue
+        want = _tile_for(host, n, m)
+        a, b, run, spec = product(m, n, k)
+        once = run()
+        _check(once, a, b)
+        if want in mm._gemms:
+            continue
+        assert compiled == first and mm._gemm_plans[id(spec)][4] == want   # ran on a stand-in
+        twice = run()
+        assert compiled[-1] == want and mm._gemm_plans[id(spec)][4] is None
+        assert once.tobytes() == twice.tobytes()
+        first = list(compiled)
+        stood_in += 1
+    assert stood_in >= 1
+    big = 160
+    a, b, run, spec = product(big * 2, 20, GEMM_PARALLEL_MIN_MNK // (big * 2 * 20) + 1)   # on the threads
+    once, twice = run(), run()
+    _check(once, a, b)
+    assert once.tobytes() == twice.tobytes()

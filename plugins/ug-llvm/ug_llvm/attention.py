@@ -395,6 +395,14 @@ class HostAttention:
         self._plans[id(spec)] = (spec, ctx, offsets, at, threads, packed)
         return ctx, offsets, at, packed
 
+    def prepare(self, spec: AttentionSpec) -> bool:
+        """Compile (or load) the module `run` uses for this spec's dtype, running nothing
+        (ug.precompile); whether there is one."""
+        if not self.supports(spec):
+            return False
+        self._module(spec.dtype)
+        return True
+
     def run(self, out: Buffer, q: Buffer, k: Buffer, v: Buffer, mask: Buffer | None, spec: AttentionSpec) -> None:
         if not out.size:
             return

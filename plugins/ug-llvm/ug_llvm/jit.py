@@ -1,4 +1,4 @@
-"""LLVM: IR -> O3 -> object code (the kit's Compiler, cached on disk by the core) -> MCJIT.
+"""LLVM: IR -> O3 (or a module's own level, see render_ir.pipeline_mark) -> object code (the kit's Compiler, cached on disk by the core) -> MCJIT.
 
 One target machine (host triple, CPU name and features) and one pass builder (`ObjectCompiler`),
 and one MCJIT engine (`Jit`) for the whole process. Each kernel module is optimized at O3 (loop +
@@ -24,6 +24,8 @@ import llvmlite.binding as llvm
 
 from ug_core.kit import (CachedCompiler, CompileError, Compiler, ElfKind, after_fork_in_child, defer_interrupts, elf_kind,
                          elf_problem)
+
+from .render_ir import PIPELINE_MARK
 
 OPT_LEVEL = 3
 
@@ -51,20 +53,26 @@ class ObjectCompiler(Compiler):
         self.tm = target.create_target_machine(cpu=self.cpu, features=self.features, opt=OPT_LEVEL,
                                                reloc="static", codemodel="jitdefault", jit=True)
         self.data_layout = str(self.tm.target_data)
-        pto = llvm.create_pipeline_tuning_options(speed_level=OPT_LEVEL)
-        pto.loop_vectorization = True
-        pto.slp_vectorization = True
-        pto.loop_interleaving = True
-        pto.loop_unrolling = True
-        self._pto = pto
-        self.pb = llvm.create_pass_builder(self.tm, pto)
+        self.pb = self._pass_builder(OPT_LEVEL)
+        self._pbs: dict[int, llvm.PassBuilder] = {OPT_LEVEL: self.pb}   # by pipeline level (render_ir.pipeline_mark)
         self._identity = "|".join([llvmlite.__version__, llvm_version(), self.triple, self.cpu, self.features,
                                    f"O{OPT_LEVEL}", "vec+slp+ilv+unroll"])
         self._elf_kind: ElfKind | None = None
         self.lock = threading.Lock()   # one thread at a time in the pass builder and target machine
 
+    def _pass_builder(self, level: int) -> llvm.PassBuilder:
+        pto = llvm.create_pipeline_tuning_options(speed_level=level)
+        pto.loop_vectorization = pto.slp_vectorization = pto.loop_interleaving = pto.loop_unrolling = level >= 2
+        return llvm.create_pass_builder(self.tm, pto)
+
     def identity(self) -> str:
         return self._identity
+
+    def level_of(self, ir: str) -> int:
+        """The pipeline level of a module: its pipeline_mark's, else OPT_LEVEL."""
+        if ir.startswith(PIPELINE_MARK) and ir[len(PIPELINE_MARK):len(PIPELINE_MARK) + 1] in "0123":
+            return int(ir[len(PIPELINE_MARK)])
+        return OPT_LEVEL
 
     def optimized(self, ir: str) -> llvm.ModuleRef:
         try:
@@ -72,8 +80,12 @@ class ObjectCompiler(Compiler):
             module.verify()
         except RuntimeError as e:
             raise CompileError(f"LLVM rejected the module: {e}", ir) from None
+        level = self.level_of(ir)
         with self.lock:
-            self.pb.getModulePassManager().run(module, self.pb)
+            pb = self._pbs.get(level)
+            if pb is None:
+                pb = self._pbs[level] = self._pass_builder(level)
+            pb.getModulePassManager().run(module, pb)
         return module
 
     def optimized_ir(self, ir: str) -> str:

@@ -50,7 +50,8 @@ class HostMatmul:
         self.device = device
         self._lock = threading.Lock()
         self._gemms: dict[GemmConfig, PackedGemm] = {}  # compiled on first use, per tile (operand dtype, width)
-        self._gemm_plans: dict[int, tuple[MatmulSpec, PackedGemm, Problem, bool]] = {}
+        # by id(spec): (spec, gemm, problem, parallel, the tile to compile on the next run or None)
+        self._gemm_plans: dict[int, tuple[MatmulSpec, PackedGemm, Problem, bool, GemmConfig | None]] = {}
         self._small: dict[int, tuple[MatmulSpec, tuple[int, int, int], Callable[[list[Buffer]], None]]] = {}
 
     def after_fork(self) -> None:
@@ -60,19 +61,28 @@ class HostMatmul:
     def path(self, spec: MatmulSpec, out: Buffer, a: Buffer, b: Buffer) -> str:
         """How `run` computes this product: "none" (nothing to write), "zeros" (an empty
         sum), "small" (a reduction kernel, see small_matmul), "gemm" (the packed gemm) or "numpy"."""
-        m, n = spec.out_shape[-2:]
-        k = spec.a_view.shape[-1]
-        if not out.size:
-            return "none"
-        if not k:
-            return "zeros"
-        split = spec.a_split > 1 or spec.b_split > 1
-        if settings.MATMUL_IMPL == "ug" and a.dtype == b.dtype == out.dtype and a.dtype in GEMM_DTYPES:
-            if out.size * k <= SMALL_MATMUL_MACS and a.dtype.itemsize >= 4 and not split:  # (float16: summed in float32 by the gemm)
-                return "small"
-            if m >= GEMM_MIN_DIM and n >= GEMM_MIN_DIM:
-                return "gemm"
-        return "numpy"
+        return _path(spec, out.size, out.dtype, a.dtype, b.dtype)
+
+    def prepare(self, spec: MatmulSpec, sizes: tuple[int, int, int], dtypes: tuple[np.dtype, np.dtype, np.dtype],
+                same_ab: bool = False) -> bool:
+        """Compile (or load from the disk cache) what `run` would compile for this product on
+        its first run, running nothing (ug.precompile): the packed gemm of its dtype and tile, or
+        its small-matmul kernel (and that kernel's variant for one buffer passed as both a and
+        b, `same_ab`). `sizes`, `dtypes`: of the out, a and b buffers. Whether there was
+        anything to compile."""
+        path = _path(spec, sizes[0], *dtypes)
+        if path == "gemm":
+            m, n = spec.out_shape[-2:]
+            self._gemm_plan(spec, dtypes[1], m * n * spec.a_view.shape[-1], final=True)
+            # (and the host's tile: in a fresh process, a product whose tile is not loaded yet
+            # may run once on that one, see _gemm_for)
+            self._gemm(GemmConfig.for_host(GEMM_DTYPES[dtypes[1]], self.device.jit.features, dtypes[1]))
+        elif path == "small":
+            program = self.device.compile(matmul_kernel(spec, *sizes))
+            variant = program.handle.variant
+            if same_ab and variant is not None:
+                variant.get()
+        return path in ("gemm", "small")
 
     def run(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec) -> None:
         path = self.path(spec, out, a, b)
@@ -146,33 +156,81 @@ class HostMatmul:
         self._small[id(spec)] = (spec, sizes, launch)
         return launch
 
-    def _gemm_plan(self, spec: MatmulSpec, source: np.dtype, mnk: int) -> tuple[PackedGemm, Problem, bool]:
+    def _gemm_plan(self, spec: MatmulSpec, source: np.dtype, mnk: int, final: bool = False
+                   ) -> tuple[PackedGemm, Problem, bool]:
         """The gemm, problem and whether to use the threads, of a matmul, worked out once per spec: a ug.jit
         replay passes the same spec every call, and for small matrices this Python is most of
-        the cost. Keyed by id, checked by identity (the entry keeps its spec alive)."""
+        the cost. Keyed by id, checked by identity (the entry keeps its spec alive). The gemm
+        may be a stand-in on the first run (_gemm_for); `final`: its own tile at once."""
         hit = self._gemm_plans.get(id(spec))
         if hit is not None and hit[0] is spec:
-            return hit[1], hit[2], hit[3]
+            if hit[4] is None:
+                return hit[1], hit[2], hit[3]
+            # a product run again on a stand-in tile (see _gemm_for): now compile its own
+            gemm = self._gemm(hit[4])
+            self._gemm_plans[id(spec)] = (spec, gemm, hit[2], hit[3], None)
+            return gemm, hit[2], hit[3]
         av, bv = spec.a_view, spec.b_view
         problem = Problem.from_views(av.shape, av.strides, av.offset, bv.shape, bv.strides, bv.offset,
                                      spec.a_split, spec.b_split)
         host = GemmConfig.for_host(GEMM_DTYPES[source], self.device.jit.features, source)
-        cfg = _tile_for(host, spec.out_shape[-1], problem.m)
+        want = _tile_for(host, spec.out_shape[-1], problem.m)
+        gemm, later = (self._gemm(want), None) if final else self._gemm_for(host, want)
+        parallel = mnk * problem.batch >= GEMM_PARALLEL_MIN_MNK
+        if len(self._gemm_plans) >= MAX_PLANS:
+            self._gemm_plans.clear()
+        self._gemm_plans[id(spec)] = (spec, gemm, problem, parallel, later)
+        return gemm, problem, parallel
+
+    def _gemm(self, cfg: GemmConfig) -> PackedGemm:
+        """The gemm of a tile, compiled (or loaded from the disk cache) on first use."""
         gemm = self._gemms.get(cfg)
         if gemm is None:
             with self._lock:
                 gemm = self._gemms.get(cfg) or PackedGemm(self.device.jit, cfg.dtype, cfg)
                 self._gemms[cfg] = gemm
-        parallel = mnk * problem.batch >= GEMM_PARALLEL_MIN_MNK
-        if len(self._gemm_plans) >= MAX_PLANS:
-            self._gemm_plans.clear()
-        self._gemm_plans[id(spec)] = (spec, gemm, problem, parallel)
-        return gemm, problem, parallel
+        return gemm
+
+    def _gemm_for(self, host: GemmConfig, want: GemmConfig) -> tuple[PackedGemm, GemmConfig | None]:
+        """The gemm a product's first run uses, and the tile to compile if it runs again (None:
+        it has its own). Every tile computes any shape, with the same sums in the same order
+        (each element of C adds its k products in order, KC blocks in order: the tile only
+        decides which elements share registers), so the tile is a matter of speed only: a
+        product whose tile (_tile_for) is not compiled yet, where another tile of its dtype is,
+        runs once on that one (the host's, else the widest) instead of waiting for a compile
+        (0.4-0.6 s here), and compiles its own when it runs again (a ug.jit replay, a loop, a
+        kept schedule). Products of many distinct shapes that each run once (a library's test
+        suite, a first call) so compile one module per dtype, not one per tile (5 of them for
+        37 random shapes up to 300)."""
+        if want in self._gemms:
+            return self._gemms[want], None
+        compiled = [c for c in self._gemms if c.dtype == want.dtype and c.source == want.source]
+        if not compiled:
+            return self._gemm(want), None
+        stand_in = host if host in compiled else max(compiled, key=lambda c: (c.nv, c.mr))
+        return self._gemms[stand_in], want
 
 
     def _workspace(self, nbytes: int) -> tuple[Block, int]:
         block = self.device.allocate(nbytes)
         return block, block.ptr
+
+
+def _path(spec: MatmulSpec, out_size: int, out_dtype: np.dtype, a_dtype: np.dtype, b_dtype: np.dtype) -> str:
+    """HostMatmul.path, from the buffers' sizes and dtypes."""
+    m, n = spec.out_shape[-2:]
+    k = spec.a_view.shape[-1]
+    if not out_size:
+        return "none"
+    if not k:
+        return "zeros"
+    split = spec.a_split > 1 or spec.b_split > 1
+    if settings.MATMUL_IMPL == "ug" and a_dtype == b_dtype == out_dtype and a_dtype in GEMM_DTYPES:
+        if out_size * k <= SMALL_MATMUL_MACS and a_dtype.itemsize >= 4 and not split:  # (float16: summed in float32 by the gemm)
+            return "small"
+        if m >= GEMM_MIN_DIM and n >= GEMM_MIN_DIM:
+            return "gemm"
+    return "numpy"
 
 
 def _tile_for(cfg: GemmConfig, n: int, m: int | None = None) -> GemmConfig:

@@ -30,7 +30,7 @@ from ug_core.kit import (ALU, CLOSES, FLOAT, OPENS, SAFE_FLOAT_TO_INT, SAFE_INT_
 from . import mathlib
 from .render_alu import alu, const_text, ipow_definition
 from .render_cast import SIZE, convert
-from .render_ir import FSUF, MEM, REG, IRBuilder
+from .render_ir import FSUF, MEM, REG, IRBuilder, pipeline_mark
 
 __all__ = ["LLVMRenderer", "LLVMTarget", "RenderError", "render"]
 
@@ -60,12 +60,14 @@ class LLVMRenderer(Renderer, IRBuilder):
     capabilities = frozenset({SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS, SAFE_FLOAT_TO_INT})
     entry_names = "hash"   # one engine holds every kernel of the process: a symbol per distinct module
 
-    def __init__(self, target: LLVMTarget, noalias: bool = True, vector_bits: int = 0):
+    def __init__(self, target: LLVMTarget, noalias: bool = True, vector_bits: int = 0, pipeline: int | None = None):
         """noalias: the caller passes distinct buffers; vector_bits: the vector width the
-        vectorizers should prefer (0: the target's choice)."""
+        vectorizers should prefer (0: the target's choice); pipeline: the LLVM pipeline level to
+        optimize the module at (None: the compiler's, see render_ir.pipeline_mark)."""
         Renderer.__init__(self)
         IRBuilder.__init__(self, stem="%t", block="outer")
         self.target, self.noalias, self.vector_bits = target, noalias, vector_bits
+        self.pipeline = pipeline
         self.bounds: dict[int, int | None] = {}   # index_bound's memo (see _index_divide)
         self.loop_metadata: list[str] = []        # !llvm.loop nodes of the block loops (see op_endrange)
         self.allocas: list[str] = []
@@ -92,7 +94,8 @@ class LLVMRenderer(Renderer, IRBuilder):
         self.program = program
         self.running = _running_accs(program)
         self.walk(program)
-        head = [f'target triple = "{self.target.triple}"'] if self.target.triple else []
+        head = [pipeline_mark(self.pipeline).rstrip("\n")] if self.pipeline is not None else []
+        head += [f'target triple = "{self.target.triple}"'] if self.target.triple else []
         if self.target.data_layout:
             head.append(f'target datalayout = "{self.target.data_layout}"')
         return "\n".join(head) + "\n\n" + "\n".join(self._functions(name) + self._module_tail())

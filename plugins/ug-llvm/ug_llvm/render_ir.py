@@ -57,3 +57,16 @@ class IRBuilder:
     def intrinsic(self, name: str, ty: str, *vals: str) -> str:
         """`llvm.<name>` on the scalar type `ty` (all operands of that type)."""
         return self.call(ty, f"llvm.{name}.{FSUF.get(ty) or ty}", *((ty, v) for v in vals))
+
+
+PIPELINE_MARK = "; ug-pipeline: O"
+"""A module whose text starts with this and a digit (`; ug-pipeline: O1`) is optimized by that
+level's LLVM pipeline instead of the compiler's default (jit.OPT_LEVEL); the mark is part of the
+text, so of the disk cache's key. Code generation stays at jit.OPT_LEVEL."""
+
+
+def pipeline_mark(level: int) -> str:
+    """The first line that makes jit.ObjectCompiler optimize a module at `level` (0-3)."""
+    if level not in (0, 1, 2, 3):
+        raise ValueError(f"LLVM pipeline level must be 0-3, got {level!r}")
+    return f"{PIPELINE_MARK}{level}\n"
