@@ -172,6 +172,7 @@ class CompileCache:
 
 compile_cache = CompileCache()
 register_core_cache(compile_cache)   # (a forked child resets it: see faults)
+tiers.on_mode_change(compile_cache.schedules.clear)   # (kept schedules ran in the tiers of the mode before)
 
 
 @dataclass
