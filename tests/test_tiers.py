@@ -222,3 +222,25 @@ def test_on_cpu_a_small_matmul_kernel_is_tiered_and_cached():
         assert len(runtime.compile_cache.programs) == programs + 1   # compiled in the background, into the cache
         np.testing.assert_allclose((ug.tensor(a, device="cpu") @ ug.tensor(b, device="cpu")).numpy(), a @ b,
                                    rtol=1e-12)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_fork_waits_for_the_compile_in_progress_and_the_child_runs(counting):
+    import os
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    counting.gate.clear()   # the parent's compile hangs until the timer below
+    for _ in range(2):
+        _graph(ug.tensor(a, device="counting"), 0.625).numpy()
+    threading.Timer(0.2, counting.gate.set).start()   # (the fork waits for the compile in progress)
+    pid = os.fork()
+    if pid == 0:   # the child: a new worker (none started), LLVM's lock not held by a lost thread
+        ok = False
+        try:
+            for _ in range(3):
+                got = _graph(ug.tensor(a, device="counting"), 0.625).numpy()
+            ok = tiers.wait(10) and np.allclose(got, _expected(a, 0.625))
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
+    assert tiers.wait(10)

@@ -171,8 +171,8 @@ class CompileCache:
 
 
 compile_cache = CompileCache()
-tiers.on_mode_change(compile_cache.schedules.clear)   # (kept steps chose their tiers)
 register_core_cache(compile_cache)   # (a forked child resets it: see faults)
+tiers.on_mode_change(compile_cache.schedules.clear)   # (kept schedules ran in the tiers of the mode before)
 
 
 @dataclass

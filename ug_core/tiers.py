@@ -36,6 +36,7 @@ import sys
 import threading
 import time
 import warnings
+import weakref
 from collections import deque
 from contextlib import contextmanager
 from typing import Any, Callable, Hashable, Iterator
@@ -60,6 +61,14 @@ COMPILE_AFTER = 2
 COMPILE_AT_ONCE_ELEMENTS = 1 << 16
 
 _forced: str | None = None
+# called when set_mode changes the mode: the runtime drops its kept schedules (registered by the
+# runtime, which imports this module)
+_on_change: list[Callable[[], None]] = []
+
+
+def on_mode_change(fn: Callable[[], None]) -> None:
+    """Call fn() whenever set_mode changes the mode."""
+    _on_change.append(fn)
 
 
 def mode() -> str:
@@ -79,17 +88,8 @@ def set_mode(value: str | None) -> None:
     if value is not None and value not in MODES:
         raise ValueError(f"tier mode {value!r}: expected one of {', '.join(MODES)}")
     _forced = value
-    for forget in _on_mode_change:
-        forget()
-
-
-_on_mode_change: list[Callable[[], None]] = []
-"""Called when the mode changes: the runtime's kept schedules are dropped (it registers its
-clear here: the runtime imports this module, not the other way)."""
-
-
-def on_mode_change(forget: Callable[[], None]) -> None:
-    _on_mode_change.append(forget)
+    for fn in _on_change:
+        fn()
 
 
 @contextmanager
@@ -108,9 +108,14 @@ def elements(kernel: Kernel) -> int:
     return max((prod(shape) for _, shape, _ in kernel.phases()), default=0)
 
 
+# devices whose host_view said None (a kit device over an allocator of device memory): their
+# kernels compile before they run from then on
+_not_host: "weakref.WeakSet[Device]" = weakref.WeakSet()
+
+
 def qualifies(device: Device, kernel: Kernel, forced_zero: bool) -> bool:
     """Whether the kernel may run on tier 0 on this device (see the module docstring)."""
-    if device.name == "ref" or type(device).host_view is Device.host_view:
+    if device.name == "ref" or type(device).host_view is Device.host_view or device in _not_host:
         return False
     if forced_zero:
         return True
@@ -127,6 +132,7 @@ def run_numpy(device: Device, kernel: Kernel, buffers: list[Buffer]) -> bool:
     for b in buffers:
         view = device.host_view(b.handle, b.nbytes)
         if view is None:
+            _not_host.add(device)
             return False
         arrays.append(view.view(b.dtype))
     device.synchronize()   # (the writes of a launch before this one)
