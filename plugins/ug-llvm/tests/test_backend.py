@@ -424,3 +424,26 @@ def test_a_module_names_its_pipeline_level(dev):
     with pytest.raises(ValueError, match="0-3"):
         pipeline_mark(4)
     np.testing.assert_allclose((tiny.exp() * 2).numpy(), np.exp(np.arange(64, dtype=np.float32)) * 2, rtol=1e-6)
+
+
+def test_debug_logs_the_backends_own_modules(tmp_path, monkeypatch, capsys):
+    """UG_DEBUG=1: a module the backend compiles itself (gemm, attention, pool) is logged with
+    its label and whether it was compiled or read from the disk cache; silent otherwise."""
+    monkeypatch.setenv("UG_LLVM_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("UG_LLVM_DISK_CACHE", "1")
+    dev = ug.registry.get("cpu")
+    x = ug.tensor(np.arange(10, dtype=np.float32), device="cpu")
+    ir, name = dev.render_entry(dev.lower(_kernel((x * 4.5 + 0.75).exp())))
+    monkeypatch.setenv("UG_DEBUG", "0")
+    jitmod.Jit().load(ir, name, "a test module")
+    assert "a test module" not in capsys.readouterr().err
+    monkeypatch.setenv("UG_DEBUG", "1")
+    j = jitmod.Jit()
+    j.load(ir, name, "a test module")
+    assert re.search(r"loaded from the disk cache a test module on cpu in [\d.]+ ms", capsys.readouterr().err)
+    for f in tmp_path.rglob("*.o"):
+        f.unlink()
+    jitmod.Jit().load(ir, name, "a test module")
+    assert re.search(r"^compiled a test module on cpu in [\d.]+ ms", capsys.readouterr().err, re.M)
+    j.load(ir, name, "a test module")   # already loaded in this engine: nothing to say
+    assert capsys.readouterr().err == ""

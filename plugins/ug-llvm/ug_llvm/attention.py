@@ -321,7 +321,7 @@ class _Compiled:
         prefix = "ug_attn_" + hashlib.sha256(ir.encode()).hexdigest()[:16]
         ir = ir.replace("@ug_attn_", f"@{prefix}_")
         self.ir = ir
-        self.serial = _SERIAL(jit.load(ir, f"{prefix}_serial"))
+        self.serial = _SERIAL(jit.load(ir, f"{prefix}_serial", f"attention module {np.dtype(dtype).name}"))
         self.parallel_address = jit.address(f"{prefix}_parallel")
         self.parallel = _PARALLEL(self.parallel_address)
 

@@ -17,7 +17,10 @@ never a crash. One that passes all that and still does not load is recompiled to
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
+import time
 
 import llvmlite
 import llvmlite.binding as llvm
@@ -28,6 +31,14 @@ from ug_core.kit import (CachedCompiler, CompileError, Compiler, ElfKind, after_
 from .render_ir import PIPELINE_MARK
 
 OPT_LEVEL = 3
+
+
+def _debug() -> bool:
+    """UG_DEBUG >= 1 (as the core's runtime reads it)."""
+    try:
+        return int(os.environ.get("UG_DEBUG", "0") or 0) >= 1
+    except ValueError:
+        return False
 
 
 class LLVMError(RuntimeError):
@@ -121,12 +132,22 @@ class Jit:
         self.lock = threading.RLock()   # the engine's (load holds it around add)
         self.loaded: dict[str, int] = {}   # symbol -> address
 
-    def load(self, ir: str, symbol: str) -> int:
+    def load(self, ir: str, symbol: str, label: str = "") -> int:
         """Address of `symbol` (defined by `ir`), compiling or loading it from the disk cache.
-        Raises CompileError (LLVM rejected the IR) or LLVMError (the object does not load)."""
+        Raises CompileError (LLVM rejected the IR) or LLVMError (the object does not load).
+        With UG_DEBUG >= 1, a module compiled or read here (the backend's own: the gemm's, the
+        attention's, the pool's; kernels are logged by the runtime) is logged as `label`."""
         with self.lock:
             addr = self.loaded.get(symbol)
-            return addr if addr else self.compiler.load(ir, symbol, lambda obj: self.add(obj, symbol))
+            if addr:
+                return addr
+            start, compiled = time.perf_counter(), self.compiler.stats["compiled"]
+            addr = self.compiler.load(ir, symbol, lambda obj: self.add(obj, symbol))
+            if _debug():
+                how = "compiled" if self.compiler.stats["compiled"] > compiled else "loaded from the disk cache"
+                print(f"{how} {label or symbol} on cpu in {(time.perf_counter() - start) * 1e3:.2f} ms",
+                      file=sys.stderr, flush=True)
+            return addr
 
     def add(self, obj: bytes, symbol: str) -> int:
         """Address of `symbol` once the object code defining it is in the engine (an object

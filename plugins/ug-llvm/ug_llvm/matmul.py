@@ -204,7 +204,7 @@ class HostMatmul:
         37 random shapes up to 300)."""
         if want in self._gemms:
             return self._gemms[want], None
-        compiled = [c for c in self._gemms if c.dtype == want.dtype and c.source == want.source]
+        compiled = [c for c in list(self._gemms) if c.dtype == want.dtype and c.source == want.source]  # (a snapshot: another thread may add one)
         if not compiled:
             return self._gemm(want), None
         stand_in = host if host in compiled else max(compiled, key=lambda c: (c.nv, c.mr))

@@ -94,7 +94,9 @@ class PackedGemm:
         # (id(problem), threads) -> what run needs of them (see _setup)
         self._setups: dict[tuple[int, int], _Setup] = {}
         # one module, loaded (compiled, or read from the disk cache) once for its three entries
-        self.pack_b = _ENTRY(jit.load(ir, f"{prefix}_pack_b"))
+        c = self.cfg
+        label = f"gemm module {c.source.name}->{c.dtype.name} tile {c.mr}x{c.nr}"
+        self.pack_b = _ENTRY(jit.load(ir, f"{prefix}_pack_b", label))
         self.gemm = _ENTRY(jit.address(f"{prefix}_gemm"))
         self.serial = _SERIAL(jit.address(f"{prefix}_serial"))
         self.parallel_address = jit.address(f"{prefix}_parallel")
