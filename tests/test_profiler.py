@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import ug_core as ug
-from ug_core import profiler, runtime
+from ug_core import profiler, runtime, steps
 from ug_core.plugins import registry
 from ug_core.ref import RefDevice
 from ug_core.testing.test_profile import check_chrome_trace
@@ -154,7 +154,7 @@ def test_no_timed_path_while_off(compile_cache, monkeypatch):
     """Off, neither a realize (first or replayed) nor a jit call takes the timed path."""
     def boom(*args, **kwargs):
         raise AssertionError("timed path taken without a profile")
-    monkeypatch.setattr(runtime, "_run_timed", boom)
+    monkeypatch.setattr(steps, "run_timed", boom)
     x = ug.tensor(np.ones(10, np.float32), device="ref")
     for _ in range(2):
         (x + 2.0).numpy()

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
 graph_lock = threading.RLock()
 """Held while a tensor's value is read and replaced by a write (Tensor.assign, `x[i] = v`: see
 tensor.write_lock) and while a realize schedules, runs and records its results
-(runtime.realize_nodes). Writes from several threads to one tensor then each build on the one
+(execute.realize_nodes). Writes from several threads to one tensor then each build on the one
 before (none is lost), and a realize never sees a half-made write nor runs twice at once the same
 in-place write. Reentrant: a write may realize (a boolean mask's values), and a custom op's
 function may use ug. Uncontended, it costs about 0.1 us, against the several us of a write."""

@@ -32,7 +32,7 @@ from .device import Buffer, is_exposed
 
 __all__ = ["copy_buffer", "host_array", "is_exposed", "needs_private_copy", "reads_exposed", "snapshot_node"]
 from .graph import Node
-from .runtime import realize_nodes
+from .execute import realize_nodes
 
 
 def reads_exposed(node: Node) -> bool:

@@ -5,7 +5,7 @@ differs from the first only in which buffers it reads. The scheduler would decid
 kernels and the compile cache would return the same programs, at a cost far above running
 them (a few hundred us of Python for a small graph). `graph_key` names such a graph by its
 structure, so the runtime can keep the compiled steps of the first one and run them on the
-second one's buffers (see runtime.realize_nodes).
+second one's buffers (see execute.realize_nodes).
 
 What the scheduler reads of a node, and so what the key holds: for a node still to compute,
 its op, argument, shape, dtype, device and which nodes it reads (by position in the walk);

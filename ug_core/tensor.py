@@ -27,7 +27,7 @@ from .device import Buffer
 from .graph import Node
 from .ops import Op
 from .plugins import registry
-from .runtime import realize_nodes
+from .execute import realize_nodes
 from .shapes import broadcast_node, shape_arg
 from .view import View, compose, prod
 

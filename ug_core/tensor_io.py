@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from . import graph, sharing
-from .runtime import realize_nodes
+from .execute import realize_nodes
 from .tensor import Scalar, Tensor, TensorView, before_read, tracing
 
 

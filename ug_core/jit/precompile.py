@@ -26,7 +26,8 @@ from typing import Any, Callable
 
 from ..graph import graph_lock
 from ..plugins import registry
-from ..runtime import CompiledSchedule, KernelLaunch, compile_cache
+from ..runtime import CompiledSchedule, compile_cache
+from ..steps import KernelLaunch
 from ..schedule import Schedule, create_schedule
 from ..tensor import Tensor
 from .pytree import _flatten_output

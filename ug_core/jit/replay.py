@@ -22,7 +22,7 @@ from typing import Any, Iterator
 
 from ..faults import defer_interrupts
 from ..graph import Node, graph_lock, new_node
-from ..runtime import run_steps
+from ..steps import run_steps
 from ..tensor import Tensor
 from .records import _BUFFER, PY, Stale, Trace, Write, _new_tensor, sig_text
 

@@ -10,7 +10,8 @@ from ..device import Buffer
 from ..faults import defer_interrupts
 from ..graph import Node, graph_lock
 from ..ops import Op
-from ..runtime import CompiledSchedule, compile_schedule, realize_nodes
+from ..execute import realize_nodes
+from ..runtime import CompiledSchedule, compile_schedule
 from ..schedule import create_schedule, walk
 from ..tensor import Tensor
 from . import fast_replay

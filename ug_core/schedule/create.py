@@ -18,7 +18,7 @@ from .nodes import unrealized, walk
 
 def create_schedule(targets: list[Node], nodes: list[Node] | None = None) -> Schedule:
     """The schedule computing `targets`. `nodes`: walk(unrealized(targets)), where the caller
-    has walked the graph already (runtime.realize_nodes keys the graph by its structure first:
+    has walked the graph already (execute.realize_nodes keys the graph by its structure first:
     one walk serves both)."""
     targets = unrealized(targets)
     if nodes is None:

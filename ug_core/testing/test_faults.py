@@ -162,8 +162,8 @@ def test_a_realize_cut_after_any_step_leaves_every_result_right(device, monkeypa
     in-place write of `a` whose buffer the next write takes computed that write twice, on every
     device; a cut between a partial write's copy of the old value and the write itself took
     the copy for the written value."""
-    runtime = sys.modules["ug_core.runtime"]
-    real = runtime._run_dropping
+    steps = sys.modules["ug_core.steps"]
+    real = steps.run_dropping
     cut_after: list[int] = [0]
     steps_seen: list[int] = [0]
 
@@ -177,7 +177,7 @@ def test_a_realize_cut_after_any_step_leaves_every_result_right(device, monkeypa
             runs = runs[:k - 1] + [then_ctrl_c] + runs[k:]
         real(runs, last_use, bufs, drop, *rest)
 
-    monkeypatch.setattr(runtime, "_run_dropping", cutting)
+    monkeypatch.setattr(steps, "run_dropping", cutting)
     for both in (True, False):
         k = 1
         while True:

@@ -1,4 +1,4 @@
-"""Realizing a graph shaped like one realized before reuses its compiled steps (runtime.realize_nodes,
+"""Realizing a graph shaped like one realized before reuses its compiled steps (execute.realize_nodes,
 structure.graph_key): right answers on the new buffers, no reuse across graphs that differ in
 anything the schedule depends on, and no buffers of the old graph kept alive."""
 
