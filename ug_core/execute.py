@@ -1,4 +1,4 @@
-"""Executing a graph: schedule their graph (or find a kept one of the same structure), run it, and
+"""Executing a graph: schedule the nodes' graph (or find a kept one of the same structure), run it, and
 give every node it computed its buffer (ug.realize, Tensor.realize, .numpy()).
 
 A graph with the structure of one realized before replays that one's compiled steps
