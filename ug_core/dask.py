@@ -79,7 +79,9 @@ def _numel(x: Tensor, **kwargs: Any) -> Tensor:
 
 
 def _nannumel(x: Tensor, **kwargs: Any) -> Tensor:
-    return np.sum(~np.isnan(x), **kwargs)  # type: ignore[no-any-return]
+    """How many non-NaN elements each reduction over `axis` counts (dask's nanmean/nanvar)."""
+    counted: Tensor = np.sum(~np.isnan(x), **kwargs)
+    return counted
 
 
 def _einsum(subscripts: str, *operands: Any, dtype: Any = None, casting: str = "safe", optimize: Any = False,
@@ -101,7 +103,8 @@ def _percentile(a: Tensor, q: Any, method: str = "linear") -> tuple[Any, int]:
         return None, n
     if not np.issubdtype(a.dtype, np.number):
         method = "nearest"
-    return np.asarray(np.percentile(a, list(q), method=method)), n
+    percentile: Callable[..., Any] = np.percentile   # (on a Tensor: ug's, through __array_function__)
+    return np.asarray(percentile(a, list(q), method=method)), n
 
 
 def register() -> None:
@@ -152,7 +155,7 @@ def from_array(x: Any, chunks: Any = "auto", *, device: str | None = None, name:
 
 def to_numpy(x: da.Array) -> da.Array:
     """The same dask array with numpy chunks (each ug chunk copied to the host)."""
-    return x.map_blocks(_host, meta=np.empty((0,) * x.ndim, dtype=x.dtype))
+    return da.map_blocks(_host, x, meta=np.empty((0,) * x.ndim, dtype=x.dtype))
 
 
 def _host(block: Any) -> np.ndarray:
