@@ -8,7 +8,8 @@ What importing it registers (`register()`, idempotent):
   them in arithmetic;
 - dask.array's dispatch tables, so its own tasks run ug's functions on ug chunks:
   concatenate (`ug.concat`), take, tensordot, einsum, empty (numpy: da.percentile's host arrays), divide, numel/nannumel
-  (counts as ug tensors, for mean/var), percentile (`da.percentile`), to_numpy.
+  (counts as ug tensors, for mean/var), percentile (`da.percentile`), to_numpy;
+- `dask.sizeof` of a Tensor: its bytes (distributed's memory accounting and transfer costs).
 Everything else dask calls on chunks goes through numpy's protocols (`__array_function__`,
 `__array_ufunc__`), which ug tensors implement: reductions with `dtype=`, argmax via NEP 35's
 `like=`, cumsum, sort, unique, pad...
@@ -38,6 +39,7 @@ from typing import Any, Callable, Iterator, Sequence
 import dask.array as da
 import numpy as np
 from dask.array import chunk_types, dispatch
+from dask.sizeof import sizeof
 
 import ug_core as _api
 from .cache import Cache, declare
@@ -125,6 +127,9 @@ def register() -> None:
     dispatch.nannumel_lookup.register(Tensor, _nannumel)
     dispatch.percentile_lookup.register(Tensor, _percentile)
     dispatch.to_numpy_dispatch.register(Tensor, lambda x, **kwargs: x.numpy())
+    # what the chunk holds (or will, once realized): distributed's memory limits, spilling and
+    # transfer costs count it (the default, sys.getsizeof, says 48 bytes for any tensor)
+    sizeof.register(Tensor, lambda x: int(x.size) * x.dtype.itemsize)
     _registered[0] = True
 
 
