@@ -47,7 +47,9 @@ def expand_dims(x: Tensor, /, axis: int | tuple[int, ...] = 0) -> Tensor:
     return x
 
 
-def squeeze(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
+def squeeze(x: Tensor, /, axis: int | tuple[int, ...] | None = None) -> Tensor:
+    """x without the size-1 axes `axis`; numpy's default axis=None (cubed's groupby) drops every
+    size-1 axis."""
     return check_tensor(x, "squeeze").squeeze(axis)
 
 
