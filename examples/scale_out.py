@@ -114,6 +114,8 @@ def _dask_block(name: str, kind: str, seed: float, block_info: Any = None) -> An
     start = tuple(int(lo) for lo, _ in location)
     shape = tuple(int(hi - lo) for lo, hi in location)
     xp = lib(name)
+    if name == "ug":
+        import ug_core.dask  # noqa: F401  (in the worker too: dask's sizeof of ug chunks, the dispatch functions)
     return labels_of(xp, start, shape) if kind == "labels" else field(xp, start, shape, seed)
 
 

@@ -218,3 +218,10 @@ def test_xarray_over_dask_over_ug(name):
     want = XARRAY_CASES[name](xr.DataArray(values, dims=("x", "y")))
     assert isinstance(got.data, ug.Tensor)
     np.testing.assert_allclose(got.data.numpy(), want.values, rtol=1e-5, equal_nan=True)
+
+
+def test_dask_counts_a_tensors_bytes():
+    from dask.sizeof import sizeof
+
+    lazy = ug.asarray(np.ones((64, 32), dtype=np.float32)) * 2
+    assert sizeof(lazy) == 64 * 32 * 4 and sizeof(lazy.astype("float64")) == 64 * 32 * 8

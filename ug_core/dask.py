@@ -8,7 +8,8 @@ What importing it registers (`register()`, idempotent):
   them in arithmetic;
 - dask.array's dispatch tables, so its own tasks run ug's functions on ug chunks:
   concatenate (`ug.concat`), take, tensordot, einsum, empty (numpy: da.percentile's host arrays), divide, numel/nannumel
-  (counts as ug tensors, for mean/var), percentile (`da.percentile`), to_numpy.
+  (counts as ug tensors, for mean/var), percentile (`da.percentile`), to_numpy;
+- `dask.sizeof` of a Tensor: its bytes (distributed's memory accounting and transfer costs).
 Everything else dask calls on chunks goes through numpy's protocols (`__array_function__`,
 `__array_ufunc__`), which ug tensors implement: reductions with `dtype=`, argmax via NEP 35's
 `like=`, cumsum, sort, unique, pad...
@@ -38,6 +39,7 @@ from typing import Any, Callable, Iterator, Sequence
 import dask.array as da
 import numpy as np
 from dask.array import chunk_types, dispatch
+from dask.sizeof import sizeof
 
 import ug_core as _api
 from .cache import Cache, declare
@@ -79,7 +81,9 @@ def _numel(x: Tensor, **kwargs: Any) -> Tensor:
 
 
 def _nannumel(x: Tensor, **kwargs: Any) -> Tensor:
-    return np.sum(~np.isnan(x), **kwargs)  # type: ignore[no-any-return]
+    """How many non-NaN elements each reduction over `axis` counts (dask's nanmean/nanvar)."""
+    counted: Tensor = np.sum(~np.isnan(x), **kwargs)
+    return counted
 
 
 def _einsum(subscripts: str, *operands: Any, dtype: Any = None, casting: str = "safe", optimize: Any = False,
@@ -101,7 +105,8 @@ def _percentile(a: Tensor, q: Any, method: str = "linear") -> tuple[Any, int]:
         return None, n
     if not np.issubdtype(a.dtype, np.number):
         method = "nearest"
-    return np.asarray(np.percentile(a, list(q), method=method)), n
+    percentile: Callable[..., Any] = np.percentile   # (on a Tensor: ug's, through __array_function__)
+    return np.asarray(percentile(a, list(q), method=method)), n
 
 
 def register() -> None:
@@ -122,6 +127,9 @@ def register() -> None:
     dispatch.nannumel_lookup.register(Tensor, _nannumel)
     dispatch.percentile_lookup.register(Tensor, _percentile)
     dispatch.to_numpy_dispatch.register(Tensor, lambda x, **kwargs: x.numpy())
+    # what the chunk holds (or will, once realized): distributed's memory limits, spilling and
+    # transfer costs count it (the default, sys.getsizeof, says 48 bytes for any tensor)
+    sizeof.register(Tensor, lambda x: int(x.size) * x.dtype.itemsize)
     _registered[0] = True
 
 
@@ -152,7 +160,7 @@ def from_array(x: Any, chunks: Any = "auto", *, device: str | None = None, name:
 
 def to_numpy(x: da.Array) -> da.Array:
     """The same dask array with numpy chunks (each ug chunk copied to the host)."""
-    return x.map_blocks(_host, meta=np.empty((0,) * x.ndim, dtype=x.dtype))
+    return da.map_blocks(_host, x, meta=np.empty((0,) * x.ndim, dtype=x.dtype))
 
 
 def _host(block: Any) -> np.ndarray:

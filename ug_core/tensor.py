@@ -301,6 +301,11 @@ class Tensor:
         return prod(self._node.shape)
 
     @property
+    def nbytes(self) -> int:
+        """The bytes of the value: size * itemsize (numpy's; cubed and dask size chunks by it)."""
+        return prod(self._node.shape) * self._node.dtype.itemsize
+
+    @property
     def dtype(self) -> np.dtype:
         return self._node.dtype
 

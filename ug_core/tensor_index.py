@@ -94,8 +94,11 @@ def flatten(self: Tensor) -> Tensor:
     return Tensor(self.reshape(-1)._node)
 
 
-def ravel(self: Tensor) -> Tensor:
-    """numpy's ravel: reshape(-1) (dask's argmax calls it on chunks)."""
+def ravel(self: Tensor, order: str = "C") -> Tensor:
+    """numpy's ravel: reshape(-1) (dask's argmax calls it on chunks); order "C", or "K"/"A" (the
+    memory order, which is C for a ug tensor's value; cubed's groupby passes "A"), never "F"."""
+    if order not in ("C", "K", "A"):
+        raise ValueError(f"ravel: order must be 'C', 'K' or 'A' (ug tensors are row-major), got {order!r}")
     return self.reshape(-1)
 
 

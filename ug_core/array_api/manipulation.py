@@ -32,13 +32,24 @@ def permute_dims(x: Tensor, /, axes: tuple[int, ...]) -> Tensor:
     return check_tensor(x, "permute_dims").permute(tuple(axes))
 
 
-def expand_dims(x: Tensor, /, axis: int = 0) -> Tensor:
-    """x with a size-1 axis inserted at `axis` (in [-x.ndim - 1, x.ndim])."""
+def expand_dims(x: Tensor, /, axis: int | tuple[int, ...] = 0) -> Tensor:
+    """x with a size-1 axis inserted at `axis` (in [-x.ndim - 1, x.ndim]); a tuple of axes (numpy's,
+    which cubed's indexing passes) names where each new axis is in the result."""
     check_tensor(x, "expand_dims")
-    return x.expand_dims(_axis(axis, x.ndim + 1))
+    if not isinstance(axis, tuple):
+        return x.expand_dims(_axis(axis, x.ndim + 1))
+    ndim = x.ndim + len(axis)
+    where = sorted(_axis(a, ndim) for a in axis)
+    if len(set(where)) != len(where):
+        raise ValueError(f"expand_dims: repeated axis in {axis} (for a result of {ndim} dims)")
+    for a in where:   # ascending: each insertion leaves the later positions as the result numbers them
+        x = x.expand_dims(a)
+    return x
 
 
-def squeeze(x: Tensor, /, axis: int | tuple[int, ...]) -> Tensor:
+def squeeze(x: Tensor, /, axis: int | tuple[int, ...] | None = None) -> Tensor:
+    """x without the size-1 axes `axis`; numpy's default axis=None (cubed's groupby) drops every
+    size-1 axis."""
     return check_tensor(x, "squeeze").squeeze(axis)
 
 
