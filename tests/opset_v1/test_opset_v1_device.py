@@ -31,7 +31,9 @@ MODULES = ["test_ops", "test_int_ops", "test_semantics", "test_scalar_semantics"
 
 
 def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    # UG_TIER=1: every kernel runs compiled (on tier 0, a host-memory device's new kernel would run
+    # as numpy's evaluation of its IR, and the backend's C would not be what ran)
+    return {**os.environ, "PYTHONPATH": HERE + os.pathsep + os.environ.get("PYTHONPATH", ""), "UG_TIER": "1"}
 
 
 def test_a_version_1_backend_passes_the_conformance_kit():
