@@ -16,7 +16,7 @@ ug_core), so that the two runs differ only in the chunks' library:
   segment sums, then summed across chunks.
 
 dask: a `dask.distributed.LocalCluster` of --workers worker processes (one thread each, a memory
-limit each); ug chunks travel pickled by value (ug_core.tensor.unpickle_device: onto the same
+limit each); ug chunks travel pickled by value (ug_core.plugins.unpickle_device: onto the same
 device name in the receiving worker). cubed: its "processes" executor, bounded by --allowed-mem per
 task; cubed reads its backend library from CUBED_BACKEND_ARRAY_API_MODULE when it is imported,
 so each backend runs in a process of its own (this script, re-run with --backend).

@@ -1,6 +1,6 @@
 """Tensors that travel between processes (issue 28, "chunks that travel"): a pickled tensor is its
 value on the host (a lazy one is realized first) with its dtype and device name; where it lands in
-the reading process is `ug_core.tensor.unpickle_device`'s rule:
+the reading process is `ug_core.plugins.unpickle_device`'s rule:
 - by default on the device of the same name (a ValueError naming it and the usable devices there
   when the reader has no such device);
 - $UG_UNPICKLE_DEVICE=preferred: on the reader's preferred device ($UG_DEVICE, else the first usable);
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import ug_core as ug
-from ug_core.tensor import UNPICKLE_DEVICE_ENV, unpickle_device
+from ug_core.plugins import UNPICKLE_DEVICE_ENV, unpickle_device
 
 DEVICES = [d for d in ("ref", "cpu") if d in ug.devices()]
 VALUES = (np.arange(24).reshape(4, 6) * 0.5).astype(np.float32)

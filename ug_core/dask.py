@@ -25,7 +25,7 @@ Helpers:
 - `to_numpy(x)`: the same array with numpy chunks.
 
 Where the chunks run: each task computes on the device its input chunks are on; a chunk sent to
-another worker process is pickled by value and lands on the device `ug_core.tensor.unpickle_device`
+another worker process is pickled by value and lands on the device `ug_core.plugins.unpickle_device`
 picks there (the same name by default, `$UG_UNPICKLE_DEVICE=preferred` for the worker's own).
 """
 

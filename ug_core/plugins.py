@@ -403,3 +403,31 @@ def _env_list(name: str) -> set[str] | None:
 
 
 registry = Registry()
+
+
+UNPICKLE_DEVICE_ENV = "UG_UNPICKLE_DEVICE"
+"""Where unpickled tensors go: unset or `same` (the device they were pickled from), `preferred` (the
+receiving process's preferred device: what `device=None` means there), or a device name."""
+
+
+def unpickle_device(device: str) -> str:
+    """The device a tensor pickled from `device` lands on in this process ($UG_UNPICKLE_DEVICE,
+    read at each unpickle so that a worker's own environment decides): the same name by default, a
+    ValueError naming it and the usable devices when this process has no such usable device."""
+    setting = os.environ.get(UNPICKLE_DEVICE_ENV, "").strip() or "same"
+    if setting == "preferred":
+        chosen = registry.preferred()
+        if chosen is None:
+            raise ValueError(f"cannot unpickle a tensor ({UNPICKLE_DEVICE_ENV}=preferred): this process has no "
+                             f"usable device")
+        return chosen
+    target = device if setting == "same" else setting
+    try:
+        registry.get(target)
+    except ValueError as e:  # (DeviceUnavailableError is one): the same type, saying what failed
+        why = (f"it was pickled on device {device!r}" if setting == "same"
+               else f"{UNPICKLE_DEVICE_ENV}={setting!r} names it")
+        raise type(e)(f"cannot unpickle a tensor of device {target!r} here ({why}): {e}; usable devices here: "
+                      f"{', '.join(registry.usable()) or 'none'}. Set {UNPICKLE_DEVICE_ENV}=preferred (or a "
+                      f"device name) in the reading process, or pickle t.to(name) or t.numpy()") from e
+    return target
