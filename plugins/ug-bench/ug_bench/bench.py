@@ -12,6 +12,7 @@ replays the compiled kernels.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import platform
@@ -70,6 +71,20 @@ METHODS = ("ug", TINYGRAD)   # the namespaces spelled with tensor methods
 def _numpy_like(xp: Any) -> bool:
     """numpy, or jax.numpy (which follows numpy's names and keywords)."""
     return xp is np or getattr(xp, "__name__", "") == "jax.numpy"
+
+
+# tinygrad's cumsum, argsort, scatter_reduce and masked_select are built of one-hot comparisons
+# and reductions, whose work grows with the product of two sizes: measured on 2 cores (0.14,
+# CPU:LLVM), cumsum 64K/128K/256K took 5.5/19/89 ms, argsort 4K/8K 46/260 ms, x[x > 0] 64K/128K/256K
+# 0.44/1.9/6.7 s, scatter_add of 16K/32K/64K into 64K 0.26/0.57/0.72 s: at the full sizes a call
+# would take minutes to hours. Above these sizes tinygrad is skipped on those rows, saying why.
+TINYGRAD_LIMITS = {"cumsum": 2**20, "argsort": 2**16, "scatter_reduce": 2**18, "masked_select": 2**18}
+
+
+def _tinygrad_within(op: str, n: int) -> None:
+    """Raise PeerLacks when tinygrad's `op` over `n` elements is past TINYGRAD_LIMITS."""
+    if n > TINYGRAD_LIMITS[op]:
+        raise PeerLacks(f"tinygrad's {op} grows as n^2 (one-hot): {_count(n)} elements > {_count(TINYGRAD_LIMITS[op])}")
 
 
 def _exp(xp: Any, x: Any) -> Any:
@@ -177,7 +192,10 @@ def w10(xp: Any, *xs: Any) -> Any:
 def w11(xp: Any, x: Any) -> Any:
     if xp == "ug":
         return ug.cumulative_sum(x)
-    return xp.cumsum(x) if _numpy_like(xp) else x.cumsum(0) if xp == TINYGRAD else xp.cumsum(x, 0)
+    if xp == TINYGRAD:
+        _tinygrad_within("cumsum", x.numel())
+        return x.cumsum(0)
+    return xp.cumsum(x) if _numpy_like(xp) else xp.cumsum(x, 0)
 
 
 def w12(xp: Any, x: Any) -> Any:
@@ -214,7 +232,10 @@ def w16(xp: Any, x: Any) -> Any:
 def w17(xp: Any, x: Any) -> Any:
     if xp == "ug" or _numpy_like(xp):
         return _ns(xp).argsort(x)
-    return x.argsort() if xp == TINYGRAD else xp.argsort(x)
+    if xp == TINYGRAD:
+        _tinygrad_within("argsort", x.numel())
+        return x.argsort()
+    return xp.argsort(x)
 
 
 def w18(xp: Any, x: Any) -> Any:
@@ -244,11 +265,17 @@ def w20(xp: Any, x: Any, idx: Any, src: Any) -> Any:
         return out
     if _numpy_like(xp):   # jax.numpy: an indexed update
         return x.at[idx].add(src)
-    return x.scatter_reduce(0, idx, src, "sum") if xp == TINYGRAD else x.scatter_add(0, idx, src)
+    if xp == TINYGRAD:
+        _tinygrad_within("scatter_reduce", idx.numel())
+        return x.scatter_reduce(0, idx, src, "sum")
+    return x.scatter_add(0, idx, src)
 
 
 def w21(xp: Any, x: Any) -> Any:
-    return x.masked_select(x > 0) if xp == TINYGRAD else x[x > 0]
+    if xp == TINYGRAD:
+        _tinygrad_within("masked_select", x.numel())
+        return x.masked_select(x > 0)
+    return x[x > 0]
 
 
 def _rand(rng: np.random.Generator, *shape: int) -> np.ndarray:
@@ -425,14 +452,14 @@ def _torch_runners(w: Workload, inputs: list[np.ndarray], compile_too: bool, gpu
     for suffix, place in places:
         ts = [torch.from_numpy(a).to(place) for a in inputs]
         wait = torch.cuda.synchronize if place.type == "cuda" else (lambda: None)
-        runners.append((f"torch{suffix}", _waiting(lambda ts=ts: w.fn(torch, *ts), wait)))
+        runners.append((f"torch{suffix}", _waiting(functools.partial(w.fn, torch, *ts), wait)))
         if compile_too:
             torch._dynamo.reset()  # a fresh compile per workload (one shared lambda would hit the recompile limit)
 
             def traced(*xs: Any) -> Any:
                 return w.fn(torch, *xs)
             compiled_fn = torch.compile(traced)
-            runners.append((f"torch.compile{suffix}", _waiting(lambda ts=ts, f=compiled_fn: f(*ts), wait)))
+            runners.append((f"torch.compile{suffix}", _waiting(functools.partial(compiled_fn, *ts), wait)))
     return runners
 
 
@@ -484,7 +511,7 @@ def run_bench(devices: list[str], names: list[str] | None, scale: int, repeat: i
         rows: list[Row] = []
         candidates: list[tuple[str, Callable[[], Any]]] = []
         if "numpy" in wanted:
-            candidates.append(("numpy", lambda w=w, inputs=inputs: w.fn(np, *inputs)))
+            candidates.append(("numpy", functools.partial(w.fn, np, *inputs)))
         if wanted & {"torch", "torch.compile"}:
             try:
                 candidates += [(name, run) for name, run in _torch_runners(w, inputs, "torch.compile" in wanted,

@@ -86,9 +86,9 @@ def versions() -> list[str]:
 def jax_runner(fn: Callable[..., Any], inputs: list[np.ndarray], jit: bool = True) -> Callable[[], Any]:
     """fn(jax.numpy, *inputs) under jax.jit (eagerly where `jit` is False: a data-dependent output
     shape, which jax.jit cannot trace), each call waiting for its result."""
+    jnp = jax_numpy()   # Unavailable, with why, when JAX is not installed
     import jax
 
-    jnp = jax_numpy()
     arrays = [jnp.asarray(a) for a in inputs]
     call = jax.jit(lambda *xs: fn(jnp, *xs)) if jit else (lambda *xs: fn(jnp, *xs))
 

@@ -145,7 +145,7 @@ def _torch_step(kind: str, compiled: bool) -> Callable[[dict[str, np.ndarray], s
                 loss = F.cross_entropy(logits, y)
                 (g,) = torch.autograd.grad(loss, [logits])
                 return loss.detach(), g
-            fn = torch.compile(loss_and_grad) if compiled else loss_and_grad
+            fn: Callable[..., Any] = torch.compile(loss_and_grad) if compiled else loss_and_grad
             return lambda: fn(logits, y)[0].numpy()
         params = {k: torch.from_numpy(arrays[k].copy()).requires_grad_() for k in PARAMS[kind]}
         x, y = torch.from_numpy(arrays["x"]), torch.from_numpy(arrays["y"])
@@ -162,12 +162,12 @@ def _torch_step(kind: str, compiled: bool) -> Callable[[dict[str, np.ndarray], s
                 h = F.relu(F.conv2d(h, p["c2"], p["d2"]))
                 h = F.max_pool2d(h, 2).flatten(1) @ p["w"] + p["b"]
             return F.cross_entropy(h, y)
-        fn = torch.compile(loss_fn) if compiled else loss_fn
+        step_fn: Callable[..., Any] = torch.compile(loss_fn) if compiled else loss_fn
         opt = torch.optim.Adam(list(params.values()), lr=ADAM["lr"], betas=(ADAM["b1"], ADAM["b2"]), eps=ADAM["eps"])
 
         def step() -> Any:
             opt.zero_grad(set_to_none=True)
-            loss = fn(params, x, y)
+            loss = step_fn(params, x, y)
             loss.backward()
             opt.step()
             return loss.detach().numpy()
@@ -187,11 +187,11 @@ def _jax_step(kind: str) -> Callable[[dict[str, np.ndarray], str], Step]:
             fn = jax.jit(jax.value_and_grad(ce))
             logits, y = jnp.asarray(arrays["logits"]), jnp.asarray(arrays["y"])
 
-            def run() -> Any:
+            def run_ce() -> Any:
                 loss, g = fn(logits, y)
                 g.block_until_ready()
                 return np.asarray(loss)
-            return run
+            return run_ce
 
         def forward(p: dict[str, Any], x: Any) -> Any:
             if kind == "mlp":
@@ -250,11 +250,11 @@ def _tinygrad_step(kind: str) -> Callable[[dict[str, np.ndarray], str], Step]:
                 (g,) = loss.gradient(logits)
                 return loss.realize(), g.realize()
 
-            def run() -> Any:
+            def run_ce() -> Any:
                 loss, _ = loss_and_grad()
                 wait()
                 return loss.numpy()
-            return run
+            return run_ce
         params = {k: Tensor(arrays[k].copy()).realize() for k in PARAMS[kind]}
         x = Tensor(arrays["x"]).realize()
 
