@@ -128,7 +128,7 @@ def run_cold(devices: list[str], names: list[str], scale: int, repeat: int, peer
             notes["torch.compile"] = f"skipped: torch not installed ({e})"
     out(f"cold compile: each run in a fresh process with empty caches, {repeat} run(s) each, median; "
         "cold = first call - warm call")
-    out("| W    | workload                     | impl           |   first call |  second call |    warm call "
+    out("| W    | workload                     | impl           |   first call |  second call |     warm call "
         "|  cold compile | ug / best peer         | check")
     bad = []
     for w in [w for w in WORKLOADS if w.name in names or w.name.rstrip("ab") in names]:
@@ -152,13 +152,13 @@ def run_cold(devices: list[str], names: list[str], scale: int, repeat: int, peer
         for impl in impls:
             row = rows.get(impl, {"note": notes.get(impl, "")})
             if "cold" not in row:
-                out(f"| {w.name:4} | {title:28} | {impl:14} | {'-':>12} | {'-':>12} | {'-':>12} | {'-':>13} | {'':22} | {row['note']}")
+                out(f"| {w.name:4} | {title:28} | {impl:14} | {'-':>12} | {'-':>12} | {'-':>13} | {'-':>13} | {'':22} | {row['note']}")
                 continue
             ratio = f"{row['cold'] / best[1]['cold']:.2f}x vs {best[0]}" if impl.startswith("ug:") and best else ""
             if not row["ok"]:
                 bad.append((w.name, impl))
             out(f"| {w.name:4} | {title:28} | {impl:14} | {row['first']:10.3f} s | {row['second']:10.3f} s | "
-                f"{row['warm']:10.4f} s | {row['cold']:11.3f} s | {ratio:22} | {'ok' if row['ok'] else 'MISMATCH'}")
+                f"{row['warm'] * 1e3:10.3f} ms | {row['cold']:11.3f} s | {ratio:22} | {'ok' if row['ok'] else 'MISMATCH'}")
     ug_bad = [b for b in bad if b[1].startswith("ug:")]
     if bad:
         out(f"MISMATCH against numpy: {bad}")
