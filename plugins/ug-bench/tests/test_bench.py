@@ -221,7 +221,7 @@ def test_bench_compile_prints_cold_compile_per_implementation(capsys):
     # one workload, one fresh process per implementation: ug on ref and JAX where installed
     from ug_bench.coldstart import run_cold
 
-    peers = ["jax"] if _has("jax") else []
+    peers = ["jax"] if _usable_jax() else []
     lines = []
     assert run_cold(["ref"], ["W8b"], scale=256, repeat=1, peer_names=peers, out=lines.append) == 0
     rows = [line for line in lines if line.startswith("| W8b")]
@@ -233,7 +233,11 @@ def test_bench_compile_prints_cold_compile_per_implementation(capsys):
         assert "x vs jax" in ug_row
 
 
-def _has(module):
-    import importlib.util
+def _usable_jax():
+    from ug_bench import peers
 
-    return importlib.util.find_spec(module) is not None
+    try:
+        peers.jax_numpy()
+        return True
+    except peers.Unavailable:
+        return False

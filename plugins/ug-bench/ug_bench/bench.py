@@ -77,14 +77,20 @@ def _numpy_like(xp: Any) -> bool:
 # and reductions, whose work grows with the product of two sizes: measured on 2 cores (0.14,
 # CPU:LLVM), cumsum 64K/128K/256K took 5.5/19/89 ms, argsort 4K/8K 46/260 ms, x[x > 0] 64K/128K/256K
 # 0.44/1.9/6.7 s, scatter_add of 16K/32K/64K into 64K 0.26/0.57/0.72 s: at the full sizes a call
-# would take minutes to hours. Above these sizes tinygrad is skipped on those rows, saying why.
-TINYGRAD_LIMITS = {"cumsum": 2**20, "argsort": 2**16, "scatter_reduce": 2**18, "masked_select": 2**18}
+# would take minutes to hours. Its sort (and topk, built on it) is a bitonic network whose stages
+# are kept in memory: sorting 16M float32 held over 16 GB of shared memory, and the kernel's OOM
+# killer ended the run. Above these sizes tinygrad is skipped on those rows, saying why.
+TINYGRAD_LIMITS = {"cumsum": 2**20, "argsort": 2**16, "scatter_reduce": 2**18, "masked_select": 2**18,
+                   "sort": 2**20, "topk": 2**20}
+_WHY = {"sort": "a bitonic network held in memory (16M took > 16 GB)",
+        "topk": "a bitonic sort held in memory (16M took > 16 GB)"}
 
 
 def _tinygrad_within(op: str, n: int) -> None:
     """Raise PeerLacks when tinygrad's `op` over `n` elements is past TINYGRAD_LIMITS."""
     if n > TINYGRAD_LIMITS[op]:
-        raise PeerLacks(f"tinygrad's {op} grows as n^2 (one-hot): {_count(n)} elements > {_count(TINYGRAD_LIMITS[op])}")
+        why = _WHY.get(op, "grows as n^2 (one-hot)")
+        raise PeerLacks(f"tinygrad's {op} {why}: {_count(n)} elements > {_count(TINYGRAD_LIMITS[op])}")
 
 
 def _exp(xp: Any, x: Any) -> Any:
@@ -226,7 +232,10 @@ def w15(xp: Any, table: Any, ids: Any) -> Any:
 def w16(xp: Any, x: Any) -> Any:
     if xp == "ug" or _numpy_like(xp):
         return _ns(xp).sort(x)
-    return x.sort()[0] if xp == TINYGRAD else xp.sort(x).values
+    if xp == TINYGRAD:
+        _tinygrad_within("sort", x.numel())
+        return x.sort()[0]
+    return xp.sort(x).values
 
 
 def w17(xp: Any, x: Any) -> Any:
@@ -247,7 +256,10 @@ def w18(xp: Any, x: Any) -> Any:
     if _numpy_like(xp):   # jax.numpy: its top_k is in jax.lax
         import jax
         return jax.lax.top_k(x, 16)[0]
-    return x.topk(16)[0] if xp == TINYGRAD else xp.topk(x, 16).values
+    if xp == TINYGRAD:
+        _tinygrad_within("topk", x.numel())
+        return x.topk(16)[0]
+    return xp.topk(x, 16).values
 
 
 def w19(xp: Any, x: Any) -> Any:
@@ -556,6 +568,8 @@ def run_bench(devices: list[str], names: list[str] | None, scale: int, repeat: i
         rows.sort(key=lambda r: _order(r.impl))
         results.append((w, rows, inputs))
         _print_rows(w, rows, inputs, out)
+        del timed, candidates, extra
+        peers.release()
     return results
 
 

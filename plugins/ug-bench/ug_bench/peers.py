@@ -66,6 +66,21 @@ def tinygrad() -> tuple[Any, str]:
     raise Unavailable("tinygrad does not run here (" + "; ".join(errors) + ")")
 
 
+def release() -> None:
+    """Give back the memory the peers keep for reuse once a row is done with it: tinygrad's CPU
+    allocator caches every freed buffer by size (shared memory mappings), so that what one row
+    freed would stay mapped through all the others. A no-op where tinygrad was not loaded."""
+    import gc
+    import sys
+
+    gc.collect()   # the row's runners (TinyJit and its buffers) are garbage now; their buffers go to the cache
+    if "tinygrad" in sys.modules and tinygrad.cache_info().currsize:
+        from tinygrad import Device
+        free_cache = getattr(Device[Device.DEFAULT].allocator, "free_cache", None)   # LRUAllocator's
+        if free_cache is not None:
+            free_cache()
+
+
 def versions() -> list[str]:
     """'jax 0.x', 'tinygrad 0.y (CPU:LLVM)' or why each is missing, for the machine line."""
     out = []

@@ -354,6 +354,8 @@ def run_training(devices: list[str], names: list[str] | None, scale: int, repeat
             shown = f"{t * 1e3:10.3f} ms" if t is not None else f"{'-':>13}"
             out(f"| {tr.name:4} | {tr.title[:28]:28} | {impl:14} | {shown} | {'per step':>15} | {ratio:22} | {check}")
             results.append((tr.name, impl, ok[impl]))
+        del agreeing, steps
+        peers.release()
         for impl, note in notes.items():
             out(f"| {tr.name:4} | {tr.title[:28]:28} | {impl:14} | {'-':>13} | {'':>15} | {'':22} | {note}")
             if impl.startswith("ug:"):
