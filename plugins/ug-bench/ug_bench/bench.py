@@ -82,8 +82,8 @@ def _numpy_like(xp: Any) -> bool:
 # killer ended the run. Above these sizes tinygrad is skipped on those rows, saying why.
 TINYGRAD_LIMITS = {"cumsum": 2**20, "argsort": 2**16, "scatter_reduce": 2**18, "masked_select": 2**18,
                    "sort": 2**20, "topk": 2**20}
-_WHY = {"sort": "a bitonic network held in memory (16M took > 16 GB)",
-        "topk": "a bitonic sort held in memory (16M took > 16 GB)"}
+_WHY = {"sort": "is a bitonic network held in memory (16M took > 16 GB)",
+        "topk": "is a bitonic sort held in memory (16M took > 16 GB)"}
 
 
 def _tinygrad_within(op: str, n: int) -> None:
