@@ -17,6 +17,7 @@ from typing import Any, Callable
 import numpy as np
 
 TINYGRAD_BACKENDS = ("CPU:LLVM", "CPU:CLANG")
+_started: set[str] = set()   # the peers that ran here ('tinygrad' once its device computed)
 
 
 class Unavailable(Exception):
@@ -60,6 +61,7 @@ def tinygrad() -> tuple[Any, str]:
             probe = (tg.Tensor(np.arange(8, dtype=np.float32)) * 2).sum().numpy()
             if float(probe) != 56.0:
                 raise RuntimeError(f"2 * arange(8) sums to {probe}")
+            _started.add("tinygrad")
             return tg, backend
         except Exception as e:  # a compiler missing or too old: tinygrad raises what it met
             errors.append(f"{backend}: {type(e).__name__}: {str(e).strip().splitlines()[-1][:80] if str(e).strip() else ''}")
@@ -71,10 +73,9 @@ def release() -> None:
     allocator caches every freed buffer by size (shared memory mappings), so that what one row
     freed would stay mapped through all the others. A no-op where tinygrad was not loaded."""
     import gc
-    import sys
 
     gc.collect()   # the row's runners (TinyJit and its buffers) are garbage now; their buffers go to the cache
-    if "tinygrad" in sys.modules and tinygrad.cache_info().currsize:
+    if "tinygrad" in _started:
         from tinygrad import Device
         free_cache = getattr(Device[Device.DEFAULT].allocator, "free_cache", None)   # LRUAllocator's
         if free_cache is not None:
