@@ -12,6 +12,7 @@ replays the compiled kernels.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import os
 import platform
@@ -19,14 +20,16 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import numpy as np
 
 import ug_core as ug
 
+from . import peers
+from .peers import PeerLacks
 from .spectral import SPECTRAL
-from .training import run_training
+from .training import TRAININGS, run_training
 
 # numpy's OpenBLAS keeps its threads spinning for 2^OPENBLAS_THREAD_TIMEOUT cycles (default 2^28,
 # about 0.1 s) after each call. On a 2-core machine that halves the speed of whatever threaded
@@ -56,27 +59,58 @@ class Workload:
     atol: float = 1e-5
 
 
-# --- the computations, written once for ug, numpy and torch -------------------------------------
+# --- the computations, written once for ug, numpy, torch, JAX and tinygrad ---------------------
+# `xp` is "ug" or "tinygrad" (both spelled with tensor methods: x.exp(), x.softmax(axis)), numpy or
+# jax.numpy (numpy's spelling: `_numpy_like`), or torch. A computation a peer lacks raises
+# PeerLacks, and the row says so instead of timing it.
+
+TINYGRAD = "tinygrad"
+METHODS = ("ug", TINYGRAD)   # the namespaces spelled with tensor methods
+
+
+def _numpy_like(xp: Any) -> bool:
+    """numpy, or jax.numpy (which follows numpy's names and keywords)."""
+    return xp is np or getattr(xp, "__name__", "") == "jax.numpy"
+
+
+# tinygrad's cumsum, argsort, scatter_reduce and masked_select are built of one-hot comparisons
+# and reductions, whose work grows with the product of two sizes: measured on 2 cores (0.14,
+# CPU:LLVM), cumsum 64K/128K/256K took 5.5/19/89 ms, argsort 4K/8K 46/260 ms, x[x > 0] 64K/128K/256K
+# 0.44/1.9/6.7 s, scatter_add of 16K/32K/64K into 64K 0.26/0.57/0.72 s: at the full sizes a call
+# would take minutes to hours. Its sort (and topk, built on it) is a bitonic network whose stages
+# are kept in memory: sorting 16M float32 held over 16 GB of shared memory, and the kernel's OOM
+# killer ended the run. Above these sizes tinygrad is skipped on those rows, saying why.
+TINYGRAD_LIMITS = {"cumsum": 2**20, "argsort": 2**16, "scatter_reduce": 2**18, "masked_select": 2**18,
+                   "sort": 2**20, "topk": 2**20}
+_WHY = {"sort": "is a bitonic network held in memory (16M took > 16 GB)",
+        "topk": "is a bitonic sort held in memory (16M took > 16 GB)"}
+
+
+def _tinygrad_within(op: str, n: int) -> None:
+    """Raise PeerLacks when tinygrad's `op` over `n` elements is past TINYGRAD_LIMITS."""
+    if n > TINYGRAD_LIMITS[op]:
+        why = _WHY.get(op, "grows as n^2 (one-hot)")
+        raise PeerLacks(f"tinygrad's {op} {why}: {_count(n)} elements > {_count(TINYGRAD_LIMITS[op])}")
 
 
 def _exp(xp: Any, x: Any) -> Any:
-    return x.exp() if xp == "ug" else xp.exp(x)
+    return x.exp() if xp in METHODS else xp.exp(x)
 
 
 def _tanh(xp: Any, x: Any) -> Any:
-    return x.tanh() if xp == "ug" else xp.tanh(x)
+    return x.tanh() if xp in METHODS else xp.tanh(x)
 
 
 def _softmax(xp: Any, x: Any, axis: int = -1) -> Any:
-    if xp == "ug":
+    if xp in METHODS:
         return x.softmax(axis)
-    m = x.max(axis, keepdims=True) if xp is np else x.amax(axis, keepdim=True)
+    m = x.max(axis, keepdims=True) if _numpy_like(xp) else x.amax(axis, keepdim=True)
     e = xp.exp(x - m)
-    return e / (e.sum(axis, keepdims=True) if xp is np else e.sum(axis, keepdim=True))
+    return e / (e.sum(axis, keepdims=True) if _numpy_like(xp) else e.sum(axis, keepdim=True))
 
 
 def w1(xp: Any, x: Any) -> Any:
-    return (x.exp() * x.sin() if xp == "ug" else xp.exp(x) * xp.sin(x)) + x * x
+    return (x.exp() * x.sin() if xp in METHODS else xp.exp(x) * xp.sin(x)) + x * x
 
 
 def w2(xp: Any, x: Any) -> Any:
@@ -88,11 +122,11 @@ def w3(xp: Any, x: Any) -> Any:
 
 
 def w4(xp: Any, x: Any, w: Any, b: Any) -> Any:
-    keep = {"keepdims": True} if xp in ("ug", np) else {"keepdim": True}
+    keep = {"keepdims": True} if xp == "ug" or _numpy_like(xp) else {"keepdim": True}
     mu = x.mean(-1, **keep)
     xc = x - mu
     var = (xc * xc).mean(-1, **keep)
-    inv = (var + 1e-5).sqrt().reciprocal() if xp == "ug" else 1 / xp.sqrt(var + 1e-5)
+    inv = (var + 1e-5).sqrt().reciprocal() if xp in METHODS else 1 / xp.sqrt(var + 1e-5)
     return xc * inv * w + b
 
 
@@ -109,7 +143,7 @@ def w6(xp: Any, a: Any, b: Any) -> Any:
 
 
 def w7(xp: Any, q: Any, k: Any, v: Any) -> Any:
-    kt = k.permute(0, 2, 1) if xp != np else k.transpose(0, 2, 1)
+    kt = k.transpose(0, 2, 1) if _numpy_like(xp) else k.permute(0, 2, 1)
     return _softmax(xp, (q @ kt) * (1 / math.sqrt(q.shape[-1]))) @ v
 
 
@@ -124,8 +158,8 @@ def w8b(xp: Any, a: Any, b: Any) -> Any:
     return y
 
 
-# Array API workloads (issue 13): ug's namespace is `ug`, numpy's `np`; torch spells a few
-# differently (padding, clamp, dim=)
+# Array API workloads (issue 13): ug's namespace is `ug`, numpy's `np` (and jax.numpy); torch and
+# tinygrad spell a few differently (padding, clamp, dim=)
 
 
 def _ns(xp: Any) -> Any:
@@ -137,8 +171,10 @@ STENCIL = ((1, 2, 1), (2, 4, 2), (1, 2, 1))   # a 3x3 blur, weights / 16
 
 def w9(xp: Any, x: Any) -> Any:
     """pad by 1 (zeros), then a 3x3 stencil: the padded image is never stored (one kernel)."""
-    if xp == "ug" or xp is np:
+    if xp == "ug" or _numpy_like(xp):
         p = _ns(xp).pad(x, 1)
+    elif xp == TINYGRAD:
+        p = x.pad(((1, 1), (1, 1)))
     else:
         p = xp.nn.functional.pad(x, (1, 1, 1, 1))
     h, w = x.shape
@@ -152,26 +188,40 @@ def w9(xp: Any, x: Any) -> Any:
 
 def w10(xp: Any, *xs: Any) -> Any:
     """concat along the rows' axis, then a row softmax over the joined rows."""
-    joined = xp.cat(xs, dim=-1) if xp not in ("ug", np) else _ns(xp).concat(xs, axis=-1)
+    if xp == TINYGRAD:
+        joined = xs[0].cat(*xs[1:], dim=-1)
+    else:
+        joined = _ns(xp).concat(xs, axis=-1) if xp == "ug" or _numpy_like(xp) else xp.cat(xs, dim=-1)
     return _softmax(xp, joined)
 
 
 def w11(xp: Any, x: Any) -> Any:
-    return ug.cumulative_sum(x) if xp == "ug" else xp.cumsum(x, 0) if xp is not np else np.cumsum(x)
+    if xp == "ug":
+        return ug.cumulative_sum(x)
+    if xp == TINYGRAD:
+        _tinygrad_within("cumsum", x.numel())
+        return x.cumsum(0)
+    return xp.cumsum(x) if _numpy_like(xp) else xp.cumsum(x, 0)
 
 
 def w12(xp: Any, x: Any) -> Any:
-    return ug.var(x, axis=0) if xp == "ug" else np.var(x, axis=0) if xp is np else xp.var(x, dim=0, correction=0)
+    if xp == "ug" or _numpy_like(xp):
+        return _ns(xp).var(x, axis=0)
+    return x.var(axis=0, correction=0) if xp == TINYGRAD else xp.var(x, dim=0, correction=0)
 
 
 def w13(xp: Any, x: Any) -> Any:
-    """int8-range quantization, as floats: clip(round(x * s), -128, 127)."""
+    """int8-range quantization, as floats: clip(round(x * s), -128, 127) (round: half to even, in all)."""
+    if xp == TINYGRAD:
+        return (x * 20.0).round().clip(-128, 127)
     q = _ns(xp).round(x * 20.0)
-    return ug.clip(q, -128, 127) if xp == "ug" else np.clip(q, -128, 127) if xp is np else xp.clamp(q, -128, 127)
+    return _ns(xp).clip(q, -128, 127) if xp == "ug" or _numpy_like(xp) else xp.clamp(q, -128, 127)
 
 
 def w14(xp: Any, x: Any) -> Any:
-    return ug.argmax(x, axis=1) if xp == "ug" else np.argmax(x, axis=1) if xp is np else xp.argmax(x, dim=1)
+    if xp == "ug" or _numpy_like(xp):
+        return _ns(xp).argmax(x, axis=1)
+    return x.argmax(axis=1) if xp == TINYGRAD else xp.argmax(x, dim=1)
 
 
 def w15(xp: Any, table: Any, ids: Any) -> Any:
@@ -180,11 +230,21 @@ def w15(xp: Any, table: Any, ids: Any) -> Any:
 
 
 def w16(xp: Any, x: Any) -> Any:
-    return ug.sort(x) if xp == "ug" else np.sort(x) if xp is np else xp.sort(x).values
+    if xp == "ug" or _numpy_like(xp):
+        return _ns(xp).sort(x)
+    if xp == TINYGRAD:
+        _tinygrad_within("sort", x.numel())
+        return x.sort()[0]
+    return xp.sort(x).values
 
 
 def w17(xp: Any, x: Any) -> Any:
-    return ug.argsort(x) if xp == "ug" else np.argsort(x) if xp is np else xp.argsort(x)
+    if xp == "ug" or _numpy_like(xp):
+        return _ns(xp).argsort(x)
+    if xp == TINYGRAD:
+        _tinygrad_within("argsort", x.numel())
+        return x.argsort()
+    return xp.argsort(x)
 
 
 def w18(xp: Any, x: Any) -> Any:
@@ -193,11 +253,19 @@ def w18(xp: Any, x: Any) -> Any:
         return ug.topk(x, 16)[0]
     if xp is np:
         return np.sort(np.partition(x, -16, axis=1)[:, -16:], axis=1)[:, ::-1]
+    if _numpy_like(xp):   # jax.numpy: its top_k is in jax.lax
+        import jax
+        return jax.lax.top_k(x, 16)[0]
+    if xp == TINYGRAD:
+        _tinygrad_within("topk", x.numel())
+        return x.topk(16)[0]
     return xp.topk(x, 16).values
 
 
 def w19(xp: Any, x: Any) -> Any:
-    return ug.bincount(x) if xp == "ug" else np.bincount(x) if xp is np else xp.bincount(x)
+    if xp == TINYGRAD:
+        raise PeerLacks("tinygrad has no bincount")
+    return _ns(xp).bincount(x) if xp == "ug" or _numpy_like(xp) else xp.bincount(x)
 
 
 def w20(xp: Any, x: Any, idx: Any, src: Any) -> Any:
@@ -207,10 +275,18 @@ def w20(xp: Any, x: Any, idx: Any, src: Any) -> Any:
         out = x.copy()
         np.add.at(out, idx, src)
         return out
+    if _numpy_like(xp):   # jax.numpy: an indexed update
+        return x.at[idx].add(src)
+    if xp == TINYGRAD:
+        _tinygrad_within("scatter_reduce", idx.numel())
+        return x.scatter_reduce(0, idx, src, "sum")
     return x.scatter_add(0, idx, src)
 
 
 def w21(xp: Any, x: Any) -> Any:
+    if xp == TINYGRAD:
+        _tinygrad_within("masked_select", x.numel())
+        return x.masked_select(x > 0)
     return x[x > 0]
 
 
@@ -346,6 +422,8 @@ class Row:
 def _check(got: Any, want: np.ndarray, w: Workload, inputs: list[np.ndarray]) -> bool:
     if getattr(got, "is_cuda", False):   # a torch tensor on the GPU
         got = got.cpu()
+    if not isinstance(got, np.ndarray) and hasattr(got, "numpy"):   # a torch or tinygrad tensor
+        got = got.numpy()
     got = np.asarray(got)
     if w.canon is not None:
         got, want = w.canon(inputs, got), w.canon(inputs, want)
@@ -386,14 +464,14 @@ def _torch_runners(w: Workload, inputs: list[np.ndarray], compile_too: bool, gpu
     for suffix, place in places:
         ts = [torch.from_numpy(a).to(place) for a in inputs]
         wait = torch.cuda.synchronize if place.type == "cuda" else (lambda: None)
-        runners.append((f"torch{suffix}", _waiting(lambda ts=ts: w.fn(torch, *ts), wait)))
+        runners.append((f"torch{suffix}", _waiting(functools.partial(w.fn, torch, *ts), wait)))
         if compile_too:
             torch._dynamo.reset()  # a fresh compile per workload (one shared lambda would hit the recompile limit)
 
             def traced(*xs: Any) -> Any:
                 return w.fn(torch, *xs)
             compiled_fn = torch.compile(traced)
-            runners.append((f"torch.compile{suffix}", _waiting(lambda ts=ts, f=compiled_fn: f(*ts), wait)))
+            runners.append((f"torch.compile{suffix}", _waiting(functools.partial(compiled_fn, *ts), wait)))
     return runners
 
 
@@ -405,9 +483,37 @@ def _waiting(run: Callable[[], Any], wait: Callable[[], Any]) -> Callable[[], An
     return timed
 
 
+PEERS = ("numpy", "torch", "torch.compile", "jax", "tinygrad")
+# the kernels of issue 27's cold-start list: GELU, row softmax, layernorm, matmul 1024^3, attention,
+# the chain of 10 tiny ops
+COLD_WORKLOADS = ("W2", "W3", "W4", "W6a", "W7", "W8b")
+
+
+def _optional_peers(w: Workload, inputs: list[np.ndarray], wanted: Collection[str]
+                    ) -> tuple[list[tuple[str, Callable[[], Any]]], list[Row]]:
+    """JAX and tinygrad runners of the workload (those in `wanted`), and a row with a note for
+    each that cannot run it: not installed, not usable here, or lacking the operation."""
+    runners: list[tuple[str, Callable[[], Any]]] = []
+    skipped: list[Row] = []
+    for name, make in (("jax", peers.jax_runner), ("tinygrad", peers.tinygrad_runner)):
+        if name not in wanted:
+            continue
+        try:
+            runners.append((name, make(w.fn, inputs, jit=w.jit)))
+        except peers.Unavailable as e:
+            skipped.append(Row(w, name, None, True, f"skipped: {e}"))
+    return runners, skipped
+
+
 def run_bench(devices: list[str], names: list[str] | None, scale: int, repeat: int, torch_compile: bool,
-              out: Callable[[str], None] = print) -> list[tuple[Workload, list[Row], list[np.ndarray]]]:
+              out: Callable[[str], None] = print, peer_names: Collection[str] = PEERS
+              ) -> list[tuple[Workload, list[Row], list[np.ndarray]]]:
+    """Each workload (or those in `names`): ug on each device and every peer in `peer_names`
+    (torch.compile only with `torch_compile`), each result checked against numpy's in float64; the
+    implementations that agree are timed round-robin, one that does not is reported (MISMATCH)
+    and not timed. Prints a row per implementation (`out`) and returns the rows."""
     rng = np.random.default_rng(0)
+    wanted = set(peer_names) - (set() if torch_compile else {"torch.compile"})
     results = []
     for w in WORKLOADS:
         if names and w.name not in names and w.name.rstrip("ab") not in names:
@@ -415,42 +521,76 @@ def run_bench(devices: list[str], names: list[str] | None, scale: int, repeat: i
         inputs = w.make_inputs(rng, scale)
         want = np.asarray(w.fn(np, *[a.astype(np.float64) if a.dtype.kind == "f" else a for a in inputs]))
         rows: list[Row] = []
-        peers: list[tuple[str, Callable[[], Any]]] = [("numpy", lambda w=w, inputs=inputs: w.fn(np, *inputs))]
-        try:
-            peers += _torch_runners(w, inputs, torch_compile, gpu="cuda" in devices)
-        except Exception as e:  # torch.compile may be unusable on a machine
-            rows.append(Row(w, "torch", None, False, f"unavailable: {type(e).__name__}"))
-        timed: list[tuple[Row, Callable[[], Any]]] = []   # rows that ran and get a time
-        for name, run in peers:
+        candidates: list[tuple[str, Callable[[], Any]]] = []
+        if "numpy" in wanted:
+            candidates.append(("numpy", functools.partial(w.fn, np, *inputs)))
+        if wanted & {"torch", "torch.compile"}:
             try:
-                timed.append((Row(w, name, None, _check(run(), want, w, inputs)), run))
+                candidates += [(name, run) for name, run in _torch_runners(w, inputs, "torch.compile" in wanted,
+                                                                           gpu="cuda" in devices)
+                               if name.split(":")[0] in wanted]
+            except Exception as e:  # torch.compile may be unusable on a machine
+                rows.append(Row(w, "torch", None, False, f"unavailable: {type(e).__name__}"))
+        extra, skipped = _optional_peers(w, inputs, wanted)
+        candidates += extra
+        rows += skipped
+        timed: list[tuple[Row, Callable[[], Any]]] = []   # rows that ran, agree with numpy and get a time
+        for name, run in candidates:
+            try:
+                if _check(run(), want, w, inputs):
+                    timed.append((Row(w, name, None, True), run))
+                else:
+                    rows.append(Row(w, name, None, False, "MISMATCH against numpy: not timed"))
+            except PeerLacks as e:
+                rows.append(Row(w, name, None, True, f"skipped: {e}"))
             except Exception as e:
-                rows.append(Row(w, name, None, False, f"failed: {type(e).__name__}: {str(e)[:60]}"))
+                rows.append(Row(w, name, None, False, f"failed: {type(e).__name__}: {_first_line(e)[:60]}"))
         for device in devices:
             try:
                 run, value = _ug_runner(w, inputs, device)
-                timed.append((Row(w, f"ug:{device}", None, _check(value(), want, w, inputs)), run))
+                ok = _check(value(), want, w, inputs)
+                if ok:
+                    timed.append((Row(w, f"ug:{device}", None, True), run))
+                else:
+                    rows.append(Row(w, f"ug:{device}", None, False, "MISMATCH against numpy: not timed"))
             except Exception as e:
-                rows.append(Row(w, f"ug:{device}", None, False, f"failed: {type(e).__name__}: {str(e)[:80]}"))
+                rows.append(Row(w, f"ug:{device}", None, False, f"failed: {type(e).__name__}: {_first_line(e)[:80]}"))
         try:
-            medians = _interleaved_medians([run for _, run in timed], repeat)
+            medians: list[float | None] = list(_interleaved_medians([run for _, run in timed], repeat))
         except Exception as e:  # a run that worked once and then failed
             medians = [None] * len(timed)
             for row, _ in timed:
-                row.note = f"failed while timed: {type(e).__name__}: {str(e)[:60]}"
+                row.ok = False
+                row.note = f"failed while timed: {type(e).__name__}: {_first_line(e)[:60]}"
         for (row, _), seconds in zip(timed, medians):
             row.seconds = seconds
-            rows.append(row)
+        rows = [row for row, _ in timed] + rows
+        rows.sort(key=lambda r: _order(r.impl))
         results.append((w, rows, inputs))
         _print_rows(w, rows, inputs, out)
+        del timed, candidates, extra
+        peers.release()
     return results
 
 
+def _order(impl: str) -> int:
+    """Rows print peers first (in PEERS' order), then ug's devices."""
+    base = impl.split(":")[0]
+    return PEERS.index(base) if base in PEERS else len(PEERS)
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    return text.splitlines()[0] if text else ""
+
+
 def _print_rows(w: Workload, rows: list[Row], inputs: list[np.ndarray], out: Callable[[str], None]) -> None:
-    peers = [r for r in rows if not r.impl.startswith("ug:") and r.seconds is not None and r.ok]
+    # the best peer: the fastest of those that ran and agree with numpy (numpy, torch eager,
+    # torch.compile, JAX, tinygrad)
+    ran = [r for r in rows if not r.impl.startswith("ug:") and r.seconds is not None and r.ok]
     # ug on a GPU is compared with the peers on that GPU (torch:cuda), where they ran
-    gpu_peers = [r for r in peers if r.impl.endswith(":cuda")]
-    cpu_peers = [r for r in peers if r not in gpu_peers]
+    gpu_peers = [r for r in ran if r.impl.endswith(":cuda")]
+    cpu_peers = [r for r in ran if r not in gpu_peers]
     unit, mult = ("us", 1e6) if w.tiny else ("ms", 1e3)
     for r in rows:
         t = f"{r.seconds * mult:10.3f} {unit}" if r.seconds is not None else f"{'-':>13}"
@@ -459,7 +599,7 @@ def _print_rows(w: Workload, rows: list[Row], inputs: list[np.ndarray], out: Cal
         best = min(same_place, key=lambda p: p.seconds) if same_place else None  # type: ignore[arg-type,return-value]
         if r.impl.startswith("ug:") and best is not None and r.seconds is not None:
             ratio = f"{r.seconds / best.seconds:.2f}x vs {best.impl}"  # type: ignore[operator]
-        check = "ok" if r.ok else "MISMATCH" if r.seconds is not None else ""
+        check = "ok" if r.ok and r.seconds is not None else "MISMATCH" if r.note.startswith("MISMATCH") else ""
         out(f"| {w.name:4} | {w.title(inputs):28} | {r.impl:14} | {t} | {r.rate(inputs):>15} | {ratio:22} | {check:8} {r.note}")
 
 
@@ -479,6 +619,7 @@ def machine_line() -> str:
         versions.append(f"torch {torch.__version__}")
     except ImportError:
         versions.append("torch not installed")
+    versions += peers.versions()
     spin = os.environ.get(BLAS_SPIN_ENV, "unset")
     return (f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {', '.join(versions)}, "
             f"{BLAS_SPIN_ENV}={spin}, ug devices {ug.devices()}")
@@ -509,26 +650,44 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", type=int, default=1, help="divide problem sizes by this (quick runs)")
     parser.add_argument("--repeat", type=int, default=7, help="timed samples per implementation (median is reported)")
     parser.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile (it compiles for a long time)")
+    parser.add_argument("--peers", default=",".join(PEERS),
+                        help=f"comma-separated peers to run beside ug (default: all of {','.join(PEERS)}; "
+                             "jax and tinygrad are skipped, with a note, where not installed)")
+    parser.add_argument("--compile", action="store_true",
+                        help="instead of warm times: cold-compile seconds (first call - warm call) of ug, JAX, "
+                             "torch.compile and tinygrad per workload, each in a fresh process with empty caches "
+                             f"(default workloads: {','.join(COLD_WORKLOADS)}; --repeat fresh processes each)")
     parser.add_argument("--blas-spin", action="store_true",
                         help=f"keep OpenBLAS's idle threads spinning (by default `ug bench` sets {BLAS_SPIN_ENV}={BLAS_SPIN_QUIET}: "
                              "their spinning halves the speed of the implementation timed after numpy)")
     args = parser.parse_args(argv)
+    peer_names = [p for p in args.peers.split(",") if p]
+    unknown = sorted(set(peer_names) - set(PEERS))
+    if unknown:
+        parser.error(f"unknown peers {unknown}: choose among {list(PEERS)}")
+    if args.no_torch_compile:
+        peer_names = [p for p in peer_names if p != "torch.compile"]
     # initialize=True: a device whose hardware fails to start is left out, not benchmarked
     devices = args.device or [d for d in ug.devices(initialize=True) if d != "ref"] or ["ref"]
     names = args.workloads.split(",") if args.workloads else None
     print(f"machine: {machine_line()}")
     print(f"command: ug bench {' '.join(argv) if argv else ''}".rstrip())
+    if args.compile:
+        from .coldstart import run_cold
+        return run_cold(devices, names or list(COLD_WORKLOADS), args.scale, args.repeat, peer_names)
     print("| W    | workload                     | impl           |        median |            rate | ug / best peer         | check")
-    results = run_bench(devices, names, args.scale, args.repeat, not args.no_torch_compile)
-    bad = [(w.name, r.impl) for w, rows, _ in results for r in rows if r.seconds is not None and not r.ok]
-    trained = run_training(devices, names, args.scale, args.repeat, not args.no_torch_compile, _interleaved_medians)
-    bad += [(name, impl) for name, impl, ok in trained if not ok]
-    spectral = run_training(devices, names, args.scale, args.repeat, not args.no_torch_compile, _interleaved_medians,
-                            rows=SPECTRAL)
-    bad += [(name, impl) for name, impl, ok in spectral if not ok]
-    if bad:
+    results = run_bench(devices, names, args.scale, args.repeat, "torch.compile" in peer_names, peer_names=peer_names)
+    checked = [(w.name, r.impl, r.ok) for w, rows, _ in results for r in rows if r.ok or r.note.startswith("MISMATCH")]
+    for rows in (TRAININGS, SPECTRAL):
+        checked += run_training(devices, names, args.scale, args.repeat, "torch.compile" in peer_names,
+                                _interleaved_medians, rows=rows, peer_names=peer_names)
+    # ug disagreeing with numpy (or failing) is an error; a peer that does is reported, not timed
+    bad = [(name, impl) for name, impl, ok in checked if not ok]
+    if [b for b in bad if b[1].startswith("ug:")]:
         print(f"MISMATCH against numpy: {bad}")
         return 1
+    if bad:
+        print(f"peers that disagree with numpy or failed (not timed): {bad}")
     return 0
 
 

@@ -1,5 +1,6 @@
 """`ug bench`'s complex and FFT rows (F1...): ug (under ug.jit) against numpy, torch eager,
-torch.compile and JAX (jax.jit), each computing the same transform of the same arrays. The
+torch.compile and JAX (jax.jit), each computing the same transform of the same arrays (tinygrad,
+which has neither complex numbers nor an FFT, is listed as skipped). The
 check compares each result with numpy's in complex128/float64 (max error relative to the
 result's largest magnitude); the table gives the median time per call.
 
@@ -15,6 +16,7 @@ import numpy as np
 
 import ug_core as ug
 
+from .peers import PeerLacks
 from .training import Step, Training
 
 IMAGE = 4096
@@ -153,9 +155,13 @@ def _ug_step(kind: str) -> Callable[[dict[str, np.ndarray], str], Step]:
     return build
 
 
+def _tinygrad_step(arrays: dict[str, np.ndarray], device: str) -> Step:
+    raise PeerLacks("tinygrad has no complex dtype and no FFT")
+
+
 def _frameworks(kind: str) -> dict[str, Callable[[dict[str, np.ndarray], str], Step]]:
     return {"numpy": _numpy_step(kind), "torch": _torch_step(kind, False), "torch.compile": _torch_step(kind, True),
-            "jax": _jax_step(kind), "ug": _ug_step(kind)}
+            "jax": _jax_step(kind), "tinygrad": _tinygrad_step, "ug": _ug_step(kind)}
 
 
 def _reference(kind: str) -> Callable[[dict[str, np.ndarray]], np.ndarray]:

@@ -1,7 +1,7 @@
 """`ug bench`'s training rows: one optimizer step (forward, loss, backward, update) per call, ug
-(ug.grad under ug.jit, the update written as `p.assign(...)`) against torch eager, torch.compile
-and JAX (jax.jit of value_and_grad plus the same update), each from the same initial parameters
-and data. The check compares the losses of the first steps with torch eager's (each framework
+(ug.grad under ug.jit, the update written as `p.assign(...)`) against torch eager, torch.compile,
+JAX (jax.jit of value_and_grad plus the same update) and tinygrad (TinyJit of the step with its
+Adam), each from the same initial parameters and data. The check compares the losses of the first steps with torch eager's (each framework
 starts from the same values, so they agree to rounding); the table gives the median time per step.
 """
 
@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Collection
 
 import numpy as np
 
 import ug_core as ug
+
+from . import peers
 
 Step = Callable[[], Any]   # one training step; returns the loss (any array-like of one element)
 
@@ -143,7 +145,7 @@ def _torch_step(kind: str, compiled: bool) -> Callable[[dict[str, np.ndarray], s
                 loss = F.cross_entropy(logits, y)
                 (g,) = torch.autograd.grad(loss, [logits])
                 return loss.detach(), g
-            fn = torch.compile(loss_and_grad) if compiled else loss_and_grad
+            fn: Callable[..., Any] = torch.compile(loss_and_grad) if compiled else loss_and_grad
             return lambda: fn(logits, y)[0].numpy()
         params = {k: torch.from_numpy(arrays[k].copy()).requires_grad_() for k in PARAMS[kind]}
         x, y = torch.from_numpy(arrays["x"]), torch.from_numpy(arrays["y"])
@@ -160,12 +162,12 @@ def _torch_step(kind: str, compiled: bool) -> Callable[[dict[str, np.ndarray], s
                 h = F.relu(F.conv2d(h, p["c2"], p["d2"]))
                 h = F.max_pool2d(h, 2).flatten(1) @ p["w"] + p["b"]
             return F.cross_entropy(h, y)
-        fn = torch.compile(loss_fn) if compiled else loss_fn
+        step_fn: Callable[..., Any] = torch.compile(loss_fn) if compiled else loss_fn
         opt = torch.optim.Adam(list(params.values()), lr=ADAM["lr"], betas=(ADAM["b1"], ADAM["b2"]), eps=ADAM["eps"])
 
         def step() -> Any:
             opt.zero_grad(set_to_none=True)
-            loss = fn(params, x, y)
+            loss = step_fn(params, x, y)
             loss.backward()
             opt.step()
             return loss.detach().numpy()
@@ -185,11 +187,11 @@ def _jax_step(kind: str) -> Callable[[dict[str, np.ndarray], str], Step]:
             fn = jax.jit(jax.value_and_grad(ce))
             logits, y = jnp.asarray(arrays["logits"]), jnp.asarray(arrays["y"])
 
-            def run() -> Any:
+            def run_ce() -> Any:
                 loss, g = fn(logits, y)
                 g.block_until_ready()
                 return np.asarray(loss)
-            return run
+            return run_ce
 
         def forward(p: dict[str, Any], x: Any) -> Any:
             if kind == "mlp":
@@ -229,9 +231,67 @@ def _jax_step(kind: str) -> Callable[[dict[str, np.ndarray], str], Step]:
     return build
 
 
+def _tinygrad_step(kind: str) -> Callable[[dict[str, np.ndarray], str], Step]:
+    def build(arrays: dict[str, np.ndarray], device: str) -> Step:
+        tg, _ = peers.tinygrad()
+        from tinygrad import Device, TinyJit
+        from tinygrad.helpers import Context
+        from tinygrad.nn.optim import Adam
+
+        Tensor = tg.Tensor
+        wait = Device[Device.DEFAULT].synchronize
+        y = Tensor(arrays["y"]).realize()
+        if kind == "ce":
+            logits = Tensor(arrays["logits"]).realize()
+
+            @TinyJit
+            def loss_and_grad() -> Any:
+                loss = logits.sparse_categorical_crossentropy(y)
+                (g,) = loss.gradient(logits)
+                return loss.realize(), g.realize()
+
+            def run_ce() -> Any:
+                loss, _ = loss_and_grad()
+                wait()
+                return loss.numpy()
+            return run_ce
+        params = {k: Tensor(arrays[k].copy()).realize() for k in PARAMS[kind]}
+        x = Tensor(arrays["x"]).realize()
+
+        def forward(p: dict[str, Any], h: Any) -> Any:
+            if kind == "mlp":
+                for i in range(3):
+                    h = h @ p[f"w{i}"] + p[f"b{i}"]
+                    if i < 2:
+                        h = h.relu()
+                return h
+            h = h.conv2d(p["c1"], p["d1"]).relu()
+            h = h.conv2d(p["c2"], p["d2"]).relu()
+            return h.max_pool2d(2).flatten(1) @ p["w"] + p["b"]
+        opt = Adam(list(params.values()), lr=ADAM["lr"], b1=ADAM["b1"], b2=ADAM["b2"], eps=ADAM["eps"])
+
+        @TinyJit
+        def step() -> Any:
+            with Context(TRAINING=1):   # tinygrad's optimizers step only in training mode
+                opt.zero_grad()
+                loss = forward(params, x).sparse_categorical_crossentropy(y)
+                loss.backward()
+                # the loss with the update, in one schedule: realized after opt.step() it would be
+                # recomputed from the updated parameters
+                Tensor.realize(loss, *opt.schedule_step())
+                return loss
+
+        def run() -> Any:
+            loss = step()
+            wait()
+            return loss.numpy()
+        return run
+    return build
+
+
 def _frameworks(kind: str) -> dict[str, Callable[[dict[str, np.ndarray], str], Step]]:
     return {"torch": _torch_step(kind, False), "torch.compile": _torch_step(kind, True), "jax": _jax_step(kind),
-            "ug": _ug_ce_step if kind == "ce" else _ug_step(kind)}
+            "tinygrad": _tinygrad_step(kind), "ug": _ug_ce_step if kind == "ce" else _ug_step(kind)}
 
 
 TRAININGS = [
@@ -243,11 +303,13 @@ TRAININGS = [
 
 def run_training(devices: list[str], names: list[str] | None, scale: int, repeat: int, torch_compile: bool,
                  timer: Callable[[list[Step], int], list[float]], out: Callable[[str], None] = print,
-                 rows: list[Training] | None = None) -> list[tuple[str, str, bool]]:
-    """Each training row (or `rows`): build every framework's step, check its first losses
-    against torch eager's (or its result against the row's reference), time it (`timer`:
-    bench's round-robin medians) and print a row per implementation. Returns the (row,
-    implementation, ok) of every implementation that ran."""
+                 rows: list[Training] | None = None, peer_names: Collection[str] | None = None
+                 ) -> list[tuple[str, str, bool]]:
+    """Each training row (or `rows`): build every framework's step (of the peers in
+    `peer_names`, default all), check its first losses against torch eager's (or its result
+    against the row's reference), time those that agree (`timer`: bench's round-robin medians)
+    and print a row per implementation (one that disagrees is reported, not timed). Returns the
+    (row, implementation, ok) of every implementation that ran."""
     results = []
     for tr in TRAININGS if rows is None else rows:
         if names and tr.name not in names:
@@ -257,6 +319,8 @@ def run_training(devices: list[str], names: list[str] | None, scale: int, repeat
         for fw, build in tr.build.items():
             if fw == "ug":
                 impls += [(f"ug:{d}", build, d) for d in devices]
+            elif peer_names is not None and fw not in peer_names:
+                continue
             elif fw != "torch.compile" or torch_compile:
                 impls.append((fw, build, "cpu"))
         steps: list[tuple[str, Step, list[float]]] = []
@@ -268,8 +332,8 @@ def run_training(devices: list[str], names: list[str] | None, scale: int, repeat
                     steps.append((impl, step, [_relative_error(step(), tr.reference(arrays))]))
                 else:
                     steps.append((impl, step, [float(np.asarray(step()).reshape(())) for _ in range(3)]))
-            except ImportError as e:
-                notes[impl] = f"unavailable: {e}"
+            except (ImportError, peers.Unavailable, peers.PeerLacks) as e:
+                notes[impl] = f"skipped: {e}" if not isinstance(e, ImportError) else f"unavailable: {e}"
             except Exception as e:
                 notes[impl] = f"failed: {type(e).__name__}: {str(e)[:80]}"
         if tr.reference is not None:
@@ -278,15 +342,20 @@ def run_training(devices: list[str], names: list[str] | None, scale: int, repeat
             reference = next((losses for impl, _, losses in steps if impl == "torch"), None)
             ok = {impl: reference is None or bool(np.allclose(losses, reference, rtol=tr.rtol, atol=1e-5))
                   for impl, _, losses in steps}
-        medians = timer([step for _, step, _ in steps], repeat) if steps else []
-        peers = [(impl, t) for (impl, _, _), t in zip(steps, medians) if not impl.startswith("ug:") and ok[impl]]
-        best = min(peers, key=lambda p: p[1]) if peers else None
-        for (impl, _, losses), t in zip(steps, medians):
-            ratio = f"{t / best[1]:.2f}x vs {best[0]}" if impl.startswith("ug:") and best else ""
-            check = "ok" if ok[impl] else (f"MISMATCH error {losses[0]:.2e}" if tr.reference is not None
-                                           else f"MISMATCH losses {np.round(losses, 5).tolist()}")
-            out(f"| {tr.name:4} | {tr.title[:28]:28} | {impl:14} | {t * 1e3:10.3f} ms | {'per step':>15} | {ratio:22} | {check}")
+        agreeing = [(impl, step) for impl, step, _ in steps if ok[impl]]   # a wrong result is not timed
+        timed = dict(zip([impl for impl, _ in agreeing], timer([step for _, step in agreeing], repeat) if agreeing else []))
+        ran = [(impl, t) for impl, t in timed.items() if not impl.startswith("ug:")]
+        best = min(ran, key=lambda p: p[1]) if ran else None
+        for impl, _, losses in steps:
+            t = timed.get(impl)
+            ratio = f"{t / best[1]:.2f}x vs {best[0]}" if impl.startswith("ug:") and best and t is not None else ""
+            check = "ok" if ok[impl] else (f"MISMATCH error {losses[0]:.2e}, not timed" if tr.reference is not None
+                                           else f"MISMATCH losses {np.round(losses, 5).tolist()}, not timed")
+            shown = f"{t * 1e3:10.3f} ms" if t is not None else f"{'-':>13}"
+            out(f"| {tr.name:4} | {tr.title[:28]:28} | {impl:14} | {shown} | {'per step':>15} | {ratio:22} | {check}")
             results.append((tr.name, impl, ok[impl]))
+        del agreeing, steps
+        peers.release()
         for impl, note in notes.items():
             out(f"| {tr.name:4} | {tr.title[:28]:28} | {impl:14} | {'-':>13} | {'':>15} | {'':22} | {note}")
             if impl.startswith("ug:"):
