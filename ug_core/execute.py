@@ -33,9 +33,11 @@ def run_schedule(schedule: Schedule) -> CompiledSchedule | None:
         schedule.adopt_stand_ins()
         return compiled
     _log(str(schedule))
-    # UG_DEBUG's table is a profile's, of this thread's compiles and runs of this schedule
+    # UG_DEBUG's table is a profile's, of this thread's compiles and runs of this schedule; from
+    # UG_DEBUG=2 on, every kernel compiles before it runs (no tier 0), so that the loop IR and the
+    # source it prints are of what ran
     with _prof.Profile(thread_only=True) as p:
-        compiled = compile_schedule(schedule, tiered=True)
+        compiled = compile_schedule(schedule, tiered=debug_level() < 2)
         _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects)
     schedule.adopt_stand_ins()
     _log(str(p.table(per_run=True)))
