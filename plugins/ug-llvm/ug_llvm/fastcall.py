@@ -113,7 +113,7 @@ class FastLaunch:
             new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.py_object, ctypes.c_void_p]
             self._new = new
         except (AttributeError, ValueError, OSError):
-            pass
+            pass   # no such C API in this interpreter: `available` is False, launches take the ctypes path
 
     @property
     def available(self) -> bool:
