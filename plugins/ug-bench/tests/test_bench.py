@@ -118,9 +118,9 @@ def test_tinygrad_computes_the_workloads_it_spells_its_own_way(monkeypatch):
     # it is spelled differently from ug (pad, cat, var, round/clip, argmax, cumsum) and one it
     # lacks (bincount); each of the others ran at full size for docs/benchmarks.md
     _tinygrad_or_skip()
-    from ug_bench import bench
+    from ug_bench import workloads
 
-    monkeypatch.setitem(bench.TINYGRAD_LIMITS, "cumsum", 2**12)   # W11 at this scale: 64K elements
+    monkeypatch.setitem(workloads.TINYGRAD_LIMITS, "cumsum", 2**12)   # W11 at this scale: 64K elements
     names = ["W4", "W9", "W10", "W12", "W13", "W14", "W19", "W11"]
     lines = []
     results = run_bench(["ref"], names, scale=256, repeat=1, torch_compile=False, out=lines.append,
@@ -181,7 +181,7 @@ def test_bench_rejects_unknown_peers(capsys):
 
 
 def test_tinygrad_limits_name_the_sizes():
-    from ug_bench.bench import PeerLacks, w11, w21
+    from ug_bench.workloads import PeerLacks, w11, w21
 
     class Big:   # what the limit reads of a tinygrad tensor: its element count
         def numel(self):
