@@ -94,6 +94,20 @@ def test_long_rfft_is_a_packed_half_length_transform(device, require_dtype, rng,
                                atol=(1e-3 if dtype == F32 else 1e-9) * np.abs(want).max())
 
 
+@pytest.mark.parametrize("n", [1 << 19, 3 ** 12, 262147], ids=["n524288", "n531441", "n262147"])
+def test_long_transforms(device, require_dtype, rng, n):
+    """One long row (the host devices' four-step algorithm for a length that splits: 2^19 and
+    its rfft's packed half 2^18, 3^12; a prime keeps the direct transform), fft and ifft of
+    complex64 and the rfft of float32, within the bound."""
+    require_dtype(F32, C64)
+    x = cplx(rng, (1, n))
+    t = ug.tensor(x, device=device)
+    check(ug.fft.fft(t), np.fft.fft(x.astype(C128)), n)
+    check(ug.fft.ifft(t, norm="ortho"), np.fft.ifft(x.astype(C128), norm="ortho"), n)
+    r = x.real.copy()
+    check(ug.fft.rfft(ug.tensor(r, device=device)), np.fft.rfft(r.astype(F64)), n)
+
+
 @pytest.mark.parametrize("n", [n for n in SIZES if n > 1], ids=[f"n{n}" for n in SIZES if n > 1])
 @pytest.mark.parametrize("name", ["irfft", "hfft"])
 @pytest.mark.parametrize("dtype", [C64, C128], ids=str)
