@@ -197,8 +197,10 @@ class HostFft:
         return self._pool
 
     def after_fork(self) -> None:
-        """In a forked child: the pool's threads are gone, a new pool is made when needed."""
+        """In a forked child: the pool's threads are gone, a new pool is made when needed (and
+        the scratch's lock is new: a parent's thread may have held it at the fork)."""
         self._pool = None
+        self._scratch_lock = threading.Lock()
 
 
 # --- Bailey's four-step algorithm for one long transform ---------------------------------------
