@@ -291,7 +291,8 @@ def four_step(x: np.ndarray, y: np.ndarray, n1: int, table: tuple[np.ndarray, np
 
     def rows(first: int, stop: int) -> None:
         step = width(n2)
-        block = np.empty((step, n2 + _PAD), y.dtype)[:, :n2]   # (padded: its transposed read is not a power of two apart)
+        # (padded: the rows its transposed read walks are not a power of two apart)
+        block = np.empty((step, n2 + _PAD), y.dtype)[:, :n2]
         for r in range(first, stop, step):
             h = min(step, stop - r)
             t = block[:h]
