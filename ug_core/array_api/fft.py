@@ -7,7 +7,8 @@ is): the device's Fourier transform of the source's buffer, read in place throug
 `n` pads or cuts the source as the item reads it. The work around it fuses as any work does: a
 window multiply before is the kernel that makes the item's source, `abs(...) ** 2` after is
 the kernel that reads its result. Host-memory devices (cpu, c) run pocketfft (SciPy's where
-importable, else numpy's) over their threads, ref numpy's in float64; gpu targets (vulkan,
+importable, else numpy's) over their threads (a long row as Bailey's four steps: kit.hostfft),
+ref numpy's in float64; gpu targets (vulkan,
 cuda) run Stockham radix-4/2 passes and Bluestein's algorithm for other lengths, generated as
 loop IR (ug_core.kit.gpufft). fftn and friends are one item per axis.
 

@@ -94,6 +94,21 @@ def test_long_rfft_is_a_packed_half_length_transform(device, require_dtype, rng,
                                atol=(1e-3 if dtype == F32 else 1e-9) * np.abs(want).max())
 
 
+def test_long_transforms(device, require_dtype, rng):
+    """One long row (on the host devices Bailey's four-step algorithm: 2^19, and its rfft's packed
+    half 2^18; tests/test_fft_host.py checks the path itself on odd and non-power-of-two lengths,
+    and lengths that keep the direct transform, which are Bluestein's, slow, on a gpu target), fft
+    and ifft of complex64 and the rfft of float32, within the bound."""
+    n = 1 << 19
+    require_dtype(F32, C64)
+    x = cplx(rng, (1, n))
+    t = ug.tensor(x, device=device)
+    check(ug.fft.fft(t), np.fft.fft(x.astype(C128)), n)
+    check(ug.fft.ifft(t, norm="ortho"), np.fft.ifft(x.astype(C128), norm="ortho"), n)
+    r = x.real.copy()
+    check(ug.fft.rfft(ug.tensor(r, device=device)), np.fft.rfft(r.astype(F64)), n)
+
+
 @pytest.mark.parametrize("n", [n for n in SIZES if n > 1], ids=[f"n{n}" for n in SIZES if n > 1])
 @pytest.mark.parametrize("name", ["irfft", "hfft"])
 @pytest.mark.parametrize("dtype", [C64, C128], ids=str)
