@@ -14,8 +14,13 @@ advances that run.
 ug's order: a NaN after every number (a sorted run's NaNs are its tail: they are put after the
 merge of the numbers, the first run's first); -0.0 and 0.0 are equal (the sort puts runs of
 zeros back in their order afterwards). Two merges run at once, from the front and the back
-(see merge_ir). One function per
-dtype, compiled into the process's engine on first use (and cached on disk as any module is).
+(see merge_ir).
+
+An index sort of 32-bit (or narrower) values is an LSD radix sort (codes_ir, scatter_ir): each
+value's 32-bit code, whose unsigned order is ug's order (see _code), above its position in one
+uint64 item, sorted by three 11-bit digits of the code, low first; each pass is stable, so the
+whole is the stable argsort. A top-k of few (topk_ir) scans each row once, keeping the k best so
+far. One function per dtype, compiled into the process's engine on first use (and cached on disk as any module is).
 """
 
 from __future__ import annotations
