@@ -306,15 +306,27 @@ def scatter_ir(name: str, mode: str, triple: str, data_layout: str) -> str:
                     "ptr noalias %out, i64 %mid, i64 %next_shift, ptr noalias %next_hist) {", [], body, ["  ret void"])
 
 
+def topk_budget(n: int, k: int) -> int:
+    """How many insertions a row of the top-k may take before it is given up (topk_ir): twice
+    what a random row takes, about k * ln(n / k) (89 for k = 16 of 4096; its deviation about
+    the root of that); a row sorted the wrong way is given up after this many insertions of k
+    moves each (for k = 16 of 4096: 179, in a few microseconds)."""
+    return 7 * k * max(1, (n // k).bit_length() - 1) // 5
+
+
 TOPK_BLOCK = 64
 """The top-k's scan compares this many elements (four vectors) with the threshold at a time."""
 
 
 def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layout: str) -> str:
-    """LLVM IR of `void {name}(ptr x, i64 rows, i64 n, i64 k, ptr out_idx, ptr out_val, ptr codes,
-    ptr places)`: the k largest (smallest) of each row of x (rows x n, contiguous), largest
-    (smallest) first, equal values by position (NaN after every number), into out_idx (i64 rows
-    x k: positions) and out_val (their values); codes (i32[k]) and places (i64[k]) are scratch.
+    """LLVM IR of `void {name}(ptr x, i64 rows, i64 n, i64 k, i64 budget, ptr out_idx, ptr out_val,
+    ptr codes, ptr places, ptr finished)`: the k largest (smallest) of each row of x (rows x n,
+    contiguous), largest (smallest) first, equal values by position (NaN after every number),
+    into out_idx (i64 rows x k: positions) and out_val (their values), and finished[row] (i8) = 1;
+    codes (i32[k]) and places (i64[k]) are scratch. A row that needs more than `budget`
+    insertions after its first k elements (a row sorted the wrong way: every element beats the
+    k-th best so far, each insertion moving up to k) is given up: finished[row] = 0, its output
+    undefined, for the caller to sort another way.
 
     One pass per row, keeping the k best so far in order (codes: see _code, flipped for the
     smallest: the best has the largest code; ties go after: the earlier element first): the
@@ -400,7 +412,7 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
     ]
     # the elements x[base + j] for the set bits j of mask, one by one, against the k-th best's code
     bits_fn = [
-        f"define internal void @{name}.bits(ptr noalias %x, i64 %base, i64 %mask, i64 %k, ptr noalias %codes, "
+        f"define internal i64 @{name}.bits(ptr noalias %x, i64 %base, i64 %mask, i64 %k, ptr noalias %codes, "
         "ptr noalias %places) {",
         "entry:",
         "  %last = sub i64 %k, 1",
@@ -408,6 +420,7 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
         "  br label %loop",
         "loop:",
         "  %m = phi i64 [ %mask, %entry ], [ %m.1, %next ]",
+        "  %added = phi i64 [ 0, %entry ], [ %added.1, %next ]",
         "  %more = icmp ne i64 %m, 0",
         "  br i1 %more, label %body, label %done",
         "body:",
@@ -425,9 +438,11 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
         f"  call void @{name}.insert(ptr %codes, ptr %places, i64 %last, i32 %c, i64 %i)",
         "  br label %next",
         "next:",
+        "  %one = zext i1 %better to i64",
+        "  %added.1 = add i64 %added, %one",
         "  br label %loop",
         "done:",
-        "  ret void",
+        "  ret i64 %added",
         "}",
         "declare i64 @llvm.cttz.i64(i64, i1)",
     ]
@@ -442,7 +457,8 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
                   f"  %s{u} = shl i64 %z{u}, {u * w}"]
     ors = ["  %o1 = or i64 %s0, %s1", "  %o2 = or i64 %s2, %s3", "  %mask = or i64 %o1, %o2"]
     row_fn = [
-        f"define internal void @{name}.row(ptr noalias %x, i64 %n, i64 %k, ptr noalias %codes, ptr noalias %places) {{",
+        f"define internal i1 @{name}.row(ptr noalias %x, i64 %n, i64 %k, i64 %budget, ptr noalias %codes, "
+        "ptr noalias %places) {",
         "entry:",
         "  br label %fill",
         "fill:",
@@ -462,6 +478,7 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
         "  br label %block",
         "block:",
         "  %i = phi i64 [ %k, %scan ], [ %end, %pass ], [ %end, %slow ]",
+        "  %left = phi i64 [ %budget, %scan ], [ %left, %pass ], [ %left.1, %slow ]",
         "  %end = add i64 %i, " + str(TOPK_BLOCK),
         "  %fits = icmp sle i64 %end, %n",
         "  br i1 %fits, label %check, label %tail",
@@ -478,16 +495,20 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
         "pass:",
         "  br label %block",
         "slow:",
-        f"  call void @{name}.bits(ptr %x, i64 %i, i64 %mask, i64 %k, ptr %codes, ptr %places)",
-        "  br label %block",
+        f"  %added = call i64 @{name}.bits(ptr %x, i64 %i, i64 %mask, i64 %k, ptr %codes, ptr %places)",
+        "  %left.1 = sub i64 %left, %added",
+        "  %spent = icmp slt i64 %left.1, 0",
+        "  br i1 %spent, label %give.up, label %block",
+        "give.up:",
+        "  ret i1 false",
         "tail:",
         f"  call void @{name}.scalar(ptr %x, i64 %i, i64 %n, i64 %k, ptr %codes, ptr %places)",
-        "  ret void",
+        "  ret i1 true",
         "}",
     ]
     main_fn = [
-        f"define void @{name}(ptr noalias readonly %x, i64 %rows, i64 %n, i64 %k, ptr noalias %out_idx, "
-        "ptr noalias %out_val, ptr noalias %codes, ptr noalias %places) {",
+        f"define void @{name}(ptr noalias readonly %x, i64 %rows, i64 %n, i64 %k, i64 %budget, ptr noalias %out_idx, "
+        "ptr noalias %out_val, ptr noalias %codes, ptr noalias %places, ptr noalias %finished) {",
         "entry:",
         "  br label %row",
         "row:",
@@ -497,7 +518,10 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
         "sort:",
         "  %off = mul i64 %r, %n",
         f"  %p = getelementptr inbounds {ty}, ptr %x, i64 %off",
-        f"  call void @{name}.row(ptr %p, i64 %n, i64 %k, ptr %codes, ptr %places)",
+        f"  %ok = call i1 @{name}.row(ptr %p, i64 %n, i64 %k, i64 %budget, ptr %codes, ptr %places)",
+        "  %ok8 = zext i1 %ok to i8",
+        "  %pd = getelementptr inbounds i8, ptr %finished, i64 %r",
+        "  store i8 %ok8, ptr %pd",
         "  %out = mul i64 %r, %k",
         "  br label %copy",
         "copy:",
@@ -586,7 +610,7 @@ class SortKernels:
             proto = ctypes.CFUNCTYPE(None, ptr, i64, i64, ptr, ptr, i64, i64, ptr)
         else:
             ir = topk_ir(name, ty, kind, what == "topk_largest", triple, layout)
-            proto = ctypes.CFUNCTYPE(None, ptr, i64, i64, i64, ptr, ptr, ptr, ptr)
+            proto = ctypes.CFUNCTYPE(None, ptr, i64, i64, i64, i64, ptr, ptr, ptr, ptr, ptr)
         return proto(self.jit.load(ir, name))
 
     def count_below(self, x: np.ndarray, pivot: np.generic) -> int | None:
@@ -664,20 +688,22 @@ class SortKernels:
            None if next_hist is None else next_hist.ctypes.data)
         return True
 
-    def topk(self, x: np.ndarray, k: int, largest: bool, out_idx: np.ndarray, out_val: np.ndarray) -> bool:
+    def topk(self, x: np.ndarray, k: int, largest: bool, out_idx: np.ndarray, out_val: np.ndarray) -> np.ndarray | None:
         """The k largest (smallest) of each row of the contiguous 2-d x (float32, int32, uint32),
         the largest (smallest) first, equal values by position, NaN after every number: their
-        positions into out_idx (int64, rows x k) and values into out_val (x's dtype). False
-        (nothing written) where it does not apply."""
+        positions into out_idx (int64, rows x k) and values into out_val (x's dtype). Returns
+        which rows are done (bool per row; a row given up, see topk_ir, is for the caller);
+        None (nothing written) where it does not apply."""
         fn = self._fn(x.dtype, "topk_largest" if largest else "topk_smallest")
         if fn is None or x.ndim != 2 or not _contiguous(x, (out_idx, np.int64), (out_val, x.dtype)):
-            return False
+            return None
         rows, n = x.shape
         if not (0 < k <= n and out_idx.shape == out_val.shape == (rows, k)):
             raise ValueError(f"topk: k={k} of rows of {n} into {out_idx.shape} and {out_val.shape}")
-        codes, places = np.empty(k, np.uint32), np.empty(k, np.int64)
-        fn(x.ctypes.data, rows, n, k, out_idx.ctypes.data, out_val.ctypes.data, codes.ctypes.data, places.ctypes.data)
-        return True
+        codes, places, done = np.empty(k, np.uint32), np.empty(k, np.int64), np.zeros(rows, np.bool_)
+        fn(x.ctypes.data, rows, n, k, topk_budget(n, k), out_idx.ctypes.data, out_val.ctypes.data, codes.ctypes.data,
+           places.ctypes.data, done.ctypes.data)
+        return done
 
 
 def _contiguous(x: np.ndarray, *others: tuple[np.ndarray, np.dtype | type]) -> bool:
