@@ -2,16 +2,19 @@
 kit's devices whose allocator has host views, and ref): the rows are split over the device's
 threads, and each block of rows is sorted by numpy in place in the device's memory, which
 releases the GIL while it sorts. A value sort is np.sort's; an index sort (argsort) of values
-of 32 bits or fewer sorts packed (value code, position) keys, which is the stable order without
-an indirect sort; a top-k (k < n / 8) takes a threshold from group maxima and sorts only the
-few elements past it. ug's order: NaN after every number; descending is the stable reverse
-(NaN first), made by sorting the reversed row ascending: equal elements keep their order
-either way."""
+of 32 bits or fewer is the device's native LSD radix sort of (value code, position) items where
+it has one (SortKernels.radix_codes, radix_scatter), else numpy's sort of packed (value code,
+position) keys, which is the stable order without an indirect sort; a top-k of few (k < n / 8)
+is the device's one-pass scan of each row (SortKernels.topk) where it has one, else a threshold
+from group maxima, and only the few elements past it sorted. ug's order: NaN after every
+number; descending is the stable reverse (NaN first), made by sorting the reversed row
+ascending: equal elements keep their order either way."""
 
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Callable, Literal, Protocol
+from typing import Any, Callable, Literal, Protocol
 import numpy as np
 
 from ..device import register_host_fallback
@@ -40,6 +43,52 @@ class SortKernels(Protocol):
 
     def partition(self, x: np.ndarray, pivot: np.generic, low: np.ndarray, high: np.ndarray) -> bool: ...
 
+    def radix_codes(self, x: np.ndarray, base: int, descending: bool, items: np.ndarray, hist: np.ndarray) -> bool:
+        """The radix argsort's first pass (HostSort._radix_argsort): items (uint64) = x's codes
+        (unsigned order = ug's order; every bit flipped when descending) above base + position,
+        the counts of the codes' three digits (RADIX_SHIFTS) added to hist (uint32, 3 x
+        RADIX_BUCKETS)."""
+        ...
+
+    def radix_scatter(self, items: np.ndarray, shift: int, offsets: np.ndarray, out: np.ndarray, mid: int,
+                      next_shift: int, next_hist: np.ndarray | None) -> bool:
+        """A radix pass: each item in order to out at offsets[its code's digit at shift]
+        (int64, moved on), the code's digit at next_shift counted in next_hist[place >= mid]
+        (uint32, 2 x RADIX_BUCKETS; None: not counted); out int64: the last pass (positions
+        only)."""
+        ...
+
+    def topk(self, x: np.ndarray, k: int, largest: bool, out_idx: np.ndarray, out_val: np.ndarray) -> np.ndarray | None:
+        """The k largest (smallest) of each row of x, best first, ties by position, NaN after
+        every number: positions into out_idx (int64), values into out_val. Returns which rows
+        are done (bool per row: a row may be given up, e.g. one sorted the wrong way, where the
+        scan costs O(n k)); None where it does not apply (nothing written)."""
+        ...
+
+
+RADIX_MIN = 1 << 15
+"""An index sort of rows at least this long (of 32-bit or narrower values) is a radix sort where
+the device has the native passes (SortKernels.radix_codes, radix_scatter)."""
+
+RADIX_SPLIT_MIN = 1 << 22
+"""...on two threads from this length (each pass a thread per half, the threads meeting after
+each pass). A pass is bound by memory, and on a loaded machine (other processes on the cores
+and the memory) the two-thread sort of 1M float32 took 0.9x numpy's argsort time against 0.7x
+for one thread (alone: 0.4x either way)."""
+
+RADIX_BUCKETS = 1 << 11
+RADIX_SHIFTS = (0, 11, 22)
+"""The radix sort's digits of the 32-bit codes: 11, 11 and 10 bits, the lowest first."""
+
+TOPK_NATIVE_MAX = 16
+"""A top-k of k up to this many is the device's one-pass scan (SortKernels.topk) where it has
+one: each element that beats the k-th best so far is inserted among the k (O(k)). A row that
+takes too many insertions (sorted the wrong way) is given up and sorted as before; that costs
+about 1.3x the old way's time for k = 16 of 4096, against 0.4x on random rows; for k = 32 it was
+1.6x against 0.45x, for k = 64 3x against 0.75x (one insertion moves up to k elements)."""
+
+SCRATCH_MAX = 32 << 20
+"""The most bytes of scratch memory a HostSort keeps between sorts (_take_scratch)."""
 
 SPLIT_BALANCE = 8
 """A split sort (HostSort._split_sort) goes on only when each side holds at least 1/SPLIT_BALANCE
@@ -51,6 +100,8 @@ class HostSort:
         self.threads = max(1, threads)
         self.kernels = kernels
         self._pool: ThreadPoolExecutor | None = None
+        self._scratch: np.ndarray | None = None   # the radix sort's buffer, kept (_take_scratch)
+        self._lock = threading.Lock()
 
     def run(self, keys: np.ndarray, result: np.ndarray, spec: SortSpec) -> None:
         """Sort `keys` (spec.rows x spec.n) into `result` (spec.rows x spec.k) as `spec` says."""
@@ -62,6 +113,10 @@ class HostSort:
             result[...] = wide
             return
         blocks = min(self.threads, spec.rows)
+        if self._native_topk(keys, result, spec, blocks):
+            return
+        if spec.indices and spec.k == spec.n and spec.n >= RADIX_MIN and self._radix_argsort(keys, result, spec, blocks):
+            return
         if blocks == 1 and self.threads > 1 and spec.k == spec.n and spec.n >= SPLIT_MIN and keys.dtype.kind in "fiu":
             for r in range(spec.rows):   # one long row (or few): chunks sorted on the threads, then merged
                 self._sort_long_row(keys[r], result[r], spec)
@@ -139,6 +194,145 @@ class HostSort:
             out[...] = vals[::-1] if spec.descending else vals
         if key.dtype.kind == "f":
             _zeros_in_order(key[None, :], out[None, :], spec.descending)
+
+    def _radix_argsort(self, keys: np.ndarray, out: np.ndarray, spec: SortSpec, blocks: int) -> bool:
+        """The stable index sort of each row as an LSD radix sort of 32-bit codes with 32-bit
+        positions (SortKernels.radix_codes, radix_scatter: three passes of 11-bit digits, each
+        key and position read and written once a pass): 10 ms for 1M float32 on one thread
+        here, against numpy's argsort's 26 ms. Few rows (a long row each): every pass is split over two threads, the
+        second thread's keys of a digit after the first's (the counts per half come from the
+        pass before); many rows: blocks of rows over the threads. False (nothing written)
+        where it does not apply: no native passes, the dtype (64-bit values), rows of 2^31."""
+        kernels, n = self.kernels, spec.n
+        wide = {"f": np.float32, "i": np.int32, "u": np.uint32, "b": np.uint32}.get(keys.dtype.kind)
+        if (kernels is None or not hasattr(kernels, "radix_codes") or wide is None or keys.dtype.itemsize > 4
+                or n >= 1 << 31 or out.dtype != np.int64 or not out.flags.c_contiguous):
+            return False
+        if keys.dtype != wide:   # (exact: float16 as float32, narrow ints as 32-bit ones)
+            keys = keys.astype(wide)
+        if not keys.flags.c_contiguous:
+            keys = np.ascontiguousarray(keys)
+        if blocks > 1 and spec.rows >= self.threads:
+            bounds = [spec.rows * i // blocks for i in range(blocks + 1)]
+            done = self._executor().map(lambda b: all(self._radix_row(keys[r], out[r], spec.descending, 1)
+                                                      for r in range(b[0], b[1])), zip(bounds, bounds[1:]))
+            if not all(done):
+                raise RuntimeError("sort: the device's radix passes declined a row of a dtype they took")
+            return True
+        parts = 2 if self.threads >= 2 and n >= RADIX_SPLIT_MIN else 1
+        for r in range(spec.rows):
+            if not self._radix_row(keys[r], out[r], spec.descending, parts):
+                if r:
+                    raise RuntimeError("sort: the device's radix passes declined a row of a dtype they took")
+                return False
+        return True
+
+    def _radix_row(self, key: np.ndarray, out: np.ndarray, descending: bool, parts: int) -> bool:
+        """One row's radix argsort (see _radix_argsort) into out (int64), split in `parts` (1, 2)
+        for the threads. A digit that every key shares is no pass. The passes go back and forth
+        between a scratch buffer and `out` (its bytes as uint64 items: a code above a position),
+        the last into out; an even number of passes takes a second scratch buffer."""
+        work = self._take_scratch(key.shape[0])
+        try:
+            return self._radix_passes(key, out, descending, parts, work)
+        finally:
+            self._give_scratch(work)
+
+    def _radix_passes(self, key: np.ndarray, out: np.ndarray, descending: bool, parts: int, work: np.ndarray) -> bool:
+        """_radix_row's passes, with `work` (uint64, the row's length) as the scratch buffer."""
+        kernels, n = self.kernels, key.shape[0]
+        assert kernels is not None
+        bounds = [0, n // 2, n] if parts == 2 else [0, n]
+        spans = list(zip(bounds, bounds[1:]))
+        hist = np.zeros((parts, 3, RADIX_BUCKETS), np.uint32)
+        jobs = [(key[lo:hi], lo, work[lo:hi], hist[t]) for t, (lo, hi) in enumerate(spans)]
+        if not all(self._map(lambda j: kernels.radix_codes(j[0], j[1], descending, j[2], j[3]), jobs)):
+            return False
+        total = hist.sum(axis=0, dtype=np.int64)
+        passes = [d for d in range(3) if total[d].max() < n]
+        if not passes:   # every key the same: the order as it is
+            out[...] = np.arange(n)
+            return True
+        src, dst = work, (out.view(np.uint64) if len(passes) % 2 else np.empty(n, np.uint64))
+        per_part = hist[:, passes[0]].astype(np.int64)
+        mid = bounds[1] if parts == 2 else n
+        for step, d in enumerate(passes):
+            last = step == len(passes) - 1
+            counts = total[d]
+            offsets = (np.cumsum(counts) - counts) + (np.cumsum(per_part, axis=0) - per_part)
+            # one thread: the next pass's counts are the first pass's (total); two: counted on the way
+            next_hist = np.zeros((parts, 2, RADIX_BUCKETS), np.uint32) if parts > 1 and not last else None
+            next_shift = 0 if last else RADIX_SHIFTS[passes[step + 1]]
+            into = out if last else dst
+            moves = [(src[lo:hi], offsets[t], None if next_hist is None else next_hist[t])
+                     for t, (lo, hi) in enumerate(spans)]
+            if not all(self._map(lambda m: kernels.radix_scatter(m[0], RADIX_SHIFTS[d], m[1], into, mid, next_shift,
+                                                                 m[2]), moves)):
+                raise RuntimeError("sort: the device's radix pass declined after its first pass")
+            if not last:
+                per_part = (total[passes[step + 1]][None] if next_hist is None
+                            else next_hist.sum(axis=0, dtype=np.int64))
+            src, dst = dst, src
+        return True
+
+    def _take_scratch(self, n: int) -> np.ndarray:
+        """A uint64 buffer of n elements: the one kept from an earlier sort where it is long
+        enough (a fresh one's page faults cost as much as a radix pass), else a new one."""
+        with self._lock:
+            kept, self._scratch = self._scratch, None
+        if kept is not None and kept.shape[0] >= n:
+            return kept[:n]
+        return np.empty(n, np.uint64)
+
+    def _give_scratch(self, buffer: np.ndarray) -> None:
+        """Keep `buffer` (from _take_scratch) for the next sort, up to SCRATCH_MAX bytes."""
+        whole = buffer.base if isinstance(buffer.base, np.ndarray) else buffer
+        if whole.nbytes <= SCRATCH_MAX:
+            with self._lock:
+                if self._scratch is None or self._scratch.shape[0] < whole.shape[0]:
+                    self._scratch = whole
+
+    def _native_topk(self, keys: np.ndarray, result: np.ndarray, spec: SortSpec, blocks: int) -> bool:
+        """A top-k of few (TOPK_NATIVE_MAX) of long rows (k < n / PARTITION_FRACTION) by the
+        device's one-pass scan (SortKernels.topk), blocks of rows over the threads. False
+        (nothing written) where it does not apply: no native top-k, the dtype."""
+        kernels, k = self.kernels, spec.k
+        if (kernels is None or not hasattr(kernels, "topk") or k > TOPK_NATIVE_MAX
+                or k * PARTITION_FRACTION >= spec.n or not result.flags.c_contiguous):
+            return False
+        if keys.dtype.itemsize < 4 and keys.dtype.kind in "fiub":   # (exact: as float32, int32)
+            keys = keys.astype({"f": np.float32, "i": np.int32}.get(keys.dtype.kind, np.uint32))
+        if not keys.flags.c_contiguous:
+            keys = np.ascontiguousarray(keys)
+        places = result if spec.indices else np.empty(result.shape, np.int64)
+        values = np.empty(result.shape, keys.dtype) if spec.indices or result.dtype != keys.dtype else result
+        bounds = [spec.rows * i // blocks for i in range(blocks + 1)]
+        spans = list(zip(bounds, bounds[1:]))
+
+        def block(span: tuple[int, int]) -> bool:
+            lo, hi = span
+            done = kernels.topk(keys[lo:hi], k, spec.descending, places[lo:hi], values[lo:hi])
+            if done is None:
+                return False
+            if not spec.indices and values is not result:
+                result[lo:hi] = values[lo:hi]
+            given_up = np.flatnonzero(~done)   # (rows sorted the wrong way: numpy's way, on this thread)
+            if given_up.size == hi - lo:
+                _sort_block(keys[lo:hi], result[lo:hi], SortSpec(hi - lo, spec.n, k, spec.descending, spec.stable,
+                                                                  spec.indices))
+            elif given_up.size:
+                redone = np.empty((given_up.size, k), result.dtype)
+                _sort_block(keys[lo + given_up], redone, SortSpec(given_up.size, spec.n, k, spec.descending,
+                                                                  spec.stable, spec.indices))
+                result[lo + given_up] = redone
+            return True
+        return all(self._map(block, spans))
+
+    def _map(self, fn: Callable[[Any], Any], jobs: list[Any]) -> list[Any]:
+        """fn over the jobs: on the pool's threads, or on this one for a single job."""
+        if len(jobs) == 1:
+            return [fn(jobs[0])]
+        return list(self._executor().map(fn, jobs))
 
     def _split_sort(self, key: np.ndarray, out: np.ndarray, descending: bool) -> bool:
         """A value sort of one long row on two threads without a merge: a pivot (the median of
