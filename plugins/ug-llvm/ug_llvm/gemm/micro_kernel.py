@@ -168,15 +168,17 @@ def _store_edge(cfg: GemmConfig) -> list[str]:
 
 
 def _prefetch_c(cfg: GemmConfig) -> list[str]:
-    """Prefetch the C tile (first and last byte of each row) while the k loop runs: its loads
-    at the end would otherwise stall on memory."""
+    """Prefetch the C tile (every cache line of each row, and the row's last byte: a row need
+    not start on a line) while the k loop runs: its loads at the end would otherwise stall on
+    memory. (The first and last byte of each row only, as before, left the middle lines of a
+    64-float row to miss: 1024^3 on one thread, alternating in one process, 16.09 -> 15.72 ms.)"""
     t = cfg.t
     lines = []
+    row_bytes = cfg.nr * cfg.itemsize
     for r in range(cfg.mr):
         lines += [f"  %pf.o{r} = mul nsw i64 %ldc, {r}",
-                  f"  %pf.r{r} = getelementptr {t}, ptr %c, i64 %pf.o{r}",
-                  f"  %pf.e{r} = getelementptr {t}, ptr %pf.r{r}, i64 {cfg.nr - 1}",
-                  f"  call void @llvm.prefetch.p0(ptr %pf.r{r}, i32 1, i32 3, i32 1)",
-                  f"  call void @llvm.prefetch.p0(ptr %pf.e{r}, i32 1, i32 3, i32 1)"]
+                  f"  %pf.r{r} = getelementptr {t}, ptr %c, i64 %pf.o{r}"]
+        for off in [*range(0, row_bytes, 64), row_bytes - 1]:
+            lines += [f"  %pf.r{r}.{off} = getelementptr i8, ptr %pf.r{r}, i64 {off}",
+                      f"  call void @llvm.prefetch.p0(ptr %pf.r{r}.{off}, i32 1, i32 3, i32 1)"]
     return lines
-
