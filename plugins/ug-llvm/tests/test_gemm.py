@@ -374,6 +374,24 @@ def test_row_block_plans(gemm, m, threads, batch):
         assert max(sizes) - min(sizes) < 2 * mr   # even blocks (the last may end in a partial panel)
 
 
+@pytest.mark.parametrize("m,k,n", [(1024, 1024, 1024), (2048, 2048, 2048), (300, 1024, 512)])
+def test_row_block_plans_of_a_big_b(gemm, m, k, n):
+    """Where the packed B is too big to stay in L2, each row block reads it again from L3 or
+    memory: a guided plan's blocks stop shrinking at BIG_B_MIN_BLOCK_PANELS panels (the last
+    may be shorter: what is left), where a small B's go down to MIN_BLOCK_PANELS."""
+    from ug_llvm.gemm.driver import BIG_B_BYTES, BIG_B_MIN_BLOCK_PANELS, MIN_BLOCK_PANELS
+    cfg = gemm.cfg
+    p = Problem.from_views((m, k), (k, 1), 0, (k, n), (n, 1), 0)
+    assert k * -(-n // cfg.nr) * cfg.nr * cfg.itemsize >= BIG_B_BYTES
+    starts = list(gemm.plan(p, 2))
+    sizes = np.diff(starts)
+    assert starts[0] == 0 and starts[-1] == m and (sizes > 0).all()
+    assert all(s % cfg.mr == 0 for s in starts[:-1])
+    assert (sizes[:-1] >= BIG_B_MIN_BLOCK_PANELS * cfg.mr).all() and list(sizes) == sorted(sizes, reverse=True)
+    small = Problem.from_views((m, 64), (64, 1), 0, (64, 64), (64, 1), 0)
+    assert np.diff(gemm.plan(small, 2))[-1] <= MIN_BLOCK_PANELS * cfg.mr < BIG_B_MIN_BLOCK_PANELS * cfg.mr
+
+
 def _conv_windows(img, kh, kw):
     """The im2col rows of a stride-1 convolution read in place, the output computed over whole
     image rows (positions y * W + x, x < W: the last kw - 1 of each row are past the image's edge,

@@ -23,6 +23,13 @@ from .problem import Problem
 # the smallest row block (in MR-row panels) of a guided plan (PackedGemm.plan): a block streams
 # the whole packed B through L2 once, so a tiny one is slow per row; it ends the schedule only
 MIN_BLOCK_PANELS = 2
+# ... and where one batch entry's packed B is at least BIG_B_BYTES: such a B comes from L3 or
+# memory for every block (it does not stay in L2 beside the A block), which for a few rows
+# is not hidden by their compute. 1024^3 float32 on one thread running a 2-thread plan,
+# alternating in one process: blocks of 12-18 rows at the end (14 blocks) 15.81 ms, at least
+# 48 (10 blocks) 15.41, 4 even blocks 15.11 (but then a late thread waits up to a quarter)
+BIG_B_MIN_BLOCK_PANELS = 8
+BIG_B_BYTES = 1 << 20
 
 _ENTRY = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int64, ctypes.c_int64)
 _SERIAL = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # (an untyped call would pass an int as a 32-bit C int)
@@ -110,7 +117,7 @@ class PackedGemm:
 
         One thread: blocks of at most mc_max rows. Threads and few batch entries: blocks that
         shrink towards the end (guided: each a 1/(2*threads) share of the rows left, within
-        [MIN_BLOCK_PANELS, mc_max]), so a thread that comes late or runs on a busy core leaves
+        [MIN_BLOCK_PANELS, mc_max], or BIG_B_MIN_BLOCK_PANELS for a big B), so a thread that comes late or runs on a busy core leaves
         the others at most one small block to wait for. With equal blocks of a quarter of each
         thread's share, a 1024^3 matmul on 2 threads ended with one thread idle for 1.6-2.7 ms
         of 12-14. Many batch entries share out evenly by themselves: equal blocks."""
@@ -122,9 +129,12 @@ class PackedGemm:
             blocks = -(-panels // most)
             sizes = [panels // blocks + (1 if i < panels % blocks else 0) for i in range(blocks)]
         else:
+            npad = -(-p.n // self.cfg.nr) * self.cfg.nr
+            big_b = p.k * npad * self.cfg.itemsize >= BIG_B_BYTES
+            least = BIG_B_MIN_BLOCK_PANELS if big_b else MIN_BLOCK_PANELS
             left = panels
             while left:
-                size = min(left, most, max(MIN_BLOCK_PANELS, -(-left // (2 * threads))))
+                size = min(left, most, max(least, -(-left // (2 * threads))))
                 sizes.append(size)
                 left -= size
         starts = array.array("q", [0])

@@ -130,7 +130,7 @@ def render_module(cfg: GemmConfig, prefix: str, triple: str, data_layout: str, c
         f"; ug packed gemm {cfg}",
         f'target triple = "{triple}"',
         f'target datalayout = "{data_layout}"',
-        micro_kernel(cfg, micro),
+        micro_kernel(cfg, micro, fetch_next=True),
         micro_kernel(cfg, direct, direct=True) if direct else "",
         pack_b(cfg, f"{prefix}_pack_b"),
         row_blocks(cfg, f"{prefix}_gemm", micro, direct),

@@ -79,15 +79,29 @@ def _multiply(b: Builder, cfg: GemmConfig, c: dict[str, str], rows: RowBlock, ap
     """The block's rows of C (+)= its packed A (at `ap`) times KC block pc of packed B: the
     micro-kernel over every (B panel, A panel) pair, the B panel in the outer loop (it stays in
     L1 while the A panels stream past it). The first KC block stores, later ones add.
-    `direct_pcs` (pc times csa): `micro` reads A in place, from the block's rows at column pc."""
+    `direct_pcs` (pc times csa): `micro` reads A in place, from the block's rows at column pc.
+    Packed, the micro-kernel calls over each B panel also fetch the next one into L2 (a
+    panel's first pass read it from L3 at the micro-kernel's pace, see micro_kernel)."""
     t, mr, nr = cfg.t, cfg.mr, cfg.nr
     accumulate = b.value(f"icmp ne i64 {pc}, 0")
     o1 = b.value(f"mul nsw i64 {pc}, {c['npad']}")
     bblock = b.value(f"getelementptr inbounds {t}, ptr {rows.bpb}, i64 {o1}")
+    # each micro-kernel call fetches kc lines (one per k) of the panel read next: the first
+    # `calls` calls of a panel the whole next one (kc x NR: kc * NR * itemsize / 64 lines),
+    # later ones the panel itself (in cache already: a load slot per k, no traffic)
+    calls = max(1, nr * cfg.itemsize // 64)
+    psize = b.value(f"mul nsw i64 {kc}, {nr}")
+    last_block = b.value(f"icmp sge i64 {b.value(f'add nsw i64 {pc}, {kc}')}, {c['k']}")
+    last_panel = b.value(f"sub nsw i64 {npanels}, 1")
     with b.loop("0", npanels) as jr:
         col0 = b.value(f"mul nsw i64 {jr}, {nr}")
         po = b.value(f"mul nsw i64 {col0}, {kc}")
         bpanel = b.value(f"getelementptr inbounds {t}, ptr {bblock}, i64 {po}")
+        # the panel the micro-kernels read next: the next one in the packed B (the next KC
+        # block's first after a block's last), or after the last, the first (the next row block's)
+        after = b.value(f"getelementptr {t}, ptr {bpanel}, i64 {psize}")
+        wrap = b.value(f"and i1 {last_block}, {b.value(f'icmp eq i64 {jr}, {last_panel}')}")
+        bnext = b.value(f"select i1 {wrap}, ptr {rows.bpb}, ptr {after}")
         cols = b.smin(b.value(f"sub nsw i64 {c['n']}, {col0}"), nr)
         ccol = b.value(f"getelementptr inbounds {t}, ptr {rows.cbase}, i64 {col0}")
         with b.loop("0", rows.mpanels) as ip:
@@ -105,5 +119,11 @@ def _multiply(b: Builder, cfg: GemmConfig, c: dict[str, str], rows: RowBlock, ap
                 a_args = f"ptr {apanel}, i64 {c['rsa']}, i64 {c['csa']}"
             co = b.value(f"mul nsw i64 {row0}, {c['ldc']}")
             ctile = b.value(f"getelementptr inbounds {t}, ptr {ccol}, i64 {co}")
+            fetch = ""
+            if direct_pcs is None:
+                part = b.value(f"icmp slt i64 {ip}, {calls}")
+                nofs = b.value(f"mul nsw i64 {ip}, {b.value(f'mul nsw i64 {kc}, 64')}")
+                nptr = b.value(f"getelementptr i8, ptr {bnext}, i64 {nofs}")
+                fetch = f", ptr {b.value(f'select i1 {part}, ptr {nptr}, ptr {bpanel}')}"
             b.emit(f"call void @{micro}({a_args}, ptr {bpanel}, i64 {kc}, ptr {ctile}, i64 {c['ldc']}, "
-                   f"i64 {height}, i64 {cols}, i1 {accumulate})")
+                   f"i64 {height}, i64 {cols}, i1 {accumulate}{fetch})")
