@@ -81,26 +81,32 @@ def main() -> None:
         pstats.Stats(pr).sort_stats("cumulative").print_stats(30)
         pstats.Stats(pr).sort_stats("tottime").print_stats(25)
         return
-    print(f"{'case':32s} {'numpy s':>9s} {'ug s':>9s} {'ratio':>7s} {'ug 1st s':>9s}")
+    # wall seconds, and the process's CPU seconds (on a loaded machine the fairer comparison)
+    print(f"{'case':28s} {'numpy s':>8s} {'ug s':>8s} {'ratio':>6s} {'np cpu':>8s} {'ug cpu':>8s} {'ratio':>6s}"
+          f" {'ug 1st s':>9s} {'1st cpu':>8s}")
     for n, v, bt in cases:
-        tn, tu = [], []
-        first = None
+        tn, tu, cn, cu = [], [], [], []
+        first = first_cpu = 0.0
         for r in range(args.repeat + 1):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             rn = _run(npd, n, v, bt)
-            t1 = time.perf_counter()
+            t1, c1 = time.perf_counter(), time.process_time()
             ru = _run(ugd, n, v, bt)
-            t2 = time.perf_counter()
+            t2, c2 = time.perf_counter(), time.process_time()
             if not (np.isclose(rn[0], ru[0]) and np.isclose(rn[1], ru[1])):
                 sys.exit(f"results differ: numpy {rn} ug {ru}")
             if r == 0:
-                first = t2 - t1
+                first, first_cpu = t2 - t1, c2 - c1
                 continue
             tn.append(t1 - t0)
             tu.append(t2 - t1)
+            cn.append(c1 - c0)
+            cu.append(c2 - c1)
         mn, mu = statistics.median(tn), statistics.median(tu)
-        name = f"n={n} vec={v} batch={bt}"
-        print(f"{name:32s} {mn:9.4f} {mu:9.4f} {mu / mn:7.1f} {first:9.3f}", flush=True)
+        qn, qu = statistics.median(cn), statistics.median(cu)
+        name = f"n={n} batch={bt}"
+        print(f"{name:28s} {mn:8.3f} {mu:8.3f} {mu / mn:6.1f} {qn:8.3f} {qu:8.3f} {qu / qn:6.1f} {first:9.3f} {first_cpu:8.3f}",
+              flush=True)
 
 
 if __name__ == "__main__":

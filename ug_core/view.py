@@ -67,8 +67,9 @@ class View:
         # no 1, no 0 and no mask, leaves at once)
         shape = self.shape
         if 1 in shape or type(self.strides) is not tuple:
-            strides = tuple(0 if s == 1 else st for s, st in zip(shape, self.strides))
-            object.__setattr__(self, "strides", strides)
+            strides = tuple([0 if s == 1 else st for s, st in zip(shape, self.strides)])
+            if strides != self.strides:
+                object.__setattr__(self, "strides", strides)
         if 0 in shape:
             object.__setattr__(self, "strides", (0,) * len(self.shape))
             object.__setattr__(self, "offset", 0)

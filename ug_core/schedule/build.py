@@ -382,9 +382,12 @@ class BuildCache:
     structure takes the first one's kernel, and a root whose fused graph no pass changed takes
     its own from the pass before; the nodes are mapped through their positions in the walk."""
 
-    __slots__ = ("entries", "hits", "misses")
+    __slots__ = ("entries", "walks", "hits", "misses")
 
     def __init__(self) -> None:
+        # a single root's walk (see _structure) by its node: the key and nodes, and the nodes
+        # whose buffers it depends on (the walk changes only where one of them gets one)
+        self.walks: dict[int, tuple[tuple[Any, ...], list[Node], list[Node], list[bool]]] = {}
         # key -> (kernel, positions of its input buffers, fused notes, positions of its fused
         # reductions and scans), or (None, positions of the nodes _NeedsBuffer asked for)
         self.entries: dict[tuple[Any, ...], tuple[Kernel | None, tuple[int, ...], tuple[str, ...], tuple[int, ...]]] = {}
@@ -415,55 +418,79 @@ def _structure(roots: list[_Root], realize: set[Node]) -> tuple[tuple[Any, ...],
     for a root computed inline; a gather's source is taken as the builder takes it (the base
     buffer and the view it is read through, see _strip_view). Per root: its value's position,
     whether it is stored inline, its store view and its output's shape and dtype. None where
-    the walk passes _STRUCTURE_LIMIT nodes or a root's value was reached as a load first."""
+    the walk passes _STRUCTURE_LIMIT nodes or a root's value was reached as a load first.
+    (Every pass keys every root: this is written for speed.)"""
     position: dict[int, int] = {}
     nodes: list[Node] = []
     parts: list[Any] = []
+    gather, const = _GATHER, _CONST
     for root in roots:
         value = root.value
         inline = value is root.out
         if id(value) in position:
             if inline:
                 return None   # reached as another root's load: its own store computes it
-        else:
-            seen = {id(value)}
-            stack: list[tuple[Node, Any]] = [(value, None)]
-            while stack:
-                node, children = stack[-1]
-                if children is None:
-                    if node.buffer is not None or (node in realize and not (inline and node is value)):
-                        children = ()
-                    elif node.op is Op.GATHER:
-                        children = (node.srcs[1], _strip_view(node.srcs[0])[0])
-                    else:
-                        children = node.srcs
-                    children = iter(children)
-                    stack[-1] = (node, children)
-                for src in children:
-                    if id(src) not in seen:
-                        seen.add(id(src))
-                        stack.append((src, None))
-                        break
-                else:
+            parts.append((position[id(value)], inline, root.store_view, root.out.shape, root.out.dtype))
+            continue
+        # iterative post-order (graphs can be deep); a node's entry is made once its operands have one
+        stack: list[tuple[Node, Any, Any]] = [(value, None, None)]
+        pushed = {id(value)}
+        while stack:
+            node, children, stripped = stack[-1]
+            if children is None:
+                if node.buffer is not None or (node in realize and not (inline and node is value)):
                     stack.pop()
-                    if len(nodes) >= _STRUCTURE_LIMIT:
-                        return None
                     position[id(node)] = len(nodes)
                     nodes.append(node)
-                    op = node.op
-                    loads = node.buffer is not None or node in realize
-                    if node.buffer is not None or (loads and not (inline and node is value)):
-                        parts.append((op, node.sig, node.buffer is not None))
-                        continue
-                    arg = _const_key(node.arg) if op is Op.CONST else node.arg
-                    if op is Op.GATHER:
-                        base, view = _strip_view(node.srcs[0])
-                        srcs: tuple[Any, ...] = (position[id(node.srcs[1])], position[id(base)], view)
-                    else:
-                        srcs = tuple([position[id(s)] for s in node.srcs])
-                    parts.append((op, arg, node.sig, loads, srcs))
+                    parts.append((node.op, node.sig, node.buffer is not None))
+                    continue
+                if node.op is gather:
+                    stripped = _strip_view(node.srcs[0])
+                    children = iter((node.srcs[1], stripped[0]))
+                else:
+                    children = iter(node.srcs)
+                stack[-1] = (node, children, stripped)
+            for src in children:
+                if id(src) not in pushed and id(src) not in position:
+                    pushed.add(id(src))
+                    stack.append((src, None, None))
+                    break
+            else:
+                stack.pop()
+                if len(nodes) >= _STRUCTURE_LIMIT:
+                    return None
+                position[id(node)] = len(nodes)
+                nodes.append(node)
+                op = node.op
+                if stripped is not None:
+                    srcs: tuple[Any, ...] = (position[id(node.srcs[1])], position[id(stripped[0])], stripped[1])
+                else:
+                    srcs = tuple([position[id(s)] for s in node.srcs])
+                parts.append((op, _const_key(node.arg) if op is const else node.arg, node.sig,
+                              node.buffer is not None or node in realize, srcs))
         parts.append((position[id(value)], inline, root.store_view, root.out.shape, root.out.dtype))
     return tuple(parts), nodes
+
+
+_GATHER, _CONST = Op.GATHER, Op.CONST
+
+
+def _walk_of(roots: list[_Root], realize: set[Node], cache: BuildCache) -> tuple[tuple[Any, ...], list[Node]] | None:
+    """_structure(roots, realize), for a single root the walk of an earlier pass where none of
+    the lazy nodes it reached has got a buffer since (each pass keys every root again)."""
+    if len(roots) != 1 or roots[0].out is not roots[0].value:
+        return _structure(roots, realize)
+    node = roots[0].out
+    known = cache.walks.get(id(node))
+    if known is not None:
+        key, nodes, lazy, flags = known
+        if [n in realize for n in lazy] == flags:
+            return key, nodes
+    walked = _structure(roots, realize)
+    if walked is not None:
+        lazy = [n for n in walked[1] if n.buffer is None]
+        cache.walks[id(node)] = (walked[0], walked[1], lazy, [n in realize for n in lazy])
+    return walked
 
 
 def _build(roots: list[_Root], realize: set[Node], note: str = "", inlined: dict[Node, Node] | None = None,
@@ -472,7 +499,7 @@ def _build(roots: list[_Root], realize: set[Node], note: str = "", inlined: dict
     or take it from `cache` (see BuildCache)."""
     if cache is None or inlined:
         return _build_fresh(roots, realize, note, inlined)
-    walked = _structure(roots, realize)
+    walked = _walk_of(roots, realize, cache)
     if walked is None:
         return _build_fresh(roots, realize, note, inlined)
     key, nodes = walked
