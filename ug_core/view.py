@@ -50,6 +50,10 @@ def affine_range(lo: int, hi: int, base: int, step: int) -> tuple[int, int]:
     return (base - hi) // k + 1, (base - lo) // k + 1
 
 
+_CONTIGUOUS: "dict[tuple[int, ...], View]" = {}
+"""View.contiguous's views by shape (of Python ints), up to 4,096 shapes."""
+
+
 @dataclass(frozen=True)
 class View:
     shape: tuple[int, ...]
@@ -58,10 +62,15 @@ class View:
     mask: Mask | None = None
 
     def __post_init__(self) -> None:
-        # canonical form: see the module doc
-        strides = tuple(0 if s == 1 else st for s, st in zip(self.shape, self.strides))
-        object.__setattr__(self, "strides", strides)
-        if prod(self.shape) == 0:
+        # canonical form: see the module doc (the frontend makes tens of thousands of views for
+        # a graph of thousands of small ops: the common case, a tuple of strides of a shape with
+        # no 1, no 0 and no mask, leaves at once)
+        shape = self.shape
+        if 1 in shape or type(self.strides) is not tuple:
+            strides = tuple([0 if s == 1 else st for s, st in zip(shape, self.strides)])
+            if strides != self.strides:
+                object.__setattr__(self, "strides", strides)
+        if 0 in shape:
             object.__setattr__(self, "strides", (0,) * len(self.shape))
             object.__setattr__(self, "offset", 0)
             object.__setattr__(self, "mask", None)
@@ -83,7 +92,14 @@ class View:
 
     @staticmethod
     def contiguous(shape: tuple[int, ...]) -> "View":
-        return View(tuple(shape), contiguous_strides(tuple(shape)), 0)
+        if type(shape) is tuple:
+            known = _CONTIGUOUS.get(shape)
+            if known is not None and known.shape == shape and all(type(d) is int for d in shape):
+                return known
+        view = View(tuple(shape), contiguous_strides(tuple(shape)), 0)
+        if type(shape) is tuple and len(_CONTIGUOUS) < 4096 and all(type(d) is int for d in shape):
+            _CONTIGUOUS[shape] = view   # (views are immutable: one per shape serves every caller)
+        return view
 
     @staticmethod
     def void(shape: tuple[int, ...]) -> "View":

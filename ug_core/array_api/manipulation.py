@@ -190,9 +190,22 @@ def _padded(x: Tensor, widths: list[tuple[int, int]]) -> Tensor:
     return Tensor(graph.view(x.node, View.contiguous(x.shape).pad(tuple(widths))))
 
 
+_JOIN_GROUP = 16
+"""A join of more tensors than this is a join of joins of this many each (see _join)."""
+
+
 def _join(items: list[Tensor], axis: int) -> Tensor:
     """Tensors of one dtype whose shapes differ along `axis` only, end to end along it: each is a
-    masked view over the result's shape, and a select on the masks picks the one to read."""
+    masked view over the result's shape, and a select on the masks picks the one to read.
+
+    More than _JOIN_GROUP of them are joined in groups of that many, and the groups' results
+    joined in turn: a chain of n selects over the whole result costs n selects per element of
+    it, and the scheduler cuts a long one into kernels that each compute all of it (scipy's
+    ~1,000 one-element resamples joined: ~110 kernels of 999 elements, all different). Groups
+    alike are kernels alike (one build, one compile), each over its own elements."""
+    if len(items) > _JOIN_GROUP:
+        groups = [items[i:i + _JOIN_GROUP] for i in range(0, len(items), _JOIN_GROUP)]
+        return _join([_join(g, axis) for g in groups], axis)
     total = sum(a.shape[axis] for a in items)
     out: Tensor | None = None
     end = total

@@ -9,7 +9,7 @@ import sys
 from ..graph import Node
 from ..ops import Op
 from ..plugins import registry
-from .build import ITEM_OPS, _NeedsBuffer, _build, _kernel_root
+from .build import ITEM_OPS, BuildCache, _NeedsBuffer, _build, _kernel_root
 from .operands import _matmul_operand, _matmul_operands, _strip_view
 
 
@@ -170,7 +170,7 @@ def _cut_operands(node: Node, realize: set[Node], bound: dict[int, tuple[int, in
     return size, inputs
 
 
-def _settle_buffers(nodes: list[Node], realize: set[Node]) -> None:
+def _settle_buffers(nodes: list[Node], realize: set[Node], cache: BuildCache | None = None) -> None:
     """Add to `realize` the nodes that building the kernels will ask buffers for (_NeedsBuffer),
     in one pass: each kernel root is built alone, sources first, and a node a build asks for
     becomes a root, built next, before the root that asked is built again. Those new buffers
@@ -181,7 +181,7 @@ def _settle_buffers(nodes: list[Node], realize: set[Node]) -> None:
     rebuilds every kernel, which for a chain of n reductions that cannot fuse with their
     readers takes n rounds, each building the whole chain: cubic, a minute for 100 of them.
     The kernels built here are thrown away (create_schedule builds them again, once, and checks
-    what this missed)."""
+    what this missed), but for `cache`'s copies (see BuildCache), which the next pass takes."""
     position = {id(n): i for i, n in enumerate(nodes)}
     built: set[Node] = set()
     while True:
@@ -192,7 +192,7 @@ def _settle_buffers(nodes: list[Node], realize: set[Node]) -> None:
         while todo:
             node = todo[-1]
             try:
-                _build([_kernel_root(node)], realize)
+                _build([_kernel_root(node)], realize, cache=cache)
             except _NeedsBuffer as e:
                 new = [n for n in e.nodes if n not in realize]
                 if not new:

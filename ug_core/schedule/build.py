@@ -372,7 +372,166 @@ def _plan(root: _Root, realize: set[Node]) -> tuple[tuple[int, ...], tuple[int, 
     return value.shape, (), value.shape
 
 
-def _build(roots: list[_Root], realize: set[Node], note: str = "", inlined: dict[Node, Node] | None = None) -> KernelItem:
+class BuildCache:
+    """The kernels built during one create_schedule, by the structure of the graph each fuses
+    (see `_structure`): a library that builds one small lazy piece per resample or per batch
+    (scipy's permutation_test with batch=1: ~1,000 of them, each a gather and two means) makes a
+    graph of thousands of roots whose kernels are all alike, and create_schedule builds every
+    root in each of its passes (_settle_buffers, then _build_kernels, again after each buffer
+    it adds). A build is a function of that structure alone, so a second root of the same
+    structure takes the first one's kernel, and a root whose fused graph no pass changed takes
+    its own from the pass before; the nodes are mapped through their positions in the walk."""
+
+    __slots__ = ("entries", "walks", "hits", "misses")
+
+    def __init__(self) -> None:
+        # a single root's walk (see _structure) by its node: the key and nodes, and the nodes
+        # whose buffers it depends on (the walk changes only where one of them gets one)
+        self.walks: dict[int, tuple[tuple[Any, ...], list[Node], list[Node], list[bool]]] = {}
+        # key -> (kernel, positions of its input buffers, fused notes, positions of its fused
+        # reductions and scans), or (None, positions of the nodes _NeedsBuffer asked for)
+        self.entries: dict[tuple[Any, ...], tuple[Kernel | None, tuple[int, ...], tuple[str, ...], tuple[int, ...]]] = {}
+        self.hits = 0
+        self.misses = 0
+
+
+_STRUCTURE_LIMIT = 4096
+"""The most nodes `_structure` walks before it gives up (the build is not cached): kernels are
+bounded (MAX_KERNEL_SIZE), but a first pass, before the buffers are settled, may reach far."""
+
+
+def _const_key(arg: Any) -> Any:
+    """A constant's argument as a key: its type too (1, 1.0 and True are equal keys, but not the
+    same code), floats by their bits (-0.0 is not 0.0, and a nan equals itself)."""
+    if isinstance(arg, (float, np.floating)):
+        return type(arg), float(arg).hex()
+    if isinstance(arg, (complex, np.complexfloating)):
+        return type(arg), complex(arg).real.hex(), complex(arg).imag.hex()
+    return type(arg), arg
+
+
+def _structure(roots: list[_Root], realize: set[Node]) -> tuple[tuple[Any, ...], list[Node]] | None:
+    """(key, nodes): the structure of what a build of `roots` can read, and the nodes it walked,
+    in an order two graphs of one structure share (sources first, operands left to right). Per
+    node: op, argument, shape, dtype, device, whether it is realized or gets a buffer, and its
+    operands by position; the walk stops at a buffer (a load: nothing under it is read), but
+    for a root computed inline; a gather's source is taken as the builder takes it (the base
+    buffer and the view it is read through, see _strip_view). Per root: its value's position,
+    whether it is stored inline, its store view and its output's shape and dtype. None where
+    the walk passes _STRUCTURE_LIMIT nodes or a root's value was reached as a load first.
+    (Every pass keys every root: this is written for speed.)"""
+    position: dict[int, int] = {}
+    nodes: list[Node] = []
+    parts: list[Any] = []
+    gather, const = _GATHER, _CONST
+    for root in roots:
+        value = root.value
+        inline = value is root.out
+        if id(value) in position:
+            if inline:
+                return None   # reached as another root's load: its own store computes it
+            parts.append((position[id(value)], inline, root.store_view, root.out.shape, root.out.dtype))
+            continue
+        # iterative post-order (graphs can be deep); a node's entry is made once its operands have one
+        stack: list[tuple[Node, Any, Any]] = [(value, None, None)]
+        pushed = {id(value)}
+        while stack:
+            node, children, stripped = stack[-1]
+            if children is None:
+                if node.buffer is not None or (node in realize and not (inline and node is value)):
+                    stack.pop()
+                    position[id(node)] = len(nodes)
+                    nodes.append(node)
+                    parts.append((node.op, node.sig, node.buffer is not None))
+                    continue
+                if node.op is gather:
+                    stripped = _strip_view(node.srcs[0])
+                    children = iter((node.srcs[1], stripped[0]))
+                else:
+                    children = iter(node.srcs)
+                stack[-1] = (node, children, stripped)
+            for src in children:
+                if id(src) not in pushed and id(src) not in position:
+                    pushed.add(id(src))
+                    stack.append((src, None, None))
+                    break
+            else:
+                stack.pop()
+                if len(nodes) >= _STRUCTURE_LIMIT:
+                    return None
+                position[id(node)] = len(nodes)
+                nodes.append(node)
+                op = node.op
+                if stripped is not None:
+                    srcs: tuple[Any, ...] = (position[id(node.srcs[1])], position[id(stripped[0])], stripped[1])
+                else:
+                    srcs = tuple([position[id(s)] for s in node.srcs])
+                parts.append((op, _const_key(node.arg) if op is const else node.arg, node.sig,
+                              node.buffer is not None or node in realize, srcs))
+        parts.append((position[id(value)], inline, root.store_view, root.out.shape, root.out.dtype))
+    return tuple(parts), nodes
+
+
+_GATHER, _CONST = Op.GATHER, Op.CONST
+
+
+def _walk_of(roots: list[_Root], realize: set[Node], cache: BuildCache) -> tuple[tuple[Any, ...], list[Node]] | None:
+    """_structure(roots, realize), for a single root the walk of an earlier pass where none of
+    the lazy nodes it reached has got a buffer since (each pass keys every root again)."""
+    if len(roots) != 1 or roots[0].out is not roots[0].value:
+        return _structure(roots, realize)
+    node = roots[0].out
+    known = cache.walks.get(id(node))
+    if known is not None:
+        key, nodes, lazy, flags = known
+        if [n in realize for n in lazy] == flags:
+            return key, nodes
+    walked = _structure(roots, realize)
+    if walked is not None:
+        lazy = [n for n in walked[1] if n.buffer is None]
+        cache.walks[id(node)] = (walked[0], walked[1], lazy, [n in realize for n in lazy])
+    return walked
+
+
+def _build(roots: list[_Root], realize: set[Node], note: str = "", inlined: dict[Node, Node] | None = None,
+           cache: BuildCache | None = None) -> KernelItem:
+    """Build one kernel for roots that share an iteration space (`inlined`: see _KernelBuilder),
+    or take it from `cache` (see BuildCache)."""
+    if cache is None or inlined:
+        return _build_fresh(roots, realize, note, inlined)
+    walked = _walk_of(roots, realize, cache)
+    if walked is None:
+        return _build_fresh(roots, realize, note, inlined)
+    key, nodes = walked
+    outs = [r.out for r in roots]
+    entry = cache.entries.get(key)
+    if entry is not None:
+        cache.hits += 1
+        kernel, inputs, fused, reduces = entry
+        if kernel is None:
+            raise _NeedsBuffer([nodes[p] for p in inputs])
+        return KernelItem(kernel, outs + [nodes[p] for p in inputs], outs, list(fused) + ([note] if note else []),
+                          reduces=[nodes[p] for p in reduces])
+    cache.misses += 1
+    position = {id(n): i for i, n in enumerate(nodes)}
+    try:
+        item = _build_fresh(roots, realize, "", None)
+    except _NeedsBuffer as e:
+        if all(id(n) in position for n in e.nodes):
+            cache.entries[key] = (None, tuple([position[id(n)] for n in e.nodes]), (), ())
+        raise
+    inputs_at = [position.get(id(n)) for n in item.buffers[len(outs):]]
+    reduces_at = [position.get(id(n)) for n in item.reduces]
+    if None not in inputs_at and None not in reduces_at:
+        cache.entries[key] = (item.kernel, tuple(inputs_at), tuple(item.fused),   # type: ignore[arg-type]
+                              tuple(reduces_at))   # type: ignore[arg-type]
+    if note:
+        item.fused.append(note)
+    return item
+
+
+def _build_fresh(roots: list[_Root], realize: set[Node], note: str = "", inlined: dict[Node, Node] | None = None
+                 ) -> KernelItem:
     """Build one kernel for roots that share an iteration space (`inlined`: see _KernelBuilder)."""
     outer, axes, _ = _plan(roots[0], realize)
     builder = _KernelBuilder(realize, outer, axes, inlined)

@@ -4,9 +4,10 @@
 from __future__ import annotations
 
 from ..graph import Node
+from ..kernel_ir import Kernel
 from ..kernel_params import parametrize_offsets
 from .assign import _in_place_assigns, _misaligned_in_place
-from .build import ITEM_OPS, _NeedsBuffer, _loads_buffer
+from .build import ITEM_OPS, BuildCache, _NeedsBuffer, _loads_buffer
 from .buffers import _must_realize, _settle_buffers
 from .device_pass import for_device
 from .fuse import _build_kernels, _reductions_in_several_kernels
@@ -31,15 +32,16 @@ def create_schedule(targets: list[Node], nodes: list[Node] | None = None) -> Sch
     position = {id(n): i for i, n in enumerate(nodes)}
     in_place = _in_place_assigns(nodes, targets, realize)
     merge_writes = True
+    cache = BuildCache()   # (every pass below builds every root: see there)
     while True:
         kernel_nodes = sorted((n for n in realize if n.op not in ITEM_OPS), key=lambda n: position[id(n)])
         try:
-            items = _build_kernels(kernel_nodes, realize, in_place, merge_writes)
+            items = _build_kernels(kernel_nodes, realize, in_place, merge_writes, cache)
         except _NeedsBuffer as e:
             if e.node in realize:  # would loop forever: a bug in the scheduler, not in the user's graph
                 raise ScheduleError(f"scheduler could not place {e.node!r}") from e
             realize.update(e.nodes)
-            _settle_buffers(nodes, realize)  # the other nodes builds will ask for, in one pass
+            _settle_buffers(nodes, realize, cache)  # the other nodes builds will ask for, in one pass
             continue
         misaligned = _misaligned_in_place(items, in_place)
         # a value with a buffer of its own already cannot be given one: misaligned, its kernel
@@ -65,9 +67,15 @@ def create_schedule(targets: list[Node], nodes: list[Node] | None = None) -> Sch
             in_place = set()  # a read depends on the write: write into fresh buffers instead
             continue
         clobbered = {n.srcs[0] for n in in_place if not n.srcs[0].realized}
+        # (kernels alike share one Kernel: see BuildCache; each is parametrized once)
+        parametrized: dict[tuple[int, str], tuple[Kernel, Node | None]] = {}
         for item in ordered:  # last: the decisions above read the offsets in the kernels' views
             if isinstance(item, KernelItem):
-                item.kernel, holder = parametrize_offsets(item.kernel, item.outputs[0].device)
+                at = (id(item.kernel), item.outputs[0].device)
+                done = parametrized.get(at)
+                if done is None:
+                    done = parametrized[at] = parametrize_offsets(item.kernel, item.outputs[0].device)
+                item.kernel, holder = done
                 if holder is not None:
                     item.buffers.append(holder)
         return Schedule(ordered, targets, clobbered, rewrite.replaced if rewrite is not None else {})

@@ -10,7 +10,7 @@ from ..graph import Node
 from ..ops import Op
 from ..view import View
 from .assign import _reads_only_at
-from .build import _build, _kernel_root, _loads_buffer, _Root
+from .build import BuildCache, _build, _kernel_root, _loads_buffer, _Root
 from .buffers import MAX_KERNEL_SIZE, _fused_size, _max_arguments
 from .items import Item, KernelItem
 
@@ -31,10 +31,10 @@ number of roots, so without a bound every length of a chain of independent small
 scalar values, say) would compile a kernel of its own; past 8 the launches saved are few."""
 
 
-def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[Node], merge_writes: bool = True
-                   ) -> list[Item]:
+def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[Node], merge_writes: bool = True,
+                   cache: BuildCache | None = None) -> list[Item]:
     # first each root alone (this is where _NeedsBuffer decisions are made) ...
-    singles = {node: _build([_kernel_root(node)], realize) for node in kernel_nodes}
+    singles = {node: _build([_kernel_root(node)], realize, cache=cache) for node in kernel_nodes}
     depth, reach = _depths(singles)
     # ... then merge writes with the roots that read their new values (_write_clusters): each
     # cluster is one kernel, and counts as one root in the depths below ...
@@ -74,13 +74,13 @@ def _build_kernels(kernel_nodes: list[Node], realize: set[Node], in_place: set[N
         node = group[0]
         if node.op is Op.ASSIGN and node.arg is not None and node not in in_place:
             # a partial write into a fresh buffer: first copy the old value there
-            items.append(_build([_Root(node, node.srcs[0], None)], realize, note="(assign-copy)"))
+            items.append(_build([_Root(node, node.srcs[0], None)], realize, note="(assign-copy)", cache=cache))
         # a root alone is the kernel built for it above (the same roots and realize set)
         if len(group) == 1:
             item = singles[node]
         else:
             inlined = {n: n.srcs[1] for n in group if n.op is Op.ASSIGN} if node in in_cluster else None
-            item = _build([_kernel_root(n) for n in group], realize, inlined=inlined)
+            item = _build([_kernel_root(n) for n in group], realize, inlined=inlined, cache=cache)
         item.alias = {n: n.srcs[0] for n in group if n in in_place}
         items.append(item)
     return items
