@@ -1,6 +1,6 @@
 """Tier 0 of the cpu device's own compiled code (ug_core.tiers): a matmul whose packed gemm, or a
 fused attention whose module, is not compiled yet runs on numpy while the module compiles on
-the tiers' background thread, then on the compiled code; through ug.jit too, whose traces run
+the tiers' background thread (a gemm from its dtype's second product on), then on the compiled code; through ug.jit too, whose traces run
 their kernels compiled but reach the device's matmul and attention as any call does. Tier mode
 "1" compiles before the first run, "0" stays on numpy, and ug.precompile compiles ahead.
 
@@ -42,7 +42,9 @@ def test_a_matmul_runs_on_numpy_until_its_gemm_is_compiled(cpu):
     x, y = ug.tensor(a, device="cpu"), ug.tensor(b, device="cpu")
     with tiers.forced("auto"):
         np.testing.assert_allclose(f(x, y).numpy(), want, rtol=1e-4, atol=1e-4)
-        assert cpu.matmuls._background, "the first product queues its gemm's compile"
+        assert not cpu.matmuls._background, "a product run once costs no compile"
+        np.testing.assert_allclose(f(x, y).numpy(), want, rtol=1e-4, atol=1e-4)
+        assert cpu.matmuls._background, "the second product of the dtype queues its gemm's compile"
         assert np.dtype(np.float32) not in cpu.matmuls._ready
         assert tiers.wait(120)
         for _ in range(2):
@@ -99,11 +101,15 @@ def test_a_matmul_epilogue_fuses_once_the_gemm_is_compiled(cpu, monkeypatch):
     f = ug.jit(lambda x, w, b: (x @ w + b).relu())
     args = [ug.tensor(v, device="cpu") for v in (a, w, bias)]
     with tiers.forced("auto"):
-        np.testing.assert_allclose(f(*args).numpy(), want, rtol=1e-4, atol=1e-4)
-        assert fused == [False]   # numpy's product, then the epilogue kernel as a step of its own
+        for _ in range(2):
+            np.testing.assert_allclose(f(*args).numpy(), want, rtol=1e-4, atol=1e-4)
+        # numpy's product, then the epilogue kernel on tier 0 as a step of its own
+        assert True not in fused and f.trace_count == 1
         assert tiers.wait(120)
         np.testing.assert_allclose(f(*args).numpy(), want, rtol=1e-4, atol=1e-4)
-        assert fused[-1] is True
+        assert fused[-1] is True   # the trace's steps compiled again, fused
+        np.testing.assert_allclose(f(*args).numpy(), want, rtol=1e-4, atol=1e-4)
+        assert fused[-1] is True and f.trace_count == 1
 
 
 def _attention_reference(q, k, v, mask, causal, scale):
@@ -161,3 +167,85 @@ def test_attention_tier_modes(cpu):
         np.testing.assert_allclose(ug.nn.scaled_dot_product_attention(*ts, is_causal=True).numpy(), want,
                                    rtol=1e-10, atol=1e-12)
         assert np.dtype(np.float64) in cpu.attentions._compiled and not cpu.attentions._background
+
+
+# --- a trace's kernels on tier 0 ------------------------------------------------------------
+
+
+def _trace_of(f):
+    (trace,) = [t for _, t in f.traces.items()]
+    return trace
+
+
+def _unique(rng):
+    """A float no other test puts in a kernel (a kernel its own, not compiled yet)."""
+    return float(rng.uniform(1.1, 1.9))
+
+
+def test_a_trace_starts_on_tier0_and_gets_its_fast_replay_once_compiled(cpu):
+    from ug_core.runtime import compile_cache
+    rng = np.random.default_rng(7)
+    a = rng.standard_normal((3, 77)).astype(np.float32)
+    c = _unique(rng)
+    f = ug.jit(lambda x: (x * c).tanh() + x.sum(axis=1, keepdims=True) * 0.5)   # (one kernel)
+    want = np.tanh(a * np.float32(c)) + a.sum(axis=1, keepdims=True) * 0.5
+    x = ug.tensor(a, device="cpu")
+    with tiers.forced("auto"):
+        misses = compile_cache.misses
+        np.testing.assert_allclose(f(x).numpy(), want, rtol=1e-5, atol=1e-5)
+        trace = _trace_of(f)
+        assert trace.fast is None and trace.upgrade is not None   # tier 0: the general replay
+        np.testing.assert_allclose(f(x).numpy(), want, rtol=1e-5, atol=1e-5)   # (queues the compile)
+        assert tiers.wait(120)
+        assert compile_cache.misses > misses
+        for _ in range(2):
+            np.testing.assert_allclose(f(x).numpy(), want, rtol=1e-5, atol=1e-5)
+        assert trace.upgrade is None and trace.fast is not None and f.trace_count == 1
+
+
+def test_tier1_precompile_and_large_traces_compile_before_the_first_run(cpu, monkeypatch):
+    import importlib
+    jit_trace = importlib.import_module("ug_core.jit.trace")   # (ug_core.jit the name is the function)
+    rng = np.random.default_rng(8)
+    a = rng.standard_normal((4, 50)).astype(np.float32)
+    x = ug.tensor(a, device="cpu")
+    c1, c2, c3 = (_unique(rng) for _ in range(3))
+    with tiers.forced("1"):
+        f = ug.jit(lambda x: (x * c1).sin() - 1)
+        np.testing.assert_allclose(f(x).numpy(), np.sin(a * np.float32(c1)) - 1, rtol=1e-5, atol=1e-6)
+        assert _trace_of(f).fast is not None and _trace_of(f).upgrade is None
+    with tiers.forced("auto"):
+        g = ug.jit(lambda x: (x * c2).cos() - 1)
+        g.lower(x)   # ug.precompile: compiled ahead, so the first call runs compiled
+        np.testing.assert_allclose(g(x).numpy(), np.cos(a * np.float32(c2)) - 1, rtol=1e-5, atol=1e-6)
+        assert _trace_of(g).fast is not None and _trace_of(g).upgrade is None
+        monkeypatch.setattr(jit_trace, "JIT_TIER_MAX_BYTES", 100)   # (the buffers here: 1600 bytes)
+        h = ug.jit(lambda x: (x * c3).exp() - 1)
+        np.testing.assert_allclose(h(x).numpy(), np.exp(a * np.float32(c3)) - 1, rtol=1e-5, atol=1e-6)
+        assert _trace_of(h).fast is not None and _trace_of(h).upgrade is None
+
+
+def test_a_tiered_trace_of_several_kernels_and_writes_keeps_its_values(cpu):
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((5, 40)).astype(np.float32)
+    c = _unique(rng)
+    state = ug.tensor(np.zeros(40, np.float32), device="cpu")
+
+    def step(x):
+        y = (x * c).exp()
+        state.assign(state + y.sum(axis=0))   # a write to the enclosing scope
+        return y / y.sum(axis=1, keepdims=True), y.max()
+    f = ug.jit(step)
+    x = ug.tensor(a, device="cpu")
+    e = np.exp(a.astype(np.float64) * np.float32(c))
+    total = np.zeros(40)
+    with tiers.forced("auto"):
+        for i in range(5):
+            if i == 2:
+                assert tiers.wait(120)
+            soft, top = f(x)
+            total += e.sum(axis=0)
+            np.testing.assert_allclose(soft.numpy(), e / e.sum(axis=1, keepdims=True), rtol=1e-5)
+            np.testing.assert_allclose(top.numpy(), e.max(), rtol=1e-6)
+            np.testing.assert_allclose(state.numpy(), total, rtol=1e-5)
+        assert _trace_of(f).upgrade is None and f.trace_count == 1

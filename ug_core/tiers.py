@@ -14,8 +14,10 @@ functions may differ from the backend's in the last bits, within the kit's toler
 What stays compiled before its first run (tier 1 at once): kernels on a device without host
 memory, kernels of more than MAX_ELEMENTS elements (numpy would take as long as the compile),
 scatter kernels of more than MAX_SCATTER_ELEMENTS (ref combines them row by row in Python),
-matmuls, and everything `ug.jit` traces (a traced function is meant to be hot; its replay
-fast path needs the program).
+and the kernels of a `ug.jit` trace whose buffers are large (jit/trace.py: a tiered trace
+keeps its schedule until its kernels are compiled, then moves to its fast replay). A device's
+own compiled code may start on numpy too (`in_background`: the cpu device's gemm and
+attention modules).
 
 `UG_TIER` (or `set_mode`/`forced`) chooses: "auto" (the default, as above), "0" (every kernel
 that qualifies runs on numpy and is never compiled: the conformance kit's check of tier 0)

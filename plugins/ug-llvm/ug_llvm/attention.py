@@ -363,18 +363,23 @@ class HostAttention:
 
     def _on_numpy(self, dtype: np.dtype) -> bool:
         """Tier 0 (see the module docstring): whether a run whose module is not compiled yet
-        goes to numpy; in tier mode "auto" the first such run queues the module's compile in
-        the background."""
+        goes to numpy (tier mode "auto" until the module's background compile is done; "0")."""
         mode = tier_mode()
         if mode != "auto":
             return mode == "0"
         queued = self._background.get(dtype)
-        if queued is None or queued[0] != os.getpid():   # (a task queued before a fork is lost in the child)
+        # (done and still no module: it failed, and compiling here raises why; a task queued
+        # before a fork is lost in the child, which queues its own)
+        return queued is None or queued[0] != os.getpid() or not queued[1].done
+
+    def _queue(self, dtype: np.dtype) -> None:
+        """After a tier-0 run in mode "auto": the module's compile queued in the background
+        (after the run, so that the first run's numpy does not share the cores with LLVM)."""
+        queued = self._background.get(dtype)
+        if tier_mode() == "auto" and (queued is None or queued[0] != os.getpid()):
             task = compile_in_background(f"attention module {dtype.name}", lambda: self._module(dtype),
                                          env_int("UG_DEBUG", 0, strict=False))
             self._background[dtype] = (os.getpid(), task)
-            return True
-        return not queued[1].done   # (done and still no module: it failed, and compiling here raises why)
 
     def _plan(self, spec: AttentionSpec, cfg: GemmConfig, threads: int) -> tuple[array.array, np.ndarray, int, int]:
         """(the context but its pointers, the batch entries' offsets, a thread's workspace and the
@@ -442,6 +447,7 @@ class HostAttention:
         if mod is None:
             if self._on_numpy(spec.dtype):
                 _numpy_attention(out, q, k, v, mask, spec)
+                self._queue(spec.dtype)
                 return
             mod = self._module(spec.dtype)
         runtime = self.device.runtime

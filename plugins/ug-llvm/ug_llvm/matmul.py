@@ -6,8 +6,9 @@
 * numpy's BLAS on strided views for the rest (matrix-vector shapes, integer dtypes), and for
   everything with UG_LLVM_MATMUL=numpy;
 * tier 0 (ug_core.tiers): while no gemm of a product's operand dtype is compiled, the product runs
-  on numpy's BLAS (summing in the gemm's dtype) and the gemm compiles in the background (0.4-1 s
-  of LLVM that a first call would otherwise wait for); once it is there, the gemm runs them.
+  on numpy's BLAS (summing in the gemm's dtype), and from the dtype's second such product on the
+  gemm compiles in the background (0.4-1 s of LLVM that a first call would otherwise wait for);
+  once it is there, the gemm runs them.
   numpy's sums may differ from the gemm's in the last bits (another order), within the kit's
   tolerances. Tier mode "1" compiles before the first run, "0" stays on numpy;
   ug.precompile compiles the gemm ahead (prepare).
@@ -46,6 +47,9 @@ GEMM_PARALLEL_MIN_MNK = 1 << 22
 NARROW_NV = 2
 """Products at most this many vectors wide use a gemm whose register tile is this many vectors
 wide (and proportionally taller), where the host's tile is wider (see _tile_for)."""
+# tier 0: a dtype's gemm compiles in the background from its products' COMPILE_AFTER-th run
+# on numpy (ug_core.tiers' rule for kernels)
+COMPILE_AFTER = 2
 MAX_PLANS = 4096  # plans kept per kind, by spec: bounded, so specs of dropped schedules go eventually
 
 
@@ -63,6 +67,7 @@ class HostMatmul:
         # compiles of the others' gemms
         self._ready: set[np.dtype] = set()
         self._background: dict[np.dtype, Any] = {}
+        self._numpy_runs: dict[np.dtype, int] = {}
 
     def after_fork(self) -> None:
         """In a forked child: a new lock (another thread of the parent may have held it); the
@@ -72,8 +77,8 @@ class HostMatmul:
 
     def on_numpy(self, spec: MatmulSpec, source: np.dtype) -> bool:
         """Tier 0 of the packed gemm (see the module docstring): whether a product of operand
-        dtype `source` runs on numpy's BLAS because no gemm of that dtype is compiled; in tier
-        mode "auto" the first such product queues its tile's compile in the background."""
+        dtype `source` runs on numpy's BLAS because no gemm of that dtype is compiled (and the
+        tier mode lets it: "1" compiles before the first run, "0" never compiles)."""
         if source in self._ready:
             return False
         mode = tier_mode()
@@ -85,14 +90,22 @@ class HostMatmul:
         if mode == "1":
             return False
         task = self._background.get(source)
-        if task is None:
-            host = GemmConfig.for_host(GEMM_DTYPES[source], self.device.jit.features, source)
-            want = _tile_for(host, spec.out_shape[-1], spec.out_shape[-2])
-            self._background[source] = compile_in_background(f"gemm {source.name} {want.mr}x{want.nv}v",
-                                                             lambda: self._gemm(want), env_int("UG_DEBUG", 0, strict=False))
-        elif task.done:   # (it failed: the compile on the caller's thread raises its error)
-            return False
-        return True
+        return task is None or not task.done   # (done and still no gemm: it failed, and compiling here raises why)
+
+    def _ran_on_numpy(self, spec: MatmulSpec, source: np.dtype) -> None:
+        """After a tier-0 product (mode "auto"): from the dtype's COMPILE_AFTER-th on, its gemm's
+        compile is queued in the background. Not at the first, nor before the product: a
+        program that multiplies once never pays for a compile, and a first call's numpy
+        product does not share the cores with LLVM."""
+        if source in self._background or tier_mode() != "auto":
+            return
+        runs = self._numpy_runs[source] = self._numpy_runs.get(source, 0) + 1
+        if runs < COMPILE_AFTER:
+            return
+        host = GemmConfig.for_host(GEMM_DTYPES[source], self.device.jit.features, source)
+        want = _tile_for(host, spec.out_shape[-1], spec.out_shape[-2])
+        self._background[source] = compile_in_background(f"gemm {source.name} {want.mr}x{want.nv}v",
+                                                         lambda: self._gemm(want), env_int("UG_DEBUG", 0, strict=False))
 
     def path(self, spec: MatmulSpec, out: Buffer, a: Buffer, b: Buffer) -> str:
         """How `run` computes this product: "none" (nothing to write), "zeros" (an empty
@@ -131,6 +144,7 @@ class HostMatmul:
         elif path == "gemm":
             if self.on_numpy(spec, a.dtype):
                 self._numpy(out, a, b, spec, GEMM_DTYPES[a.dtype])
+                self._ran_on_numpy(spec, a.dtype)
                 return
             m, n = spec.out_shape[-2:]
             self.packed_gemm(out, a, b, spec, m * n * spec.a_view.shape[-1])
