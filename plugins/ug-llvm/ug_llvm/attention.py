@@ -38,6 +38,7 @@ import hashlib
 import math
 import os
 import struct
+import sys
 import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
@@ -448,6 +449,9 @@ class HostAttention:
             if self._on_numpy(spec.dtype):
                 _numpy_attention(out, q, k, v, mask, spec)
                 self._queue(spec.dtype)
+                if env_int("UG_DEBUG", 0, strict=False):
+                    print(f"  tier 0 (numpy) attention {spec.out_shape} {spec.dtype.name}: the module is not compiled yet",
+                          file=sys.stderr, flush=True)
                 return
             mod = self._module(spec.dtype)
         runtime = self.device.runtime

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
+import sys
 import threading
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -145,6 +146,9 @@ class HostMatmul:
             if self.on_numpy(spec, a.dtype):
                 self._numpy(out, a, b, spec, GEMM_DTYPES[a.dtype])
                 self._ran_on_numpy(spec, a.dtype)
+                if env_int("UG_DEBUG", 0, strict=False):
+                    print(f"  tier 0 (numpy) matmul {spec.out_shape} {a.dtype.name}: the gemm is not compiled yet",
+                          file=sys.stderr, flush=True)
                 return
             m, n = spec.out_shape[-2:]
             self.packed_gemm(out, a, b, spec, m * n * spec.a_view.shape[-1])
