@@ -151,11 +151,21 @@ def test_debug_says_which_tier_ran(counting, monkeypatch, capsys):
     assert "[tier 1: compiled]" in last and "tier 0" not in last
 
 
-def test_jit_traces_are_compiled_at_once(counting, close):
+def test_jit_traces_start_on_tier0_and_compile_from_their_second_run(counting, close):
+    # (the trace's move to compiled steps and its fast replay: tests/test_jit_tiers.py)
     f = ug.jit(lambda x: (x * 0.375).exp() + 1)
     a = np.ones(5, np.float32)
-    close(f(ug.tensor(a, device="counting")), np.exp(a * np.float32(0.375)) + 1)
+    x, want = ug.tensor(a, device="counting"), np.exp(a * np.float32(0.375)) + 1
+    close(f(x), want)
+    assert counting.compiled == [] and counting.ran == []
+    close(f(x), want)
+    assert tiers.wait(10)
+    close(f(x), want)
     assert len(counting.compiled) == 1 and len(counting.ran) == 1
+    with tiers.forced("1"):   # compiled before the first run
+        g = ug.jit(lambda x: (x + 2).log())
+        close(g(x), np.log(a + 2))
+        assert len(counting.compiled) == 2 and len(counting.ran) == 2
 
 
 def test_on_cpu_both_tiers_agree():

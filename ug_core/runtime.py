@@ -175,7 +175,7 @@ class CompiledSchedule:
 
     def __init__(self, schedule: Schedule, tiered: bool = False):
         """tiered: kernels not compiled yet may start on numpy while they compile (ug_core.tiers;
-        realize does this, ug.jit traces do not: a traced function is meant to be hot)."""
+        realize does this, and ug.jit for a trace's first calls, see jit/trace.py)."""
         self.schedule = schedule
         self.tiered = tiered
         # a matmul's epilogue kernel runs tiered, unfused: realize keeps no replay of this

@@ -14,8 +14,10 @@ functions may differ from the backend's in the last bits, within the kit's toler
 What stays compiled before its first run (tier 1 at once): kernels on a device without host
 memory, kernels of more than MAX_ELEMENTS elements (numpy would take as long as the compile),
 scatter kernels of more than MAX_SCATTER_ELEMENTS (ref combines them row by row in Python),
-matmuls, and everything `ug.jit` traces (a traced function is meant to be hot; its replay
-fast path needs the program).
+and the kernels of a `ug.jit` trace whose buffers are large (jit/trace.py: a tiered trace
+keeps its schedule until its kernels are compiled, then moves to its fast replay). A device's
+own compiled code may start on numpy too (`in_background`: the cpu device's gemm and
+attention modules).
 
 `UG_TIER` (or `set_mode`/`forced`) chooses: "auto" (the default, as above), "0" (every kernel
 that qualifies runs on numpy and is never compiled: the conformance kit's check of tier 0)
@@ -228,10 +230,17 @@ def _forget(kernel: TieredKernel) -> None:
 
 
 class _Task:
-    __slots__ = ("kernel", "done", "error", "seconds")
+    """A compile queued for the background thread: a tiered kernel's, or a device's own
+    (in_background: the cpu device's gemm and attention modules)."""
 
-    def __init__(self, kernel: TieredKernel):
+    __slots__ = ("kernel", "done", "error", "seconds", "run", "label", "debug")
+
+    def __init__(self, kernel: TieredKernel | None, run: Callable[[], object] | None = None, label: str = "",
+                 debug: int = 0):
         self.kernel = kernel
+        self.run: Callable[[], object] = run if run is not None else kernel.compile  # type: ignore[union-attr]
+        self.label = label or (f"{kernel.kernel.name} on {kernel.device.name}" if kernel is not None else "?")
+        self.debug = kernel.debug if kernel is not None else debug
         self.done = False
         self.error: BaseException | None = None
         self.seconds = 0.0
@@ -270,16 +279,15 @@ class _Worker:
                 if self.stopping:
                     return
                 start = time.perf_counter()
-                kernel = task.kernel
                 try:
-                    kernel.compile()
+                    task.run()
                 except BaseException as e:   # (kept for the caller's warning; the kernel stays on numpy)
                     task.error = e
                 task.seconds = time.perf_counter() - start
                 task.done = True
                 self.compiled += 1
-                if kernel.debug:
-                    _log(f"  tier compile {kernel.kernel.name} on {kernel.device.name} in the background: "
+                if task.debug:
+                    _log(f"  tier compile {task.label} in the background: "
                          f"{task.seconds * 1e3:.2f} ms ({len(self.queue)} queued)")
 
     def pending(self) -> int:
@@ -301,6 +309,16 @@ _worker = _Worker()
 
 def _submit(kernel: TieredKernel) -> _Task:
     task = _Task(kernel)
+    _worker.submit(task)
+    return task
+
+
+def in_background(label: str, run: Callable[[], object], debug: int = 0) -> _Task:
+    """Queue `run()` (a device's compile of its own: the cpu device's gemm or attention module,
+    which its tier 0 runs on numpy meanwhile) for the background thread; the task says when it
+    is `done` (and its `error`). A task queued in a process that then forked is lost in the
+    child (never done): the device drops its tasks in its after_fork."""
+    task = _Task(None, run, label, debug)
     _worker.submit(task)
     return task
 
@@ -339,7 +357,7 @@ def _after_fork_in_child() -> None:
     lost = list(_worker.queue)
     _worker = _Worker()
     for task in lost:
-        if task.kernel.task is task:
+        if task.kernel is not None and task.kernel.task is task:
             task.kernel.task = None
 
 

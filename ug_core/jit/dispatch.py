@@ -82,6 +82,8 @@ def jit(fn: Callable[..., Any] | None = None, *, max_traces: int = DEFAULT_MAX_T
 
     def replay(key: Any, trace: Trace, seq: Any, leaves: list[Tensor], args: tuple[Any, ...],
                kwargs: dict[str, Any], arg_index: list[int]) -> Any:
+        if trace.upgrade is not None:   # (its kernels ran on tier 0: compiled yet?)
+            trace.upgrade()
         try:
             # (while a profile records, the general path, which records what it runs)
             return trace.fast(seq) if trace.fast is not None and not profiler.active else general_replay(trace, leaves)

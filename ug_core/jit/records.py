@@ -139,6 +139,9 @@ class Trace:
     fast: Replay | None = field(init=False)  # the whole replay (on the call's args), when it is one kernel or one matmul
                                              # (fast_replay.choose's, set by trace.py when it makes the trace)
     reads_arg_nodes: bool = field(init=False)              # an output is an argument's value before the call
+    # while the trace's kernels run tiered (tier 0, see trace._upgrade): called by each replay,
+    # it moves the trace to compiled steps and its fast replay once they are all compiled
+    upgrade: Callable[[], None] | None = field(init=False)
 
     def __post_init__(self) -> None:
         self.bind = [(j, slot) for j, slot in enumerate(self.input_slots) if slot is not None]
@@ -147,6 +150,7 @@ class Trace:
             _, i, shape = self.outputs[0]
             self.single = (i, shape, self.output_devices[0])
         self.fast = None
+        self.upgrade = None
         self.reads_arg_nodes = any(kind == "argnode" for kind, _, _ in self.outputs)
 
 

@@ -1,18 +1,32 @@
 """A call traced: the function run lazily under the tracer, then what it computed scheduled,
-compiled and run once, and recorded as a Trace (where each buffer of a replay comes from)."""
+compiled and run once, and recorded as a Trace (where each buffer of a replay comes from).
+
+A trace's new kernels may start on tier 0 (ug_core.tiers: numpy, compiled in the background
+from their second run on), as a realize's do, so that a function called once or twice costs no
+LLVM: its first calls replay the tiered steps (the general replay), and once every kernel is
+compiled the trace compiles its schedule again, finding the programs, and gets its fast replay
+(`_upgrade`). UG_TIER=1 (and UG_DEBUG >= 2) compile them before the first run, as
+`ug.precompile` / `jit(fn).lower` do ahead of time (a trace whose kernels are compiled starts
+on tier 1)."""
 
 from __future__ import annotations
 
 import gc
+import weakref
 from typing import Any, Callable
 
-from ..device import Buffer
+import numpy as np
+
+from .. import tiers
+from ..device import Buffer, Program
 from ..faults import defer_interrupts
 from ..graph import Node, graph_lock
 from ..ops import Op
 from ..execute import realize_nodes
-from ..runtime import CompiledSchedule, compile_schedule
-from ..schedule import create_schedule, walk
+from ..plugins import registry
+from ..runtime import CompiledSchedule, compile_cache, compile_schedule, debug_level
+from ..schedule import KernelItem, Schedule, create_schedule, walk
+from ..view import prod
 from ..tensor import Tensor
 from . import fast_replay
 from .pytree import _flatten_output, _views_as_values
@@ -92,7 +106,7 @@ def _compile_trace(ctx: _TraceContext, leaves: list[Tensor], out_leaves: list[Te
     pins = [Tensor(n) for n in arg_nodes] + [Tensor(before) for _, before in state_writes]
     pins += [Tensor(n.srcs[0]) for n in nodes if n.op is Op.ASSIGN and n.buffer is None and n.srcs[0].buffer is not None]
     schedule = create_schedule(roots)
-    compiled = compile_schedule(schedule) if schedule.items else None
+    compiled = compile_schedule(schedule, tiered=_tiers_first_calls(schedule)) if schedule.items else None
     slots = compiled.slots if compiled is not None else []
     slot_of = {id(n): i for i, n in enumerate(slots)}
     for original, stand_in in schedule.replaced.items():   # (the device pass's, schedule.device_pass)
@@ -117,7 +131,70 @@ def _compile_trace(ctx: _TraceContext, leaves: list[Tensor], out_leaves: list[Te
                   fixed, [slot_of.get(id(n)) for n in arg_nodes], captures, guards, writes, outputs, output_devices,
                   held, constants, kept_pins, structure, arg_index)
     trace.fast = fast_replay.choose(trace)
+    if compiled is not None and compiled.tiered:
+        trace.upgrade = _upgrade(trace, schedule, compiled)
     return trace
+
+
+# --- tier 0 for a trace's first calls ------------------------------------------------------
+
+JIT_TIER_MAX_BYTES = 1 << 26
+"""A trace whose schedule's buffers take more bytes than this compiles its kernels before its
+first run (tier 1): a trace on tier 0 keeps its schedule, and so the first call's buffers, until
+its kernels are compiled."""
+
+
+def _tiers_first_calls(schedule: Schedule) -> bool:
+    """Whether a trace's first calls run its new kernels on tier 0 (ug_core.tiers: numpy, while
+    they compile in the background from their second run on): in tier mode "auto", without
+    UG_DEBUG >= 2 (which compiles everything before it runs), for a schedule with a kernel not
+    compiled yet whose buffers take at most JIT_TIER_MAX_BYTES. The kernels each qualify or not
+    as a realize's do (a kernel of more than tiers.MAX_ELEMENTS compiles at once)."""
+    if tiers.mode() != "auto" or debug_level() >= 2:
+        return False
+    kernels = [item for item in schedule.items if isinstance(item, KernelItem)]
+    if not kernels or all(_program(item) is not None for item in kernels):
+        return False
+    nodes = {id(n): n for item in schedule.items for n in item.buffers}
+    return sum(prod(n.shape) * np.dtype(n.dtype).itemsize for n in nodes.values()) <= JIT_TIER_MAX_BYTES
+
+
+def _key(item: KernelItem) -> tuple[str, str, str]:
+    return compile_cache.key(registry.get(item.outputs[0].device), item.kernel)
+
+
+def _program(item: KernelItem) -> Program | None:
+    return compile_cache.programs.peek(_key(item))
+
+
+def _upgrade(trace: Trace, schedule: Schedule, compiled: CompiledSchedule) -> Callable[[], None] | None:
+    """For a trace compiled tiered (_tiers_first_calls): what a replay calls until it is done
+    (Trace.upgrade). Once every kernel of the schedule is compiled (in the background, or
+    anywhere else), it compiles the schedule again, now finding every program (and fusing a
+    matmul's epilogue), gives the trace those steps and its fast replay (fast_replay.choose),
+    and lets go of the schedule. None where every kernel already ran compiled."""
+    keys = [_key(item) for item in schedule.items if isinstance(item, KernelItem)]
+    if all(compile_cache.programs.peek(k) is not None for k in keys) and not compiled.provisional:
+        return None
+    slot_ids = [id(n) for n in compiled.slots]
+    held: list[Schedule | None] = [schedule]   # (dropped once done: it holds the first call's nodes)
+    trace_ref = weakref.ref(trace)   # (the trace holds this function: no reference cycle)
+
+    def upgrade() -> None:
+        if any(compile_cache.programs.peek(k) is None for k in keys):
+            return
+        scheduled, trace = held[0], trace_ref()
+        if scheduled is None or trace is None:
+            return
+        held[0] = None
+        trace.upgrade = None
+        again = CompiledSchedule(scheduled)   # (every program is in the cache: nothing compiles)
+        if [id(n) for n in again.slots] != slot_ids:
+            return   # (not the same slots: the trace keeps its tiered steps, which run compiled by now)
+        trace.steps = again.steps
+        trace.runner = again.runner
+        trace.fast = fast_replay.choose(trace)
+    return upgrade
 
 
 def _written(ctx: _TraceContext) -> dict[int, tuple[Tensor, Node]]:
@@ -171,8 +248,7 @@ def _run_first(compiled: CompiledSchedule, computed: set[int], fn: Callable[...,
     """Run a trace's schedule for the call that traced it, giving the nodes their buffers."""
     slots = compiled.slots
     for i, step in enumerate(compiled.steps):
-        launch = step.kernel
-        if launch is not None and any(src not in computed for src, _ in launch.aliases):
+        if any(src not in computed for src in step.overwrites):
             raise RuntimeError(f"ug.jit: internal error: the schedule of {_fn_label(fn)} writes in place into a "
                                f"buffer it did not make (step {i}: {step.describe}), which a replay cannot")
     bufs: list[Buffer | None] = [n.buffer for n in slots]

@@ -35,7 +35,8 @@ What is exported, by what it is for:
   `Refusing`, `forked_message`), the disk cache's checks of a binary (`ElfKind`, `elf_kind`,
   `elf_problem`, `native_elf_kind`, `CUBIN`, `ptx_problem`), and `node_over` (the graph node
   of a Buffer of the backend's, memory of another library: `ug_core.Tensor(node_over(buffer,
-  shape))` is a ug tensor over it, for interop).
+  shape))` is a ug tensor over it, for interop), and the tiers (ug_core.tiers) for a device's
+  own compiled code: `tier_mode` ("auto", "0" or "1") and `compile_in_background`.
 """
 
 from .. import mathlib
@@ -64,6 +65,20 @@ from .host import SharedLibraryRuntime, native_elf_kind
 from ..opset import SAFE_FLOAT_TO_INT, SAFE_INT_DIVISION, SAFE_INT_POW, SAFE_SHIFTS
 from .matmul import matmul_kernel
 from .renderer import Renderer, check_alu_tables
+from typing import Any, Callable
+
+
+def tier_mode() -> str:
+    """The tier mode (ug_core.tiers.mode: "auto", "0" or "1"), for a device's own compiled code."""
+    from ..tiers import mode   # (tiers imports the ref device, which imports the kit)
+    return mode()
+
+
+def compile_in_background(label: str, run: "Callable[[], object]", debug: int = 0) -> Any:
+    """Queue a device's own compile on the tiers' background thread (ug_core.tiers.in_background);
+    the task's `done` and `error` say how it went."""
+    from ..tiers import in_background
+    return in_background(label, run, debug)
 
 __all__ = [
     # the parts and the device
@@ -85,5 +100,5 @@ __all__ = [
     # the process around it
     "CUBIN", "ConfigError", "ElfKind", "Refusing", "after_fork_in_child", "defer_interrupts", "elf_kind", "elf_problem",
     "env_check", "env_choice", "env_flag", "env_int", "env_set", "forked_message", "native_elf_kind", "ptx_problem",
-    "node_over",
+    "node_over", "tier_mode", "compile_in_background",
 ]

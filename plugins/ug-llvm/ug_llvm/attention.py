@@ -17,6 +17,14 @@ B panel of the packed gemm's micro-kernel (gemm.micro_kernel), which does both p
 * at the end out[j, e] = O^T[e, j] / l[j]. A query that keeps no key (every x is -inf) has
   l = 0: NaN, as softmax of an all -inf row (torch's).
 
+Tier 0 (ug_core.tiers): the module takes 1-2 s of LLVM to compile (O3, the micro-kernel inlined
+twice), which a first call would wait for. While the module of a dtype is not compiled, `run`
+computes the attention with numpy instead (`_numpy_attention`: the scores of a few batch entries
+at a time, BLAS for both products) and the module compiles on the tiers' background thread; the
+runs after it is loaded use it. numpy's sums and exp may differ from the module's in the last
+bits, within the kit's tolerances. Tier mode "1" compiles before the first run, "0" stays on
+numpy; ug.precompile compiles the module ahead (`prepare`).
+
 The queries' running max uses 0 in place of -inf while a query has kept no key, so that
 exp(x - m') is exp(-inf) = 0, not NaN. The threads take units from a shared counter (the gemm's
 builder.units), each in a workspace of its own (`tid`).
@@ -28,18 +36,22 @@ import array
 import ctypes
 import hashlib
 import math
+import os
 import struct
+import sys
+import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterator
 
 import numpy as np
 
-from ug_core.kit import AttentionSpec, Buffer
+from ug_core.kit import AttentionSpec, Buffer, View, compile_in_background, env_int, tier_mode
 
 from . import mathlib
 from .gemm.builder import Builder
 from .gemm.config import GemmConfig
 from .gemm.micro_kernel import micro_kernel
+from .memory import array_of
 from .pool import wait_until_ir
 from .render_ir import FSUF, fconst
 
@@ -333,6 +345,9 @@ class HostAttention:
     def __init__(self, device: "CPUDevice"):
         self.device = device
         self._compiled: dict[np.dtype, _Compiled] = {}
+        self._lock = threading.Lock()   # (the background thread compiles modules too)
+        # tier 0: per dtype, (the process that queued it, the background compile of its module)
+        self._background: dict[np.dtype, tuple[int, Any]] = {}
         self._plans: dict[int, tuple[AttentionSpec, array.array, np.ndarray, int, int, int]] = {}
 
     def supports(self, spec: AttentionSpec) -> bool:
@@ -341,8 +356,31 @@ class HostAttention:
     def _module(self, dtype: np.dtype) -> _Compiled:
         mod = self._compiled.get(dtype)
         if mod is None:
-            mod = self._compiled[dtype] = _Compiled(self.device.jit, dtype)
+            with self._lock:
+                mod = self._compiled.get(dtype)
+                if mod is None:
+                    mod = self._compiled[dtype] = _Compiled(self.device.jit, dtype)
         return mod
+
+    def _on_numpy(self, dtype: np.dtype) -> bool:
+        """Tier 0 (see the module docstring): whether a run whose module is not compiled yet
+        goes to numpy (tier mode "auto" until the module's background compile is done; "0")."""
+        mode = tier_mode()
+        if mode != "auto":
+            return mode == "0"
+        queued = self._background.get(dtype)
+        # (done and still no module: it failed, and compiling here raises why; a task queued
+        # before a fork is lost in the child, which queues its own)
+        return queued is None or queued[0] != os.getpid() or not queued[1].done
+
+    def _queue(self, dtype: np.dtype) -> None:
+        """After a tier-0 run in mode "auto": the module's compile queued in the background
+        (after the run, so that the first run's numpy does not share the cores with LLVM)."""
+        queued = self._background.get(dtype)
+        if tier_mode() == "auto" and (queued is None or queued[0] != os.getpid()):
+            task = compile_in_background(f"attention module {dtype.name}", lambda: self._module(dtype),
+                                         env_int("UG_DEBUG", 0, strict=False))
+            self._background[dtype] = (os.getpid(), task)
 
     def _plan(self, spec: AttentionSpec, cfg: GemmConfig, threads: int) -> tuple[array.array, np.ndarray, int, int]:
         """(the context but its pointers, the batch entries' offsets, a thread's workspace and the
@@ -406,7 +444,16 @@ class HostAttention:
     def run(self, out: Buffer, q: Buffer, k: Buffer, v: Buffer, mask: Buffer | None, spec: AttentionSpec) -> None:
         if not out.size:
             return
-        mod = self._module(spec.dtype)
+        mod = self._compiled.get(spec.dtype)
+        if mod is None:
+            if self._on_numpy(spec.dtype):
+                _numpy_attention(out, q, k, v, mask, spec)
+                self._queue(spec.dtype)
+                if env_int("UG_DEBUG", 0, strict=False):
+                    print(f"  tier 0 (numpy) attention {spec.out_shape} {spec.dtype.name}: the module is not compiled yet",
+                          file=sys.stderr, flush=True)
+                return
+            mod = self._module(spec.dtype)
         runtime = self.device.runtime
         n_q, e = spec.q_view.shape[-2:]
         macs = out.size // max(1, spec.v_view.shape[-1]) * spec.k_view.shape[-2] * (e + spec.v_view.shape[-1])
@@ -431,6 +478,43 @@ class HostAttention:
                 runtime.on_threads(work, threads, native=(parallel, mod.parallel_address, ctx_ptr, (ctx, offsets)))
         finally:
             self.device.free(block)
+
+
+# scores (elements) of the batch entries tier 0 computes at a time
+NUMPY_CHUNK = 1 << 22
+
+
+def _numpy_attention(out: Buffer, q: Buffer, k: Buffer, v: Buffer, mask: Buffer | None, spec: AttentionSpec) -> None:
+    """Tier 0's attention: what the module computes (AttentionSpec), with numpy on the buffers'
+    host memory, a few batch entries' scores at a time (NUMPY_CHUNK), in the operands' dtype."""
+    *batch, n_q, e = spec.q_view.shape
+    n_k, ev = spec.v_view.shape[-2:]
+    nb = int(np.prod(batch, dtype=np.int64)) if batch else 1
+
+    def operand(buf: Buffer, view: View, rows: int, cols: int) -> np.ndarray:
+        flat = array_of(buf)
+        item = flat.itemsize
+        x = np.ndarray(view.shape, flat.dtype, flat, view.offset * item, tuple(s * item for s in view.strides))
+        return np.broadcast_to(x, tuple(batch) + (rows, cols)).reshape(nb, rows, cols)   # (a copy only where it must)
+    qs, ks, vs = operand(q, spec.q_view, n_q, e), operand(k, spec.k_view, n_k, e), operand(v, spec.v_view, n_k, ev)
+    ms = operand(mask, spec.mask_view, n_q, n_k) if mask is not None and spec.mask_view is not None else None
+    dst = array_of(out).reshape(nb, n_q, ev)
+    above = np.triu(np.ones((n_q, n_k), dtype=bool), 1) if spec.causal else None
+    step = max(1, NUMPY_CHUNK // max(1, n_q * n_k))
+    for b0 in range(0, nb, step):
+        b1 = min(nb, b0 + step)
+        scores = np.matmul(qs[b0:b1], ks[b0:b1].swapaxes(-1, -2))
+        scores *= scores.dtype.type(spec.scale)
+        if ms is not None:
+            scores += ms[b0:b1]
+        if above is not None:
+            scores[:, above] = -np.inf
+        # a query that keeps no key: max -inf, and -inf - -inf is NaN (the module's result)
+        with np.errstate(invalid="ignore"):
+            scores -= scores.max(axis=-1, keepdims=True)
+        np.exp(scores, out=scores)
+        total = scores.sum(axis=-1, keepdims=True)
+        np.divide(np.matmul(scores, vs[b0:b1]), total, out=dst[b0:b1])
 
 
 def _contiguous(shape: tuple[int, ...]) -> list[int]:

@@ -4,19 +4,27 @@
   entries, with an elementwise epilogue kernel run inside it where one follows;
 * small products (SMALL_MATMUL_MACS) as an ordinary reduction kernel (small_matmul.py);
 * numpy's BLAS on strided views for the rest (matrix-vector shapes, integer dtypes), and for
-  everything with UG_LLVM_MATMUL=numpy.
+  everything with UG_LLVM_MATMUL=numpy;
+* tier 0 (ug_core.tiers): while no gemm of a product's operand dtype is compiled, the product runs
+  on numpy's BLAS (summing in the gemm's dtype), and from the dtype's second such product on the
+  gemm compiles in the background (0.4-1 s of LLVM that a first call would otherwise wait for);
+  once it is there, the gemm runs them.
+  numpy's sums may differ from the gemm's in the last bits (another order), within the kit's
+  tolerances. Tier mode "1" compiles before the first run, "0" stays on numpy;
+  ug.precompile compiles the gemm ahead (prepare).
 """
 
 from __future__ import annotations
 
 import array
 import dataclasses
+import sys
 import threading
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
-from ug_core.kit import Buffer, Loaded, MatmulSpec, Program, View
+from ug_core.kit import Buffer, Loaded, MatmulSpec, Program, View, compile_in_background, env_int, tier_mode
 
 from . import settings
 from .gemm import GemmConfig, PackedGemm, Problem
@@ -40,6 +48,9 @@ GEMM_PARALLEL_MIN_MNK = 1 << 22
 NARROW_NV = 2
 """Products at most this many vectors wide use a gemm whose register tile is this many vectors
 wide (and proportionally taller), where the host's tile is wider (see _tile_for)."""
+# tier 0: a dtype's gemm compiles in the background from its products' COMPILE_AFTER-th run
+# on numpy (ug_core.tiers' rule for kernels)
+COMPILE_AFTER = 2
 MAX_PLANS = 4096  # plans kept per kind, by spec: bounded, so specs of dropped schedules go eventually
 
 
@@ -53,10 +64,49 @@ class HostMatmul:
         # by id(spec): (spec, gemm, problem, parallel, the tile to compile on the next run or None)
         self._gemm_plans: dict[int, tuple[MatmulSpec, PackedGemm, Problem, bool, GemmConfig | None]] = {}
         self._small: dict[int, tuple[MatmulSpec, tuple[int, int, int], Callable[[list[Buffer]], None]]] = {}
+        # tier 0: operand dtypes with a gemm compiled (done with tier 0), and the background
+        # compiles of the others' gemms
+        self._ready: set[np.dtype] = set()
+        self._background: dict[np.dtype, Any] = {}
+        self._numpy_runs: dict[np.dtype, int] = {}
 
     def after_fork(self) -> None:
-        """In a forked child: a new lock (another thread of the parent may have held it)."""
+        """In a forked child: a new lock (another thread of the parent may have held it); the
+        background compiles queued in the parent are lost (ug_core.tiers)."""
         self._lock = threading.Lock()
+        self._background = {}
+
+    def on_numpy(self, spec: MatmulSpec, source: np.dtype) -> bool:
+        """Tier 0 of the packed gemm (see the module docstring): whether a product of operand
+        dtype `source` runs on numpy's BLAS because no gemm of that dtype is compiled (and the
+        tier mode lets it: "1" compiles before the first run, "0" never compiles)."""
+        if source in self._ready:
+            return False
+        mode = tier_mode()
+        if mode == "0":
+            return True
+        if any(c.source == source for c in list(self._gemms)):   # (a snapshot: the background thread adds)
+            self._ready.add(source)
+            return False
+        if mode == "1":
+            return False
+        task = self._background.get(source)
+        return task is None or not task.done   # (done and still no gemm: it failed, and compiling here raises why)
+
+    def _ran_on_numpy(self, spec: MatmulSpec, source: np.dtype) -> None:
+        """After a tier-0 product (mode "auto"): from the dtype's COMPILE_AFTER-th on, its gemm's
+        compile is queued in the background. Not at the first, nor before the product: a
+        program that multiplies once never pays for a compile, and a first call's numpy
+        product does not share the cores with LLVM."""
+        if source in self._background or tier_mode() != "auto":
+            return
+        runs = self._numpy_runs[source] = self._numpy_runs.get(source, 0) + 1
+        if runs < COMPILE_AFTER:
+            return
+        host = GemmConfig.for_host(GEMM_DTYPES[source], self.device.jit.features, source)
+        want = _tile_for(host, spec.out_shape[-1], spec.out_shape[-2])
+        self._background[source] = compile_in_background(f"gemm {source.name} {want.mr}x{want.nv}v",
+                                                         lambda: self._gemm(want), env_int("UG_DEBUG", 0, strict=False))
 
     def path(self, spec: MatmulSpec, out: Buffer, a: Buffer, b: Buffer) -> str:
         """How `run` computes this product: "none" (nothing to write), "zeros" (an empty
@@ -93,16 +143,17 @@ class HostMatmul:
         elif path == "small":
             self.small_launch(spec, out, a, b)([out, a, b])
         elif path == "gemm":
+            if self.on_numpy(spec, a.dtype):
+                self._numpy(out, a, b, spec, GEMM_DTYPES[a.dtype])
+                self._ran_on_numpy(spec, a.dtype)
+                if env_int("UG_DEBUG", 0, strict=False):
+                    print(f"  tier 0 (numpy) matmul {spec.out_shape} {a.dtype.name}: the gemm is not compiled yet",
+                          file=sys.stderr, flush=True)
+                return
             m, n = spec.out_shape[-2:]
             self.packed_gemm(out, a, b, spec, m * n * spec.a_view.shape[-1])
         elif path == "numpy":
-            av = _matrices(_strided(array_of(a), spec.a_view), spec.a_split)
-            bv = _matrices(_strided(array_of(b), spec.b_view), spec.b_split)
-            dst = array_of(out).reshape(spec.out_shape)
-            if av.dtype == bv.dtype == dst.dtype:
-                np.matmul(av, bv, out=dst)
-            else:
-                dst[...] = np.matmul(av, bv)
+            self._numpy(out, a, b, spec)
         else:
             raise AssertionError(path)
 
@@ -114,7 +165,7 @@ class HostMatmul:
         workspace at the end) and the kernel's range is C's elements in order; otherwise False."""
         loaded: Loaded = program.handle
         if (self.path(spec, out, a, b) != "gemm" or GEMM_DTYPES[a.dtype] != out.dtype or loaded.entry is None
-                or tuple(loaded.program.global_size) != (out.size,)):
+                or tuple(loaded.program.global_size) != (out.size,) or self.on_numpy(spec, a.dtype)):
             return False
         m, n = spec.out_shape[-2:]
         handles = [buf.handle for buf in buffers]
@@ -123,6 +174,20 @@ class HostMatmul:
         args = array.array("Q", handles)  # the kernel's i8** argument, alive until the gemm returns
         self.packed_gemm(out, a, b, spec, m * n * spec.a_view.shape[-1], (fn_addr, args.buffer_info()[0]))
         return True
+
+    @staticmethod
+    def _numpy(out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, compute: np.dtype | None = None) -> None:
+        """The product by numpy's matmul on strided views of the buffers; `compute`: the dtype
+        to multiply in (float16 operands: float32, as the gemm, rounded once at the end)."""
+        av = _matrices(_strided(array_of(a), spec.a_view), spec.a_split)
+        bv = _matrices(_strided(array_of(b), spec.b_view), spec.b_split)
+        dst = array_of(out).reshape(spec.out_shape)
+        if compute is not None and av.dtype != compute:
+            av, bv = av.astype(compute), bv.astype(compute)
+        if av.dtype == bv.dtype == dst.dtype:
+            np.matmul(av, bv, out=dst)
+        else:
+            dst[...] = np.matmul(av, bv)
 
     def packed_gemm(self, out: Buffer, a: Buffer, b: Buffer, spec: MatmulSpec, mnk: int,
                      epilogue: tuple[int, int] = (0, 0)) -> None:
