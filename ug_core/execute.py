@@ -9,13 +9,16 @@ from __future__ import annotations
 
 from typing import Callable
 
+from . import graph
 from . import profiler as _prof
-from .device import Buffer
+from .device import Buffer, is_writable
 from .faults import defer_interrupts
 from .graph import Node, graph_lock
+from .ops import Op
 from .plugins import registry
 from .runtime import CompiledSchedule, compile_cache, compile_schedule, debug_level
-from .schedule import Schedule, create_schedule, unrealized, walk
+from .schedule import KernelItem, Schedule, create_schedule, unrealized, walk
+from .schedule.assign import _observed_after
 from .steps import Replay, Scratch
 from .structure import graph_key
 
@@ -82,7 +85,7 @@ def _realize_nodes(targets: list[Node]) -> None:
     if not targets:
         return
     nodes = walk(targets)
-    structure = graph_key(nodes, targets) if debug_level() < 1 else None
+    structure = graph_key(nodes, targets, assigns=True) if debug_level() < 1 else None
     # (kept steps hold device objects: a device registered again under its name is another one)
     key = None if structure is None else (registry.generation, structure)
     cache = compile_cache
@@ -90,6 +93,11 @@ def _realize_nodes(targets: list[Node]) -> None:
         replay = cache.schedules.get(key) if key is not None else None
     except TypeError:  # an unhashable argument (a custom op's callable)
         key = replay = None
+    if replay is not None and replay.in_place and not _in_place_allowed(replay, nodes):
+        replay = None   # (scheduled again below, and not kept: the kept one stays for later graphs)
+        keep = False
+    else:
+        keep = True
     if replay is not None:
         cache.programs.hits += replay.programs   # (each program it reuses counts as a hit)
         slot_nodes = [nodes[i] if isinstance(i, int) else i.node() if isinstance(i, Scratch) else i for i in replay.slots]
@@ -110,11 +118,45 @@ def _realize_nodes(targets: list[Node]) -> None:
         return
     slots = [position.get(id(n), Scratch(n.sig) if id(n) in built else n if n.realized else None)
              for n in compiled.slots]
-    if key is not None and None not in slots and not compiled.provisional:
-        steps = [step.run for step in compiled.steps]
-        cache.keep_schedule(key, Replay(steps, slots, cache.hits + cache.misses - looked_up,  # type: ignore[arg-type]
-                                         compiled.last_use, compiled.clobbered, compiled.effects,
-                                         compiled.infos))
+    if key is None or not keep or None in slots or compiled.provisional:
+        return
+    in_place: list[int] = []
+    computed: set[int] = set()
+    for item in schedule.items:
+        for out in (item.outputs if isinstance(item, KernelItem) else [item.out]):
+            if id(out) in position:
+                computed.add(position[id(out)])
+        if isinstance(item, KernelItem):
+            for assign in item.alias:
+                if id(assign) not in position:
+                    return   # (an assign the device pass made: no position to check it at)
+                in_place.append(position[id(assign)])
+    steps = [step.run for step in compiled.steps]
+    cache.keep_schedule(key, Replay(steps, slots, cache.hits + cache.misses - looked_up,  # type: ignore[arg-type]
+                                     compiled.last_use, compiled.clobbered, compiled.effects,
+                                     compiled.infos, tuple(in_place), frozenset(computed)))
+
+
+def _in_place_allowed(replay: Replay, nodes: list[Node]) -> bool:
+    """Whether the assigns `replay` writes in place may write in place in the graph `nodes` too
+    (the scheduler's own conditions, schedule.assign._in_place_assigns): the target's buffer is
+    one ug may write, and nothing alive reads the target's old value after the run, where the
+    nodes the replay computes into buffers of their own end a reader's path. The structure
+    is the same, so what differs between two graphs is only which of their nodes live tensors
+    hold and which buffers are shared or read-only."""
+    if graph.threads.several:
+        return False
+    realize = {nodes[i] for i in replay.computed}
+    assigned = {id(n.srcs[0]) for n in nodes if n.op is Op.ASSIGN and not n.realized}
+    memo: dict[int, bool] = {}
+    for i in replay.in_place:
+        node = nodes[i]
+        target = node.srcs[0]
+        if target.realized and (getattr(target.buffer, "shared", False) or not is_writable(target.buffer)):
+            return False
+        if _observed_after(target, node, realize, assigned, memo):
+            return False
+    return True
 
 
 def _run_on(run: Callable[[list[Buffer | None], frozenset[int], list[int]], object], slots: list[Node],

@@ -202,6 +202,11 @@ class Replay:
     clobbered: frozenset[int]         # CompiledSchedule.clobbered
     effects: list[tuple[tuple[int, ...], tuple[int, ...]]]   # CompiledSchedule.effects
     infos: list[_prof.StepInfo]       # CompiledSchedule.infos (run_timed)
+    # the walk positions of the assigns the steps write in place, and of the nodes the schedule
+    # computed into buffers: a graph of this structure replays them only where writing in place
+    # is still allowed (execute._in_place_allowed)
+    in_place: tuple[int, ...] = ()
+    computed: frozenset[int] = frozenset()
 
     def run(self, bufs: list[Buffer | None], drop: frozenset[int] = frozenset(), done: list[int] | None = None) -> None:
         run_dropping(self.steps, self.last_use, bufs, drop, done)

@@ -22,10 +22,11 @@ from .graph import Node
 from .ops import Op
 
 
-def graph_key(nodes: list[Node], targets: list[Node]) -> tuple[Hashable, ...] | None:
+def graph_key(nodes: list[Node], targets: list[Node], assigns: bool = False) -> tuple[Hashable, ...] | None:
     """The structure of the graph `nodes` (schedule.walk(targets)) computing `targets`, or None
     when the schedule depends on more than the structure: an assign writes in place only when
-    no live tensor still reads its target, which the graph does not show."""
+    no live tensor still reads its target, which the graph does not show. assigns=True keys
+    such a graph too, for a caller that checks the in-place writes itself (execute.realize_nodes)."""
     position: dict[int, int] = {}
     parts: list[Hashable] = []
     for i, node in enumerate(nodes):
@@ -34,7 +35,7 @@ def graph_key(nodes: list[Node], targets: list[Node]) -> tuple[Hashable, ...] | 
             parts.append((node.shape, node.dtype, node.device))
             continue
         op = node.op
-        if op is Op.ASSIGN:
+        if op is Op.ASSIGN and not assigns:
             return None
         arg: Any = node.arg
         if op is Op.CONST and type(arg) is float:

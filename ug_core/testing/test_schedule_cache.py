@@ -116,13 +116,50 @@ def test_a_kept_schedule_holds_no_buffer(device, compile_cache):
     assert len(compile_cache.schedules) == 1
 
 
-def test_assign_is_scheduled_every_time(device, compile_cache):
+def test_assign_replays_in_place(device, compile_cache):
+    # `x -= m` in a loop (scikit-learn's logsumexp): the write's schedule is kept and replayed,
+    # still writing into x's own buffer
     a = rand(8)
     x = ug.tensor(a, device=device)
+    x.realize()
+    buffer = x._node.buffer
     for i in range(3):
         x.assign(x + 1).realize()
+        assert x._node.buffer is buffer
     np.testing.assert_allclose(x.numpy(), a + 3, rtol=1e-6)
-    assert len(compile_cache.schedules) == 0
+    assert len(compile_cache.schedules) == 1
+
+
+def test_assign_replay_keeps_a_live_readers_old_value(device, compile_cache):
+    # the kept schedule wrote in place; a graph of its structure whose target's old value a live
+    # tensor still reads (another tensor of the same value, or a lazy one reading it) must not
+    a = rand(8)
+    x = ug.tensor(a, device=device)
+    x.assign(x + 1).realize()
+    x.assign(x + 1).realize()
+    assert len(compile_cache.schedules) == 1
+    same = x.to(device)          # a second tensor of x's value
+    lazy = x * 2.0               # a lazy reader of it
+    x.assign(x + 1).realize()
+    np.testing.assert_allclose(same.numpy(), a + 2, rtol=1e-6)
+    np.testing.assert_allclose(lazy.numpy(), (a + 2) * 2, rtol=1e-6)
+    np.testing.assert_allclose(x.numpy(), a + 3, rtol=1e-6)
+    x.assign(x + 1).realize()   # (nothing reads the old value again: the kept replay)
+    np.testing.assert_allclose(x.numpy(), a + 4, rtol=1e-6)
+    np.testing.assert_allclose(same.numpy(), a + 2, rtol=1e-6)
+
+
+def test_assign_replay_never_writes_read_only_memory(device, compile_cache):
+    a = rand(8)
+    x = ug.tensor(a, device=device)
+    x.assign(x + 1).realize()
+    x.assign(x + 1).realize()
+    lent = a.copy()
+    lent.flags.writeable = False
+    y = ug.asarray(lent, device=device)   # (on a host-memory device: lent memory, read-only)
+    y.assign(y + 1).realize()
+    np.testing.assert_allclose(y.numpy(), a + 1, rtol=1e-6)
+    np.testing.assert_array_equal(lent, a)
 
 
 def test_clear_forgets_schedules_and_the_cache_is_bounded(device, compile_cache, monkeypatch):
