@@ -25,7 +25,9 @@ Modules, each importing only those above it:
 - items: the schedule's data (KernelItem, MatmulItem, ..., Schedule, ScheduleError);
 - nodes: the walk of the graph a schedule computes (walk, unrealized);
 - operands: the nodes that are items of their own and the views their operands are read through;
-- build: one kernel from the graph under its roots (_KernelBuilder, _build);
+- build: one kernel from the graph under its roots (_KernelBuilder, _build); kernels alike
+  built once per schedule, looked up by the structure of what they fuse (BuildCache: ~1,000
+  alike resamples of scipy's permutation_test schedule in time linear in the graph);
 - buffers: which nodes get buffers (the kernel size and argument bounds among the reasons);
 - assign: which writes go in place;
 - fuse: the kernels, roots merged by write clusters and depth;
