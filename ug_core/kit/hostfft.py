@@ -28,6 +28,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cache import Cache
 from ..device import register_host_fallback
 from ..specs import FftSpec
 from ..dtypes import complex_of
@@ -168,7 +169,10 @@ class HostFft:
         if split is None:
             return False
         n1, low = split
-        table = _twiddles(spec.n, n1, low, spec.inverse, spec.scale, y.dtype)
+        key = (spec.n, n1, low, spec.inverse, spec.scale, y.dtype.str)
+        table = _TWIDDLES.get(key)
+        if table is None:
+            table = _TWIDDLES[key] = _twiddles(spec.n, n1, low, spec.inverse, spec.scale, y.dtype)
         with self._scratch_lock:   # (one scratch matrix, reused by the next call of the same size)
             scratch, self._scratch = self._scratch, None
         rows = n1 * (spec.n // n1 + _PAD)
@@ -239,7 +243,10 @@ def split_length(n: int) -> tuple[int, int] | None:
     return n1, low
 
 
-@functools.lru_cache(maxsize=4)
+# four_step's twiddle tables by (n, n1, low, inverse, scale, dtype): a few lengths repeat in a program
+_TWIDDLES: Cache[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] = Cache("kit.fft_twiddles", max_entries=4)
+
+
 def _twiddles(n: int, n1: int, low: int, inverse: bool, scale: float, dtype: np.dtype) -> tuple[np.ndarray, np.ndarray]:
     """four_step's twiddles w[k1, j2] = scale exp(-+2 pi i j2 k1 / n) (k1 < n1, j2 < n2) as the
     product of two tables (k1 = k_high low + k_low): (low, n2) of exp(-+2 pi i j2 k_low / n)
