@@ -1,6 +1,6 @@
 """The micro-kernel: an MR x NR tile of C in vector registers, over one KC block.
 
-    void micro(ptr ap, ptr bp, i64 kc, ptr c, i64 ldc, i64 rows, i64 cols, i1 accumulate)
+    void micro(ptr ap, ptr bp, i64 kc, ptr c, i64 ldc, i64 rows, i64 cols, i1 accumulate[, ptr next])
 
 `ap`: an A panel (MR rows, column after column), `bp`: a B panel (NR columns, row after row);
 per k two (NV) vectors of B, MR broadcasts of A and MR * NV FMAs. The tile is stored to C, or

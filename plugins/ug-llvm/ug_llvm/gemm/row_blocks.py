@@ -78,7 +78,7 @@ def _multiply(b: Builder, cfg: GemmConfig, c: dict[str, str], rows: RowBlock, ap
               npanels: str, micro: str, direct_pcs: str | None = None) -> None:
     """The block's rows of C (+)= its packed A (at `ap`) times KC block pc of packed B: the
     micro-kernel over every (B panel, A panel) pair, the B panel in the outer loop (it stays in
-    L1 while the A panels stream past it). The first KC block stores, later ones add.
+    L2, and in L1 for a short kc, while the A panels stream past it). The first KC block stores, later ones add.
     `direct_pcs` (pc times csa): `micro` reads A in place, from the block's rows at column pc.
     Packed, the micro-kernel calls over each B panel also fetch the next one into L2 (a
     panel's first pass read it from L3 at the micro-kernel's pace, see micro_kernel)."""
