@@ -115,7 +115,8 @@ class HostSort:
         blocks = min(self.threads, spec.rows)
         if self._native_topk(keys, result, spec, blocks):
             return
-        if spec.indices and spec.k == spec.n and spec.n >= RADIX_MIN and self._radix_argsort(keys, result, spec, blocks):
+        radix = spec.indices and spec.k == spec.n and spec.n >= RADIX_MIN
+        if radix and self._radix_argsort(keys, result, spec, blocks):
             return
         if blocks == 1 and self.threads > 1 and spec.k == spec.n and spec.n >= SPLIT_MIN and keys.dtype.kind in "fiu":
             for r in range(spec.rows):   # one long row (or few): chunks sorted on the threads, then merged

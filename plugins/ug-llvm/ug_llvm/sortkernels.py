@@ -381,46 +381,53 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
         "  ret void",
         "}",
     ]
-    # x[from:to] one by one, against the k-th best's code
-    scalar_fn = [
-        f"define internal void @{name}.scalar(ptr noalias %x, i64 %from, i64 %to, i64 %k, ptr noalias %codes, "
-        "ptr noalias %places) {",
+    # x[i] against the k-th best's code, inserted when larger: whether it was
+    try_fn = [
+        f"define internal i1 @{name}.try(ptr noalias %x, i64 %i, i64 %k, ptr noalias %codes, ptr noalias %places) "
+        "alwaysinline {",
         "entry:",
         "  %last = sub i64 %k, 1",
         "  %pt = getelementptr inbounds i32, ptr %codes, i64 %last",
-        "  br label %loop",
-        "loop:",
-        "  %i = phi i64 [ %from, %entry ], [ %i.1, %next ]",
-        "  %more = icmp slt i64 %i, %to",
-        "  br i1 %more, label %body, label %done",
-        "body:",
         f"  %p = getelementptr inbounds {ty}, ptr %x, i64 %i",
         f"  %v = load {ty}, ptr %p",
         f"  %c = call i32 @{name}.code({ty} %v)",
         "  %t = load i32, ptr %pt",
         "  %better = icmp ugt i32 %c, %t",
-        "  br i1 %better, label %in, label %next",
+        "  br i1 %better, label %in, label %out",
         "in:",
         f"  call void @{name}.insert(ptr %codes, ptr %places, i64 %last, i32 %c, i64 %i)",
-        "  br label %next",
-        "next:",
+        "  ret i1 true",
+        "out:",
+        "  ret i1 false",
+        "}",
+    ]
+    # x[from:to] one by one
+    scalar_fn = [
+        f"define internal void @{name}.scalar(ptr noalias %x, i64 %from, i64 %to, i64 %k, ptr noalias %codes, "
+        "ptr noalias %places) {",
+        "entry:",
+        "  br label %loop",
+        "loop:",
+        "  %i = phi i64 [ %from, %entry ], [ %i.1, %body ]",
+        "  %more = icmp slt i64 %i, %to",
+        "  br i1 %more, label %body, label %done",
+        "body:",
+        f"  %in = call i1 @{name}.try(ptr %x, i64 %i, i64 %k, ptr %codes, ptr %places)",
         "  %i.1 = add i64 %i, 1",
         "  br label %loop",
         "done:",
         "  ret void",
         "}",
     ]
-    # the elements x[base + j] for the set bits j of mask, one by one, against the k-th best's code
+    # the elements x[base + j] for the set bits j of mask, one by one: how many were inserted
     bits_fn = [
         f"define internal i64 @{name}.bits(ptr noalias %x, i64 %base, i64 %mask, i64 %k, ptr noalias %codes, "
         "ptr noalias %places) {",
         "entry:",
-        "  %last = sub i64 %k, 1",
-        "  %pt = getelementptr inbounds i32, ptr %codes, i64 %last",
         "  br label %loop",
         "loop:",
-        "  %m = phi i64 [ %mask, %entry ], [ %m.1, %next ]",
-        "  %added = phi i64 [ 0, %entry ], [ %added.1, %next ]",
+        "  %m = phi i64 [ %mask, %entry ], [ %m.1, %body ]",
+        "  %added = phi i64 [ 0, %entry ], [ %added.1, %body ]",
         "  %more = icmp ne i64 %m, 0",
         "  br i1 %more, label %body, label %done",
         "body:",
@@ -428,17 +435,8 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
         "  %m.0 = sub i64 %m, 1",
         "  %m.1 = and i64 %m, %m.0",
         "  %i = add i64 %base, %j",
-        f"  %p = getelementptr inbounds {ty}, ptr %x, i64 %i",
-        f"  %v = load {ty}, ptr %p",
-        f"  %c = call i32 @{name}.code({ty} %v)",
-        "  %t = load i32, ptr %pt",
-        "  %better = icmp ugt i32 %c, %t",
-        "  br i1 %better, label %in, label %next",
-        "in:",
-        f"  call void @{name}.insert(ptr %codes, ptr %places, i64 %last, i32 %c, i64 %i)",
-        "  br label %next",
-        "next:",
-        "  %one = zext i1 %better to i64",
+        f"  %in = call i1 @{name}.try(ptr %x, i64 %i, i64 %k, ptr %codes, ptr %places)",
+        "  %one = zext i1 %in to i64",
         "  %added.1 = add i64 %added, %one",
         "  br label %loop",
         "done:",
@@ -547,7 +545,8 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
         "  ret void",
         "}",
     ]
-    return "\n".join([*_head(triple, data_layout), *code_fn, *insert_fn, *scalar_fn, *bits_fn, *row_fn, *main_fn])
+    return "\n".join([*_head(triple, data_layout), *code_fn, *insert_fn, *try_fn, *scalar_fn, *bits_fn, *row_fn,
+                      *main_fn])
 
 
 _CTYPES: dict[np.dtype, Any] = {
@@ -577,9 +576,9 @@ class SortKernels:
         self._lock = threading.Lock()
 
     def _fn(self, dtype: np.dtype, what: str = "merge") -> Any:
-        """The native `what` ("merge", "count", "partition"; "codes", "scatter", "scatter_last":
-        the radix sort's; "topk_largest", "topk_smallest") for dtype, loaded on first use; None
-        for a dtype without one."""
+        """The native `what` ("merge", "count", "partition"; "codes", "scatter_count",
+        "scatter_plain", "scatter_last": the radix sort's; "topk_largest", "topk_smallest") for
+        dtype, loaded on first use; None for a dtype without one."""
         fn = self._fns.get((dtype, what))
         if fn is None and dtype in (_CODED if what.startswith(("codes", "topk")) else _TYPES):
             with self._lock:
@@ -589,6 +588,7 @@ class SortKernels:
         return fn
 
     def _compile(self, dtype: np.dtype, what: str) -> Any:
+        """The ctypes function of the native `what` for dtype (see _fn), compiled or loaded."""
         ty, kind = _TYPES[dtype]
         name = f"ug_sort_{what}_{dtype.name}"
         triple, layout = self.jit.triple, self.jit.data_layout
@@ -668,10 +668,11 @@ class SortKernels:
     def radix_scatter(self, items: np.ndarray, shift: int, offsets: np.ndarray, out: np.ndarray, mid: int,
                       next_shift: int, next_hist: np.ndarray | None) -> bool:
         """A pass of the radix argsort: each item (uint64: a code above a position), in order,
-        to out at offsets[its code's digit at shift] (int64, RADIX_BUCKETS; moved on as they
-        are used), the code's digit at next_shift counted in next_hist (uint32, 2 x
-        RADIX_BUCKETS: [0] the items placed below mid, [1] the others; None: not counted). out
-        int64: the last pass, the positions only (next_hist unused)."""
+        to out at offsets[its code's digit at shift] (int64, RADIX_BUCKETS, moved on as they
+        are used: the places of the digits' first items, which out must have room after), the
+        code's digit at next_shift counted in next_hist (uint32, 2 x RADIX_BUCKETS: [0] the
+        items placed below mid, [1] the others; None: not counted). out int64: the last pass,
+        the positions only (next_hist unused)."""
         last = out.dtype == np.int64
         if not (items.ndim == 1 and _contiguous(items, (items, np.uint64), (offsets, np.int64), (out, out.dtype))
                 and out.dtype in (np.int64, np.uint64)):
