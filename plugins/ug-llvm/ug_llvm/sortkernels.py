@@ -342,8 +342,8 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
     best element; the worst of the 16 picks is reached by 16 elements or more, so by each of
     the k best, and while it is above the k-th best so far, the blocks compare with it (on a
     random row of 4096, by estimate, some 30 elements reach it, against about 89 insertions
-    without it; a row sorted the wrong way has its best k in its last vector: the floor is
-    its k-th best)."""
+    without it; a row sorted the wrong way has its best 16 in its last vector: the floor is
+    its 16th best)."""
     w = 16
     vec = f"<{w} x {ty}>"
     if kind == "f":
