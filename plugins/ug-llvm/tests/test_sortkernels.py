@@ -212,14 +212,19 @@ def test_native_topk_declines(kernels):
 
 
 def test_native_topk_gives_up_a_row_sorted_the_wrong_way(kernels):
-    """Every element of an ascending row beats the k largest so far: the scan gives the row up
-    (its budget of insertions spent) rather than take O(n k), and the host sort sorts it."""
+    """Every 16th element of row 1 ascending and the others all one low value (so the floor,
+    the worst of the 16 lanes' best, is that value and every element reaches it): each of the
+    ascending elements beats the k largest so far, and the scan gives the row up (its budget of
+    insertions spent) rather than take O(n k); the host sort sorts it. A plainly sorted row
+    keeps its floor high (the last 16 elements) and is done."""
     rng = np.random.default_rng(3)
-    x = rng.standard_normal((3, 4096)).astype(np.float32)
-    x[1].sort()
-    out_idx, out_val = np.empty((3, 16), np.int64), np.empty((3, 16), np.float32)
-    assert kernels.topk(x, 16, True, out_idx, out_val).tolist() == [True, False, True]
-    assert kernels.topk(x, 16, False, out_idx, out_val).tolist() == [True, True, True]   # the smallest come first
-    out = np.empty((3, 16), np.int64)
-    HostSort(2, kernels).run(x, out, SortSpec(3, 4096, 16, descending=True, stable=True, indices=True))
+    x = rng.standard_normal((4, 4096)).astype(np.float32)
+    x[1] = -1e9
+    x[1, ::16] = np.arange(256)
+    x[3].sort()
+    out_idx, out_val = np.empty((4, 16), np.int64), np.empty((4, 16), np.float32)
+    assert kernels.topk(x, 16, True, out_idx, out_val).tolist() == [True, False, True, True]
+    assert kernels.topk(x, 16, False, out_idx, out_val).tolist() == [True, True, True, True]
+    out = np.empty((4, 16), np.int64)
+    HostSort(2, kernels).run(x, out, SortSpec(4, 4096, 16, descending=True, stable=True, indices=True))
     np.testing.assert_array_equal(out, np.stack([_stable_argsort(row, True)[:16] for row in x]))

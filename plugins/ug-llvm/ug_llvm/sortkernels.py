@@ -324,9 +324,9 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
     contiguous), largest (smallest) first, equal values by position (NaN after every number),
     into out_idx (i64 rows x k: positions) and out_val (their values), and finished[row] (i8) = 1;
     codes (i32[k]) and places (i64[k]) are scratch. A row that needs more than `budget`
-    insertions after its first k elements (a row sorted the wrong way: every element beats the
-    k-th best so far, each insertion moving up to k) is given up: finished[row] = 0, its output
-    undefined, for the caller to sort another way.
+    insertions after its first k elements (a row arranged against the floor below and sorted
+    the wrong way: every element beats the k-th best so far, each insertion moving up to k) is
+    given up: finished[row] = 0, its output undefined, for the caller to sort another way.
 
     One pass per row, keeping the k best so far in order (codes: see _code, flipped for the
     smallest: the best has the largest code; ties go after: the earlier element first): the
@@ -334,14 +334,25 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
     k-th best's value at once (SIMD), and only the elements of a block that may beat it (the
     set bits of the compare's mask) are read again, one by one, each comparing its code with
     the k-th best's and inserted when larger. (Reading every element of such a block again cost
-    3x: with k = 16 of 4096, some element of 38 of the 64 blocks of a random row passes.) The block's compare of
-    values (NaN passes: unordered) lets through every element whose code is larger."""
+    3x: with k = 16 of 4096, some element of 38 of the 64 blocks of a random row passes.) The
+    block's compare of values (NaN passes: unordered) lets through every element whose code is
+    larger.
+
+    A floor first (k <= 16, n >= 16): the row read once in vectors of 16, each lane keeping its
+    best element; the worst of the 16 picks is reached by 16 elements or more, so by each of
+    the k best, and while it is above the k-th best so far, the blocks compare with it (on a
+    random row of 4096, by estimate, some 30 elements reach it, against about 89 insertions
+    without it; a row sorted the wrong way has its best 16 in its last vector: the floor is
+    its 16th best)."""
     w = 16
     vec = f"<{w} x {ty}>"
     if kind == "f":
-        passes = f"fcmp {'ugt' if largest else 'ult'} {vec}"
+        passes, reaches = (f"fcmp {'ugt' if largest else 'ult'} {vec}", f"fcmp {'uge' if largest else 'ule'} {vec}")
+        beats = f"fcmp {'ogt' if largest else 'olt'} {vec}"   # (a NaN never replaces a lane's pick)
     else:
         passes = f"icmp {kind}{'gt' if largest else 'lt'} {vec}"
+        reaches = f"icmp {kind}{'ge' if largest else 'le'} {vec}"
+        beats = passes
     flip = "0" if largest else "-1"
     code_fn = [
         f"define internal i32 @{name}.code({ty} %v) alwaysinline {{",
@@ -381,46 +392,53 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
         "  ret void",
         "}",
     ]
-    # x[from:to] one by one, against the k-th best's code
-    scalar_fn = [
-        f"define internal void @{name}.scalar(ptr noalias %x, i64 %from, i64 %to, i64 %k, ptr noalias %codes, "
-        "ptr noalias %places) {",
+    # x[i] against the k-th best's code, inserted when larger: whether it was
+    try_fn = [
+        f"define internal i1 @{name}.try(ptr noalias %x, i64 %i, i64 %k, ptr noalias %codes, ptr noalias %places) "
+        "alwaysinline {",
         "entry:",
         "  %last = sub i64 %k, 1",
         "  %pt = getelementptr inbounds i32, ptr %codes, i64 %last",
-        "  br label %loop",
-        "loop:",
-        "  %i = phi i64 [ %from, %entry ], [ %i.1, %next ]",
-        "  %more = icmp slt i64 %i, %to",
-        "  br i1 %more, label %body, label %done",
-        "body:",
         f"  %p = getelementptr inbounds {ty}, ptr %x, i64 %i",
         f"  %v = load {ty}, ptr %p",
         f"  %c = call i32 @{name}.code({ty} %v)",
         "  %t = load i32, ptr %pt",
         "  %better = icmp ugt i32 %c, %t",
-        "  br i1 %better, label %in, label %next",
+        "  br i1 %better, label %in, label %out",
         "in:",
         f"  call void @{name}.insert(ptr %codes, ptr %places, i64 %last, i32 %c, i64 %i)",
-        "  br label %next",
-        "next:",
+        "  ret i1 true",
+        "out:",
+        "  ret i1 false",
+        "}",
+    ]
+    # x[from:to] one by one
+    scalar_fn = [
+        f"define internal void @{name}.scalar(ptr noalias %x, i64 %from, i64 %to, i64 %k, ptr noalias %codes, "
+        "ptr noalias %places) {",
+        "entry:",
+        "  br label %loop",
+        "loop:",
+        "  %i = phi i64 [ %from, %entry ], [ %i.1, %body ]",
+        "  %more = icmp slt i64 %i, %to",
+        "  br i1 %more, label %body, label %done",
+        "body:",
+        f"  %in = call i1 @{name}.try(ptr %x, i64 %i, i64 %k, ptr %codes, ptr %places)",
         "  %i.1 = add i64 %i, 1",
         "  br label %loop",
         "done:",
         "  ret void",
         "}",
     ]
-    # the elements x[base + j] for the set bits j of mask, one by one, against the k-th best's code
+    # the elements x[base + j] for the set bits j of mask, one by one: how many were inserted
     bits_fn = [
         f"define internal i64 @{name}.bits(ptr noalias %x, i64 %base, i64 %mask, i64 %k, ptr noalias %codes, "
         "ptr noalias %places) {",
         "entry:",
-        "  %last = sub i64 %k, 1",
-        "  %pt = getelementptr inbounds i32, ptr %codes, i64 %last",
         "  br label %loop",
         "loop:",
-        "  %m = phi i64 [ %mask, %entry ], [ %m.1, %next ]",
-        "  %added = phi i64 [ 0, %entry ], [ %added.1, %next ]",
+        "  %m = phi i64 [ %mask, %entry ], [ %m.1, %body ]",
+        "  %added = phi i64 [ 0, %entry ], [ %added.1, %body ]",
         "  %more = icmp ne i64 %m, 0",
         "  br i1 %more, label %body, label %done",
         "body:",
@@ -428,17 +446,8 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
         "  %m.0 = sub i64 %m, 1",
         "  %m.1 = and i64 %m, %m.0",
         "  %i = add i64 %base, %j",
-        f"  %p = getelementptr inbounds {ty}, ptr %x, i64 %i",
-        f"  %v = load {ty}, ptr %p",
-        f"  %c = call i32 @{name}.code({ty} %v)",
-        "  %t = load i32, ptr %pt",
-        "  %better = icmp ugt i32 %c, %t",
-        "  br i1 %better, label %in, label %next",
-        "in:",
-        f"  call void @{name}.insert(ptr %codes, ptr %places, i64 %last, i32 %c, i64 %i)",
-        "  br label %next",
-        "next:",
-        "  %one = zext i1 %better to i64",
+        f"  %in = call i1 @{name}.try(ptr %x, i64 %i, i64 %k, ptr %codes, ptr %places)",
+        "  %one = zext i1 %in to i64",
         "  %added.1 = add i64 %added, %one",
         "  br label %loop",
         "done:",
@@ -451,7 +460,9 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
         loads += [f"  %at{u} = add i64 %i, {u * w}",
                   f"  %pv{u} = getelementptr inbounds {ty}, ptr %x, i64 %at{u}",
                   f"  %v{u} = load {vec}, ptr %pv{u}, align 4",
-                  f"  %m{u} = {passes} %v{u}, %ts",
+                  f"  %g{u} = {passes} %v{u}, %ts",
+                  f"  %e{u} = {reaches} %v{u}, %fs",
+                  f"  %m{u} = select i1 %use.floor, <{w} x i1> %e{u}, <{w} x i1> %g{u}",
                   f"  %b{u} = bitcast <{w} x i1> %m{u} to i{w}",
                   f"  %z{u} = zext i{w} %b{u} to i64",
                   f"  %s{u} = shl i64 %z{u}, {u * w}"]
@@ -472,18 +483,56 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
         f"  call void @{name}.insert(ptr %codes, ptr %places, i64 %m, i32 %fc, i64 %m)",
         "  %m.1 = add i64 %m, 1",
         "  br label %fill",
+        # a floor: each of the w lanes' best element over the row's whole vectors; the worst of
+        # those w is reached by at least w >= k elements, so every one of the k best reaches it
         "scan:",
         "  %last = sub i64 %k, 1",
         "  %plast = getelementptr inbounds i64, ptr %places, i64 %last",
+        f"  %r0 = load {vec}, ptr %x, align 4",
+        "  br label %lanes",
+        "lanes:",
+        f"  %lj = phi i64 [ {w}, %scan ], [ %lj.1, %lanes.body ]",
+        f"  %pick = phi {vec} [ %r0, %scan ], [ %pick.1, %lanes.body ]",
+        f"  %lj.1 = add i64 %lj, {w}",
+        "  %lfits = icmp sle i64 %lj.1, %n",
+        "  br i1 %lfits, label %lanes.body, label %floor",
+        "lanes.body:",
+        f"  %lp = getelementptr inbounds {ty}, ptr %x, i64 %lj",
+        f"  %lv = load {vec}, ptr %lp, align 4",
+        f"  %lb = {beats} %lv, %pick",
+        f"  %pick.1 = select <{w} x i1> %lb, {vec} %lv, {vec} %pick",
+        "  br label %lanes",
+        "floor:",
+        "  br label %worst",
+        "worst:",
+        "  %wl = phi i64 [ 0, %floor ], [ %wl.1, %worst ]",
+        "  %wc = phi i32 [ -1, %floor ], [ %wc.1, %worst ]",
+        f"  %wv = phi {ty} [ 0{'.0' if kind == 'f' else ''}, %floor ], [ %wv.1, %worst ]",
+        f"  %lane = extractelement {vec} %pick, i64 %wl",
+        f"  %lc = call i32 @{name}.code({ty} %lane)",
+        "  %lower = icmp ule i32 %lc, %wc",
+        "  %wc.1 = select i1 %lower, i32 %lc, i32 %wc",
+        f"  %wv.1 = select i1 %lower, {ty} %lane, {ty} %wv",
+        "  %wl.1 = add i64 %wl, 1",
+        f"  %wdone = icmp eq i64 %wl.1, {w}",
+        "  br i1 %wdone, label %floored, label %worst",
+        "floored:",
+        f"  %f0 = insertelement {vec} undef, {ty} %wv.1, i64 0",
+        f"  %fs = shufflevector {vec} %f0, {vec} undef, <{w} x i32> zeroinitializer",
         "  br label %block",
         "block:",
-        "  %i = phi i64 [ %k, %scan ], [ %end, %pass ], [ %end, %slow ]",
-        "  %left = phi i64 [ %budget, %scan ], [ %left, %pass ], [ %left.1, %slow ]",
+        "  %i = phi i64 [ %k, %floored ], [ %end, %pass ], [ %end, %slow ]",
+        "  %left = phi i64 [ %budget, %floored ], [ %left, %pass ], [ %left.1, %slow ]",
         "  %end = add i64 %i, " + str(TOPK_BLOCK),
         "  %fits = icmp sle i64 %end, %n",
         "  br i1 %fits, label %check, label %tail",
         "check:",
-        "  %ti = load i64, ptr %plast",   # the k-th best's value, for the block's compare
+        # the block's compare: with the floor while it is above the k-th best so far (elements
+        # reaching it), else with the k-th best's value (elements beating it)
+        "  %tcp = getelementptr inbounds i32, ptr %codes, i64 %last",
+        "  %tc = load i32, ptr %tcp",
+        "  %use.floor = icmp ugt i32 %wc.1, %tc",
+        "  %ti = load i64, ptr %plast",
         f"  %tp = getelementptr inbounds {ty}, ptr %x, i64 %ti",
         f"  %t = load {ty}, ptr %tp",
         f"  %t0 = insertelement {vec} undef, {ty} %t, i64 0",
@@ -547,7 +596,8 @@ def topk_ir(name: str, ty: str, kind: str, largest: bool, triple: str, data_layo
         "  ret void",
         "}",
     ]
-    return "\n".join([*_head(triple, data_layout), *code_fn, *insert_fn, *scalar_fn, *bits_fn, *row_fn, *main_fn])
+    return "\n".join([*_head(triple, data_layout), *code_fn, *insert_fn, *try_fn, *scalar_fn, *bits_fn, *row_fn,
+                      *main_fn])
 
 
 _CTYPES: dict[np.dtype, Any] = {
@@ -577,9 +627,9 @@ class SortKernels:
         self._lock = threading.Lock()
 
     def _fn(self, dtype: np.dtype, what: str = "merge") -> Any:
-        """The native `what` ("merge", "count", "partition"; "codes", "scatter", "scatter_last":
-        the radix sort's; "topk_largest", "topk_smallest") for dtype, loaded on first use; None
-        for a dtype without one."""
+        """The native `what` ("merge", "count", "partition"; "codes", "scatter_count",
+        "scatter_plain", "scatter_last": the radix sort's; "topk_largest", "topk_smallest") for
+        dtype, loaded on first use; None for a dtype without one."""
         fn = self._fns.get((dtype, what))
         if fn is None and dtype in (_CODED if what.startswith(("codes", "topk")) else _TYPES):
             with self._lock:
@@ -589,6 +639,7 @@ class SortKernels:
         return fn
 
     def _compile(self, dtype: np.dtype, what: str) -> Any:
+        """The ctypes function of the native `what` for dtype (see _fn), compiled or loaded."""
         ty, kind = _TYPES[dtype]
         name = f"ug_sort_{what}_{dtype.name}"
         triple, layout = self.jit.triple, self.jit.data_layout
@@ -668,10 +719,11 @@ class SortKernels:
     def radix_scatter(self, items: np.ndarray, shift: int, offsets: np.ndarray, out: np.ndarray, mid: int,
                       next_shift: int, next_hist: np.ndarray | None) -> bool:
         """A pass of the radix argsort: each item (uint64: a code above a position), in order,
-        to out at offsets[its code's digit at shift] (int64, RADIX_BUCKETS; moved on as they
-        are used), the code's digit at next_shift counted in next_hist (uint32, 2 x
-        RADIX_BUCKETS: [0] the items placed below mid, [1] the others; None: not counted). out
-        int64: the last pass, the positions only (next_hist unused)."""
+        to out at offsets[its code's digit at shift] (int64, RADIX_BUCKETS, moved on as they
+        are used: the places of the digits' first items, which out must have room after), the
+        code's digit at next_shift counted in next_hist (uint32, 2 x RADIX_BUCKETS: [0] the
+        items placed below mid, [1] the others; None: not counted). out int64: the last pass,
+        the positions only (next_hist unused)."""
         last = out.dtype == np.int64
         if not (items.ndim == 1 and _contiguous(items, (items, np.uint64), (offsets, np.int64), (out, out.dtype))
                 and out.dtype in (np.int64, np.uint64)):
@@ -698,8 +750,9 @@ class SortKernels:
         if fn is None or x.ndim != 2 or not _contiguous(x, (out_idx, np.int64), (out_val, x.dtype)):
             return None
         rows, n = x.shape
-        if not (0 < k <= n and out_idx.shape == out_val.shape == (rows, k)):
-            raise ValueError(f"topk: k={k} of rows of {n} into {out_idx.shape} and {out_val.shape}")
+        if not (0 < k <= 16 <= n and out_idx.shape == out_val.shape == (rows, k)):   # (16: see topk_ir's floor)
+            raise ValueError(f"topk: k={k} of rows of {n} into {out_idx.shape} and {out_val.shape} "
+                             "(k from 1 to 16, rows of 16 or more)")
         codes, places, done = np.empty(k, np.uint32), np.empty(k, np.int64), np.zeros(rows, np.bool_)
         fn(x.ctypes.data, rows, n, k, topk_budget(n, k), out_idx.ctypes.data, out_val.ctypes.data, codes.ctypes.data,
            places.ctypes.data, done.ctypes.data)
