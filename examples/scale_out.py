@@ -336,8 +336,14 @@ def run_cubed(args: argparse.Namespace) -> list[dict[str, Any]]:
         for name in ("numpy", "ug"):
             env = dict(os.environ)
             env.pop("CUBED_BACKEND_ARRAY_API_MODULE", None)
+            # cubed's task processes share the cores, one task each at a time: one thread of BLAS
+            # and of ug each (as dask's nannies set). (Not UG_TIER=1 as in dask's workers: cubed
+            # starts new processes for every compute, whose first runs of small kernels are
+            # cheaper on tier 0 than loading each from the disk cache: measured slower with it.)
+            env.setdefault("OMP_NUM_THREADS", "1")
             if name == "ug":
                 env["CUBED_BACKEND_ARRAY_API_MODULE"] = "ug_core.cubed"   # (reductions realized: see ug_core/cubed.py)
+                env.setdefault("UG_LLVM_THREADS", env["OMP_NUM_THREADS"])
             cmd = [sys.executable, os.path.abspath(__file__), "cubed", "--backend", name, "--work-dir", work_dir,
                    "--gib", str(args.gib), "--workers", str(args.workers), "--allowed-mem", args.allowed_mem,
                    "--repeat", str(args.repeat), "--warmup", str(args.warmup), "--pipelines", *args.pipelines]
