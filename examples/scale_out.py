@@ -161,6 +161,7 @@ def dask_pipelines(name: str, sizes: dict[str, Any]) -> dict[str, Callable[[], A
 
 
 def run_dask(args: argparse.Namespace) -> list[dict[str, Any]]:
+    import ug_core.dask  # noqa: F401  (before the cluster: its nannies give the workers ug's settings, see register())
     from dask.distributed import Client, LocalCluster
 
     sizes = shapes(args.gib)
@@ -169,25 +170,35 @@ def run_dask(args: argparse.Namespace) -> list[dict[str, Any]]:
                       memory_limit=args.memory_limit, dashboard_address=None) as cluster, Client(cluster) as client:
         results: dict[tuple[str, str], Any] = {}
         times: dict[tuple[str, str], list[float]] = {}
-        for rep in range(args.repeat + 1):  # the first round warms each worker's caches (not timed)
+        cpu: dict[tuple[str, str], list[float]] = {}
+        for rep in range(args.warmup + args.repeat):  # the first --warmup rounds warm each worker's caches
             for pipeline in args.pipelines:
                 for name in (("ug", "numpy") if rep % 2 else ("numpy", "ug")):   # alternating
                     run = dask_pipelines(name, sizes)[pipeline]
+                    cpu0 = sum(client.run(_cpu_seconds).values())
                     t0 = time.perf_counter()
                     out = run()
                     dt = time.perf_counter() - t0
                     results[name, pipeline] = out
-                    if rep:
+                    if rep >= args.warmup:
                         times.setdefault((name, pipeline), []).append(dt)
+                        cpu.setdefault((name, pipeline), []).append(sum(client.run(_cpu_seconds).values()) - cpu0)
         peaks = client.run(_peak_rss_mb)
         for pipeline in args.pipelines:
             for name in ("numpy", "ug"):
                 taken = times.get((name, pipeline), [])
                 rows.append({"engine": "dask", "pipeline": pipeline, "backend": name, "sizes": sizes,
                              "summary": summary(results[name, pipeline]), "median_s": _median(taken), "times_s": taken,
+                             "worker_cpu_s": _median(cpu.get((name, pipeline), [])),
                              "worker_peak_rss_mb": sorted(peaks.values())})
             rows.append(compare(pipeline, results["numpy", pipeline], results["ug", pipeline], rows[-2], rows[-1]))
     return rows
+
+
+def _cpu_seconds() -> float:
+    """This process's CPU time (user + system): the workers' work, whatever the machine's load."""
+    times = os.times()
+    return times.user + times.system
 
 
 def _median(times: list[float]) -> float | None:
@@ -226,8 +237,11 @@ def compare(pipeline: str, want: Any, got: Any, numpy_row: dict[str, Any], ug_ro
     """Whether ug's result equals numpy's (float32 sums: rtol 1e-4), and the ratio of the medians."""
     pairs = zip(_host(want), _host(got)) if isinstance(want, tuple) else [(_host(want), _host(got))]
     equal = all(np.allclose(w, g, rtol=1e-4, atol=1e-3) for w, g in pairs)
-    return {"pipeline": pipeline, "engine": ug_row["engine"], "equal": bool(equal),
-            "ratio_ug_over_numpy": _ratio(ug_row, numpy_row)}
+    out = {"pipeline": pipeline, "engine": ug_row["engine"], "equal": bool(equal),
+           "ratio_ug_over_numpy": _ratio(ug_row, numpy_row)}
+    if ug_row.get("worker_cpu_s") and numpy_row.get("worker_cpu_s"):
+        out["cpu_ratio_ug_over_numpy"] = ug_row["worker_cpu_s"] / numpy_row["worker_cpu_s"]
+    return out
 
 
 # --- cubed ----------------------------------------------------------------------------------------
@@ -283,10 +297,12 @@ def run_cubed_backend(args: argparse.Namespace) -> list[dict[str, Any]]:
 
     class Peak(Callback):
         peak = 0
+        by_op: dict[str, int] = {}   # each operation's largest task peak (cubed's peak_measured_mem_end)
 
         def on_task_end(self, event: Any) -> None:
             if event.peak_measured_mem_end is not None:
                 Peak.peak = max(Peak.peak, event.peak_measured_mem_end)
+                Peak.by_op[event.name] = max(Peak.by_op.get(event.name, 0), event.peak_measured_mem_end)
 
     sizes = shapes(args.gib)
     spec = cubed.Spec(work_dir=args.work_dir, allowed_mem=args.allowed_mem, executor_name="processes",
@@ -294,15 +310,17 @@ def run_cubed_backend(args: argparse.Namespace) -> list[dict[str, Any]]:
     rows = []
     for pipeline in args.pipelines:
         run = cubed_pipelines(sizes, spec, [Peak()])[pipeline]
+        Peak.peak, Peak.by_op = 0, {}
         times, out = [], None
-        for rep in range(args.repeat + 1):  # the first run warms the caches (not timed)
+        for rep in range(args.warmup + args.repeat):  # the first --warmup runs warm the caches (not timed)
             t0 = time.perf_counter()
             out = run()
-            if rep:
+            if rep >= args.warmup:
                 times.append(time.perf_counter() - t0)
         rows.append({"engine": "cubed", "pipeline": pipeline, "backend": args.backend, "sizes": sizes,
                      "summary": summary(out), "median_s": _median(times), "times_s": times,
                      "task_peak_mem_mb": Peak.peak / 1e6, "allowed_mem": args.allowed_mem,
+                     "op_peak_mem_mb": {op: round(v / 1e6, 1) for op, v in sorted(Peak.by_op.items())},
                      "value": [v.tolist() for v in out] if isinstance(out, tuple) else None})
         np.save(os.path.join(args.work_dir, f"{pipeline}-{args.backend}.npy"),
                 np.asarray(out if not isinstance(out, tuple) else np.stack(out)))
@@ -318,11 +336,17 @@ def run_cubed(args: argparse.Namespace) -> list[dict[str, Any]]:
         for name in ("numpy", "ug"):
             env = dict(os.environ)
             env.pop("CUBED_BACKEND_ARRAY_API_MODULE", None)
+            # cubed's task processes share the cores, one task each at a time: one thread of BLAS
+            # and of ug each (as dask's nannies set). (Not UG_TIER=1 as in dask's workers: cubed
+            # starts new processes for every compute, whose first runs of small kernels are
+            # cheaper on tier 0 than loading each from the disk cache: measured slower with it.)
+            env.setdefault("OMP_NUM_THREADS", "1")
             if name == "ug":
-                env["CUBED_BACKEND_ARRAY_API_MODULE"] = "ug_core"
+                env["CUBED_BACKEND_ARRAY_API_MODULE"] = "ug_core.cubed"   # (reductions realized: see ug_core/cubed.py)
+                env.setdefault("UG_LLVM_THREADS", env["OMP_NUM_THREADS"])
             cmd = [sys.executable, os.path.abspath(__file__), "cubed", "--backend", name, "--work-dir", work_dir,
                    "--gib", str(args.gib), "--workers", str(args.workers), "--allowed-mem", args.allowed_mem,
-                   "--repeat", str(args.repeat), "--pipelines", *args.pipelines]
+                   "--repeat", str(args.repeat), "--warmup", str(args.warmup), "--pipelines", *args.pipelines]
             done = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if done.returncode:
                 raise RuntimeError(f"cubed on {name} failed:\n{done.stdout[-4000:]}\n{done.stderr[-4000:]}")
@@ -346,6 +370,7 @@ def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser.add_argument("--memory-limit", default="3GiB", help="dask: each worker's memory limit")
     parser.add_argument("--allowed-mem", default="1GB", help="cubed: each task's memory bound")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs per pipeline and backend")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed runs first (each worker's caches)")
     parser.add_argument("--pipelines", nargs="+", default=["moments", "matmul", "stencil", "groupby"],
                         choices=["moments", "matmul", "stencil", "groupby"])
     parser.add_argument("--backend", choices=("numpy", "ug"), help=argparse.SUPPRESS)

@@ -225,3 +225,65 @@ def test_dask_counts_a_tensors_bytes():
 
     lazy = ug.asarray(np.ones((64, 32), dtype=np.float32)) * 2
     assert sizeof(lazy) == 64 * 32 * 4 and sizeof(lazy.astype("float64")) == 64 * 32 * 8
+
+
+def test_every_task_hands_back_realized_tensors():
+    import dask
+    from dask.callbacks import Callback
+
+    x = ugd.from_array(np.arange(64 * 64, dtype=np.float32).reshape(64, 64), chunks=16)
+    y = ugd.map_blocks(lambda b: ug.exp(b * 1e-3) + 1, x, dtype=np.float32).sum(axis=0)
+    seen = []
+
+    def posttask(key, result, dsk, state, worker_id):
+        for t in (result.values() if isinstance(result, dict) else result if isinstance(result, (tuple, list))
+                  else (result,)):
+            if isinstance(t, ug.Tensor):
+                seen.append(t._node.realized)
+
+    assert dask.config.get("array_optimize") is ugd.optimize
+    with Callback(posttask=posttask), dask.config.set(scheduler="sync"):
+        got = y.compute()
+    np.testing.assert_allclose(got.numpy(), (np.exp(np.arange(64 * 64, dtype=np.float32).reshape(64, 64) * 1e-3)
+                                             + 1).sum(axis=0), rtol=1e-5)
+    assert seen and all(seen)
+    # without it (dask's own optimization) the tasks' results stay lazy: the check can fail
+    seen.clear()
+    from dask.array.optimization import optimize
+    with Callback(posttask=posttask), dask.config.set(scheduler="sync", array_optimize=optimize):
+        ugd.map_blocks(lambda b: ug.exp(b * 1e-3) + 1, x, dtype=np.float32).sum(axis=0).compute()
+    assert seen and not all(seen)
+
+
+def test_nannies_started_here_give_workers_ug_settings():
+    import dask
+    environ = dask.config.get("distributed.nanny.pre-spawn-environ")
+    assert str(environ["UG_LLVM_THREADS"]) == str(environ.get("OMP_NUM_THREADS", 1))
+    assert environ["UG_TIER"] == "1"
+
+
+def test_cubed_namespace_realizes_reductions_and_drops_their_inputs():
+    import gc
+    import weakref
+
+    import ug_core.cubed as ucx
+
+    assert ucx.asarray is ug.asarray and ucx.float32 == ug.float32 and "sum" in dir(ucx)
+
+    def partial_reduce(xp):
+        # cubed's _partial_reduce: chunk after chunk, reduce it, concatenate, reduce again
+        alive, result = [], None
+        for i in range(4):
+            chunk = np.full((256, 256), float(i + 1), dtype=np.float32)
+            alive.append(weakref.ref(chunk))
+            reduced = xp.sum(xp.asarray(chunk), axis=(0, 1), keepdims=True)
+            del chunk
+            result = reduced if result is None else xp.sum(xp.concat([result, reduced]), axis=(0, 1), keepdims=True)
+        gc.collect()
+        kept = sum(r() is not None for r in alive)   # (before the result is read: that realizes it)
+        return float(result.numpy().ravel()[0]), kept
+
+    total, kept = partial_reduce(ucx)
+    assert total == 256 * 256 * (1 + 2 + 3 + 4) and kept == 0
+    lazy_total, lazy_kept = partial_reduce(ug)   # plain ug_core: the lazy running result holds the chunks
+    assert lazy_total == total and lazy_kept > 0

@@ -45,7 +45,7 @@ def cache_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def client(cache_dir):
     distributed = pytest.importorskip("distributed")
-    pytest.importorskip("ug_core.dask")
+    pytest.importorskip("ug_core.dask")   # (before the cluster: its nannies give the workers ug's settings)
     saved = {k: os.environ.get(k) for k in ("UG_LLVM_CACHE_DIR", "UG_C_CACHE_DIR")}
     # the workers (spawned processes) inherit the environment: one fresh cache directory for all
     os.environ["UG_LLVM_CACHE_DIR"] = os.environ["UG_C_CACHE_DIR"] = str(cache_dir)
@@ -212,3 +212,17 @@ def test_cubed_processes_executor_on_ug_matches_numpy(tmp_path):
     # each task stayed within cubed's allowed_mem (its own measure of the task's peak)
     peaks = [r["task_peak_mem_mb"] for r in rows if "task_peak_mem_mb" in r]
     assert len(peaks) == 8 and all(0 < p <= 200 for p in peaks), rows
+
+
+def _ug_settings():
+    from ug_core.plugins import registry
+    return os.environ.get("UG_LLVM_THREADS"), os.environ.get("UG_TIER"), \
+        registry.get("cpu").threads if "cpu" in ug.devices() else None
+
+
+def test_workers_run_ug_on_one_thread_each_and_compiled(client):
+    # ug_core.dask put them in the nannies' environment (dask's OMP_NUM_THREADS=1 for BLAS):
+    # two worker processes on the cores do not each start a pool of ug threads over all of them
+    for threads_env, tier, threads in client.run(_ug_settings).values():
+        assert threads_env == "1" and tier == "1"
+        assert threads in (None, 1)

@@ -33,7 +33,7 @@ TENSOR_LAYER = {"ug_core.shapes", "ug_core.tensor", "ug_core.tensor_arith", "ug_
                 "ug_core.tensor_index", "ug_core.tensor_io", "ug_core.custom"}
 LIBRARY_LAYER = {"ug_core.autodiff", "ug_core.jit", "ug_core.random", "ug_core.einsum",
                  "ug_core.fft", "ug_core.linalg"}
-TOP_LAYER = {"ug_core", "ug_core.api", "ug_core.cli", "ug_core.demo", "ug_core.__main__", "ug_core.dask"}
+TOP_LAYER = {"ug_core", "ug_core.api", "ug_core.cli", "ug_core.demo", "ug_core.__main__", "ug_core.dask", "ug_core.cubed"}
 LAYER_NAMES = ["core", "tensor", "namespace", "library", "top"]
 
 

@@ -133,8 +133,11 @@ def snapshot(t: "Tensor") -> "Tensor":
 
 
 def _unpickle(array: np.ndarray, device: str) -> "Tensor":
-    """A pickled tensor (Tensor.__reduce__): its value on the device plugins.unpickle_device picks."""
-    return tensor(array, device=unpickle_device(device))
+    """A pickled tensor (Tensor.__reduce__): its value on the device plugins.unpickle_device picks
+    (asarray: the unpickled array is this tensor's alone, so a host-memory device keeps its memory
+    rather than a copy, as dask.distributed's out-of-band frames arrive)."""
+    from .array_api.creation import asarray   # (late: creation imports this module)
+    return asarray(array, device=unpickle_device(device))
 
 
 def full(shape: Any, value: Scalar, dtype: Any = None, device: str | None = None) -> "Tensor":

@@ -61,7 +61,7 @@ class CPUDevice(KitDevice):
 
     def __init__(self) -> None:
         self.jit = jit = get_jit()
-        threads = usable_cores()
+        threads = min(usable_cores(), settings.THREADS or usable_cores())
         # the renderer keeps float16 ops in float16 rounding and brings its own vectorizable math
         info = DeviceInfo("cpu", frozenset(SUPPORTED), LowerOptions(target="cpu", outer_block=settings.OUTER_BLOCK),
                           backend_version(), f"{jit.cpu}, {threads} threads",

@@ -30,6 +30,11 @@ WIDE_OUTER_BLOCK = env_int("UG_LLVM_WIDE_OUTER_BLOCK", 1024, minimum=0, strict=F
 # step, 40 rounds at load 4.6: median 22.6 ms spinning 1000 us, 19-20.5 with 100-300).
 # 0: workers sleep at once (every launch then pays the wake-up)
 SPIN_US = env_int("UG_LLVM_SPIN_US", 300, minimum=0, strict=False)
+# threads a cpu device runs on: 0 (the default) for every core this process may use
+# (cores.usable_cores); a process that shares the cores with others of its kind, as each worker
+# process of a dask cluster does (ug_core.dask sets 1 there, as dask sets OMP_NUM_THREADS=1 for
+# BLAS), takes fewer, so that the workers' pools do not contend for the same cores
+THREADS = env_int("UG_LLVM_THREADS", 0, minimum=0, strict=False)
 # matmul: "ug" (our packed gemm, ug_llvm.gemm) or "numpy" (numpy's BLAS on strided views)
 MATMUL_IMPL = env_choice("UG_LLVM_MATMUL", "ug", ("ug", "numpy"), strict=False)
 
