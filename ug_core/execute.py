@@ -71,7 +71,9 @@ def realize_nodes(targets: list[Node]) -> None:
     A graph with the structure of one realized before (structure.graph_key: the same ops,
     shapes, dtypes and constants, reading other buffers) runs that one's compiled steps on its
     own buffers, without scheduling again: for a small graph, scheduling and looking up its
-    programs cost far more than running them. UG_DEBUG >= 1 always schedules, to show it.
+    programs cost far more than running them. A graph with assigns replays them only where
+    its in-place writes are still allowed (_in_place_allowed), else it is scheduled again.
+    UG_DEBUG >= 1 always schedules, to show it.
 
     It holds graph_lock throughout: a realize in another thread would otherwise walk this
     graph while this one records its buffers (and drops the nodes' sources), or run the same
