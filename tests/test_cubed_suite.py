@@ -1,5 +1,5 @@
 """A sample of cubed's own test suite with ug as cubed's backend array library (issue 28):
-CUBED_BACKEND_ARRAY_API_MODULE=ug_core, cubed's Array API functions, linear algebra and indexing on
+CUBED_BACKEND_ARRAY_API_MODULE=ug_core.cubed (ug_core with reductions realized), cubed's Array API functions, linear algebra and indexing on
 its single-threaded executor (the full suite, every executor, with numpy and with ug, is in
 docs/scaling-out.md). Each failure must be one the list below explains:
 
@@ -28,7 +28,7 @@ MIN_PASSED = 230   # 239 pass with cubed 0.27.0 (19 fail, all explained)
 def test_cubed_suite_sample_with_ug_as_the_backend(tmp_path):
     pytest.importorskip("cubed")
     report = tmp_path / "cubed.xml"
-    env = dict(os.environ, CUBED_BACKEND_ARRAY_API_MODULE="ug_core")
+    env = dict(os.environ, CUBED_BACKEND_ARRAY_API_MODULE="ug_core.cubed")
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--tb=line", f"--junitxml={report}",
          "--pyargs", "cubed.tests.test_array_api", "cubed.tests.test_linalg", "cubed.tests.test_indexing",

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator
 import numpy as np
 
 from . import dtypes, graph, scalars, sharing
-from .device import Buffer
+from .device import Buffer, LentBuffer
 from .graph import Node
 from .ops import Op
 from .plugins import registry, unpickle_device
@@ -134,10 +134,15 @@ def snapshot(t: "Tensor") -> "Tensor":
 
 def _unpickle(array: np.ndarray, device: str) -> "Tensor":
     """A pickled tensor (Tensor.__reduce__): its value on the device plugins.unpickle_device picks
-    (asarray: the unpickled array is this tensor's alone, so a host-memory device keeps its memory
-    rather than a copy, as dask.distributed's out-of-band frames arrive)."""
-    from .array_api.creation import asarray   # (late: creation imports this module)
-    return asarray(array, device=unpickle_device(device))
+    (the unpickled array is this tensor's alone, so a host-memory device takes its memory rather
+    than a copy, as asarray would: dask.distributed's out-of-band frames arrive so)."""
+    dev = registry.get(unpickle_device(device))
+    if array.size and array.flags.c_contiguous and array.dtype in dev.dtypes:
+        handle = dev.wrap_host(array)   # (None where the device's memory is not the host's)
+        if handle is not None:   # (as creation._lend: read-only memory is lent read-only)
+            buffer = LentBuffer(dev, array.size, array.dtype, handle, writable=bool(array.flags.writeable))
+            return Tensor(graph.from_buffer(buffer, array.shape))
+    return tensor(array, device=dev.name)
 
 
 def full(shape: Any, value: Scalar, dtype: Any = None, device: str | None = None) -> "Tensor":

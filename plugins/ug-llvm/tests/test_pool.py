@@ -1,6 +1,7 @@
 """The cpu device's worker threads (ug_llvm.pool.SpinPool): jobs reach spinning and sleeping
 workers, each worker runs a job under its own index, and posting never waits for them."""
 
+import os
 import threading
 import time
 
@@ -224,3 +225,13 @@ def test_native_jobs_posted_faster_than_the_slots_turn_over():
     assert all(mask[0] & ~0b110 == 0 for mask, _ in jobs)
     assert not [mask[0] for mask, limit in jobs if limit == 2 and mask[0] & 0b100]
     assert sum(1 for mask, _ in jobs if mask[0]) > 0   # the workers did take jobs
+
+
+def test_threads_setting_caps_the_device_threads():
+    import subprocess
+    import sys
+    code = "from ug_core.plugins import registry; print(registry.get('cpu').threads)"
+    out = subprocess.run([sys.executable, "-c", code], env=dict(os.environ, UG_LLVM_THREADS="1"),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-1] == "1"
