@@ -13,7 +13,7 @@ import numpy as np
 from . import dtypes, graph
 from .graph import Node
 from .ops import Op, REDUCE
-from .shapes import normalize_axes
+from .shapes import broadcast_node, normalize_axes
 from .tensor import Tensor, check_supported, checked_tensor, graph_scalar
 from .view import View, prod as product
 
@@ -69,6 +69,8 @@ def mean(self: Tensor, axis: Any = None, keepdims: bool = False, *, dtype: Any =
     computed in it (numpy's: an integer dtype truncates the mean). float16 is summed and
     divided in float32 and rounded once, as numpy does: in float16 the count itself
     overflows (65504 is its largest value) and a sum of 1000 x 100 is inf."""
+    if dtype is None and out is None and self.dtype in _PLAIN_FLOATS:
+        return _float_mean(self, axis, keepdims)
     if dtype is not None:
         dt = _dtype_arg(self, dtype)
         if dt.kind != "f":
@@ -82,6 +84,23 @@ def mean(self: Tensor, axis: Any = None, keepdims: bool = False, *, dtype: Any =
     # (a complex sum is divided by a real count: each part)
     result = self.astype(work).sum(axis, keepdims) / graph_scalar(count, dtypes.part_dtype(work), self.device)
     return into(out, result.astype(dt) if work != dt else result)
+
+
+_PLAIN_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+"""The dtypes whose mean is their sum over the count in the dtype itself (mean's fast path)."""
+
+
+def _float_mean(self: Tensor, axis: Any, keepdims: bool) -> Tensor:
+    """mean's common case (a float32/float64 tensor, no dtype, no out) built on the nodes: the
+    nodes `self.sum(axis, keepdims) / count` makes, without its intermediate tensors and views."""
+    axes = normalize_axes(axis, self.ndim)
+    node, dt, shape = self._node, self.dtype, self.shape
+    if axes:
+        node = _split_reduce(node, Op.SUM, axes, dt) or graph.reduce(node, Op.SUM, axes, dt)
+        if not keepdims:
+            node = graph.view(node, View.contiguous(tuple(s for d, s in enumerate(shape) if d not in axes)))
+    count = graph.const(product([shape[a] for a in axes]), dt, node.device)
+    return Tensor(graph.alu(Op.DIV, (node, broadcast_node(count, node.shape)), dt))
 
 
 def softmax(self: Tensor, axis: int = -1) -> Tensor:
