@@ -99,8 +99,25 @@ def _float_mean(self: Tensor, axis: Any, keepdims: bool) -> Tensor:
         node = _split_reduce(node, Op.SUM, axes, dt) or graph.reduce(node, Op.SUM, axes, dt)
         if not keepdims:
             node = graph.view(node, View.contiguous(tuple(s for d, s in enumerate(shape) if d not in axes)))
-    count = graph.const(product([shape[a] for a in axes]), dt, node.device)
-    return Tensor(graph.alu(Op.DIV, (node, broadcast_node(count, node.shape)), dt))
+    return Tensor(graph.alu(Op.DIV, (node, _count(product([shape[a] for a in axes]), dt, node.device, node.shape)), dt))
+
+
+_COUNTS: dict[tuple[int, np.dtype, str, tuple[int, ...]], Node] = {}
+"""mean's counts, broadcast to the result's shape, by (count, dtype, device, shape): up to 1,024."""
+
+
+def _count(n: int, dt: np.dtype, device: str, shape: tuple[int, ...]) -> Node:
+    """The constant n as `dt`, broadcast to `shape`: one node kept per key (a constant is folded into
+    the kernel's code and never written, so every graph may share it; a mean per resample in a
+    loop of thousands then adds 2 nodes fewer each to the graph and to the garbage collector)."""
+    key = (n, dt, device, shape)
+    node = _COUNTS.get(key)
+    if node is None:
+        node = broadcast_node(graph.const(n, dt, device), shape)
+        if len(_COUNTS) >= 1024:
+            _COUNTS.clear()
+        _COUNTS[key] = node
+    return node
 
 
 def softmax(self: Tensor, axis: int = -1) -> Tensor:
