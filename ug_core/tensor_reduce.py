@@ -14,7 +14,7 @@ from . import dtypes, graph
 from .graph import Node
 from .ops import Op, REDUCE
 from .shapes import broadcast_node, normalize_axes
-from .tensor import Tensor, check_supported, checked_tensor, graph_scalar
+from .tensor import Tensor, check_supported, graph_scalar
 from .view import View, prod as product
 
 _F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -31,14 +31,26 @@ def _reduce(self: Tensor, op: Op, axis: Any, keepdims: bool, dtype: np.dtype) ->
     node = graph.cast(self._node, dtype)
     if axes:
         node = _split_reduce(node, op, axes, dtype) or graph.reduce(node, op, axes, dtype)
-    out = checked_tensor(node)
-    if not keepdims:
-        out = out.reshape(tuple(s for d, s in enumerate(self.shape) if d not in axes))
-    return out
+    check_supported(node.dtype, node.device)
+    if not keepdims:   # (the reduced dims dropped: what a reshape's view reads, without the Tensor view)
+        node = graph.view(node, View.contiguous(tuple(s for d, s in enumerate(self.shape) if d not in axes)))
+    return Tensor(node)
 
 
 def _dtype_arg(self: Tensor, dtype: Any) -> np.dtype:
     return check_supported(dtypes.to_dtype(dtype), self.device)
+
+
+_ACCUMULATORS: dict[tuple[Any, np.dtype], np.dtype] = {}
+
+
+def _accumulator(fn: Any, dt: np.dtype) -> np.dtype:
+    """The dtype numpy's sum or prod (`fn`) accumulates `dt` in (int8 in int64, uint8 in uint64,
+    floats in their own), asked of numpy once per dtype."""
+    acc = _ACCUMULATORS.get((fn, dt))
+    if acc is None:
+        acc = _ACCUMULATORS[(fn, dt)] = fn(np.empty(0, dt)).dtype
+    return acc
 
 
 # numpy's methods, by keyword (dask and xarray call them on chunks: `chunk.sum(axis=..,
@@ -47,12 +59,12 @@ def _dtype_arg(self: Tensor, dtype: Any) -> np.dtype:
 # tensor given the result (assign, numpy's unsafe casting of a reduction) or a numpy array
 # written, is what is returned then.
 def sum(self: Tensor, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> Tensor:
-    acc = np.sum(np.empty(0, self.dtype)).dtype if dtype is None else _dtype_arg(self, dtype)
+    acc = _accumulator(np.sum, self.dtype) if dtype is None else _dtype_arg(self, dtype)
     return into(out, self._reduce(Op.SUM, axis, keepdims, acc))
 
 
 def prod(self: Tensor, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> Tensor:
-    acc = np.prod(np.empty(0, self.dtype)).dtype if dtype is None else _dtype_arg(self, dtype)
+    acc = _accumulator(np.prod, self.dtype) if dtype is None else _dtype_arg(self, dtype)
     return into(out, self._reduce(Op.PROD, axis, keepdims, acc))
 
 
