@@ -109,20 +109,32 @@ def _index_view(shape: tuple[int, ...], index: Any) -> View:
     """The View that basic indexing (ints, slices with any nonzero step, None, Ellipsis) selects."""
     if not isinstance(index, tuple):
         index = (index,)
-    for item in index:
+    # one pass: the items' types checked (slices and ints, the common ones, first), the ellipses
+    # and the indexed dims counted
+    used, ellipses, at = 0, 0, -1
+    for k, item in enumerate(index):
+        kind = type(item)
+        if kind is slice or kind is int:
+            used += 1
+            continue
+        if item is None:
+            continue
+        if item is Ellipsis:
+            ellipses += 1
+            at = k if at < 0 else at
+            continue
         if isinstance(item, (Tensor, np.ndarray, list)) or isinstance(item, bool):
             raise TypeError(f"indexing with {type(item).__name__} is not supported here; use ints, slices, None and ...")
-        if not (item is None or item is Ellipsis or isinstance(item, (slice, int, np.integer))):
+        if not isinstance(item, (slice, int, np.integer)):
             raise TypeError(f"invalid index {item!r}: use ints, slices, None and ...")
-    if sum(1 for i in index if i is Ellipsis) > 1:
+        used += 1
+    if ellipses > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    used = sum(1 for i in index if i is not None and i is not Ellipsis)
     if used > len(shape):
         raise IndexError(f"too many indices for tensor of shape {shape}: {used} were indexed")
-    if Ellipsis in index:
-        at = index.index(Ellipsis)
+    if at >= 0:
         index = index[:at] + (slice(None),) * (len(shape) - used) + index[at + 1:]
-    else:
+    elif used < len(shape):
         index = index + (slice(None),) * (len(shape) - used)
     view = View.contiguous(shape)
     out_shape: list[int] = []

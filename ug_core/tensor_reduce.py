@@ -13,8 +13,8 @@ import numpy as np
 from . import dtypes, graph
 from .graph import Node
 from .ops import Op, REDUCE
-from .shapes import normalize_axes
-from .tensor import Tensor, check_supported, checked_tensor, graph_scalar
+from .shapes import broadcast_node, normalize_axes
+from .tensor import Tensor, check_supported, graph_scalar
 from .view import View, prod as product
 
 _F16, _F32 = np.dtype(np.float16), np.dtype(np.float32)
@@ -31,14 +31,26 @@ def _reduce(self: Tensor, op: Op, axis: Any, keepdims: bool, dtype: np.dtype) ->
     node = graph.cast(self._node, dtype)
     if axes:
         node = _split_reduce(node, op, axes, dtype) or graph.reduce(node, op, axes, dtype)
-    out = checked_tensor(node)
-    if not keepdims:
-        out = out.reshape(tuple(s for d, s in enumerate(self.shape) if d not in axes))
-    return out
+    check_supported(node.dtype, node.device)
+    if not keepdims:   # (the reduced dims dropped: what a reshape's view reads, without the Tensor view)
+        node = graph.view(node, View.contiguous(tuple(s for d, s in enumerate(self.shape) if d not in axes)))
+    return Tensor(node)
 
 
 def _dtype_arg(self: Tensor, dtype: Any) -> np.dtype:
     return check_supported(dtypes.to_dtype(dtype), self.device)
+
+
+_ACCUMULATORS: dict[tuple[Any, np.dtype], np.dtype] = {}
+
+
+def _accumulator(fn: Any, dt: np.dtype) -> np.dtype:
+    """The dtype numpy's sum or prod (`fn`) accumulates `dt` in (int8 in int64, uint8 in uint64,
+    floats in their own), asked of numpy once per dtype."""
+    acc = _ACCUMULATORS.get((fn, dt))
+    if acc is None:
+        acc = _ACCUMULATORS[(fn, dt)] = fn(np.empty(0, dt)).dtype
+    return acc
 
 
 # numpy's methods, by keyword (dask and xarray call them on chunks: `chunk.sum(axis=..,
@@ -47,12 +59,12 @@ def _dtype_arg(self: Tensor, dtype: Any) -> np.dtype:
 # tensor given the result (assign, numpy's unsafe casting of a reduction) or a numpy array
 # written, is what is returned then.
 def sum(self: Tensor, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> Tensor:
-    acc = np.sum(np.empty(0, self.dtype)).dtype if dtype is None else _dtype_arg(self, dtype)
+    acc = _accumulator(np.sum, self.dtype) if dtype is None else _dtype_arg(self, dtype)
     return into(out, self._reduce(Op.SUM, axis, keepdims, acc))
 
 
 def prod(self: Tensor, axis: Any = None, keepdims: bool = False, *, dtype: Any = None, out: Any = None) -> Tensor:
-    acc = np.prod(np.empty(0, self.dtype)).dtype if dtype is None else _dtype_arg(self, dtype)
+    acc = _accumulator(np.prod, self.dtype) if dtype is None else _dtype_arg(self, dtype)
     return into(out, self._reduce(Op.PROD, axis, keepdims, acc))
 
 
@@ -69,6 +81,8 @@ def mean(self: Tensor, axis: Any = None, keepdims: bool = False, *, dtype: Any =
     computed in it (numpy's: an integer dtype truncates the mean). float16 is summed and
     divided in float32 and rounded once, as numpy does: in float16 the count itself
     overflows (65504 is its largest value) and a sum of 1000 x 100 is inf."""
+    if dtype is None and out is None and self.dtype in _PLAIN_FLOATS:
+        return _float_mean(self, axis, keepdims)
     if dtype is not None:
         dt = _dtype_arg(self, dtype)
         if dt.kind != "f":
@@ -82,6 +96,40 @@ def mean(self: Tensor, axis: Any = None, keepdims: bool = False, *, dtype: Any =
     # (a complex sum is divided by a real count: each part)
     result = self.astype(work).sum(axis, keepdims) / graph_scalar(count, dtypes.part_dtype(work), self.device)
     return into(out, result.astype(dt) if work != dt else result)
+
+
+_PLAIN_FLOATS = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+"""The dtypes whose mean is their sum over the count in the dtype itself (mean's fast path)."""
+
+
+def _float_mean(self: Tensor, axis: Any, keepdims: bool) -> Tensor:
+    """mean's common case (a float32/float64 tensor, no dtype, no out) built on the nodes: the
+    nodes `self.sum(axis, keepdims) / count` makes, without its intermediate tensors and views."""
+    axes = normalize_axes(axis, self.ndim)
+    node, dt, shape = self._node, self.dtype, self.shape
+    if axes:
+        node = _split_reduce(node, Op.SUM, axes, dt) or graph.reduce(node, Op.SUM, axes, dt)
+        if not keepdims:
+            node = graph.view(node, View.contiguous(tuple(s for d, s in enumerate(shape) if d not in axes)))
+    return Tensor(graph.alu(Op.DIV, (node, _count(product([shape[a] for a in axes]), dt, node.device, node.shape)), dt))
+
+
+_COUNTS: dict[tuple[int, np.dtype, str, tuple[int, ...]], Node] = {}
+"""mean's counts, broadcast to the result's shape, by (count, dtype, device, shape): up to 1,024."""
+
+
+def _count(n: int, dt: np.dtype, device: str, shape: tuple[int, ...]) -> Node:
+    """The constant n as `dt`, broadcast to `shape`: one node kept per key (a constant is folded into
+    the kernel's code and never written, so every graph may share it; a mean per resample in a
+    loop of thousands then adds 2 nodes fewer each to the graph and to the garbage collector)."""
+    key = (n, dt, device, shape)
+    node = _COUNTS.get(key)
+    if node is None:
+        node = broadcast_node(graph.const(n, dt, device), shape)
+        if len(_COUNTS) >= 1024:
+            _COUNTS.clear()
+        _COUNTS[key] = node
+    return node
 
 
 def softmax(self: Tensor, axis: int = -1) -> Tensor:

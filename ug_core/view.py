@@ -54,7 +54,7 @@ _CONTIGUOUS: "dict[tuple[int, ...], View]" = {}
 """View.contiguous's views by shape (of Python ints), up to 4,096 shapes."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)   # (no __dict__: the frontend keeps tens of thousands of views)
 class View:
     shape: tuple[int, ...]
     strides: tuple[int, ...]

@@ -38,6 +38,14 @@ def _inputs(args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
     return found
 
 
+def _passed(t: Tensor, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether `t` is one of the arguments (or in a list or tuple of them), as _inputs finds them."""
+    for value in (*args, *kwargs.values()) if kwargs else args:
+        if value is t or (isinstance(value, (list, tuple)) and any(v is t for v in value)):
+            return True
+    return False
+
+
 def _own(result: Any, inputs: list[Any]) -> Any:
     if isinstance(result, TensorView) or (isinstance(result, Tensor) and any(result is t for t in inputs)):
         return Tensor(result.node)
@@ -57,6 +65,8 @@ def new_value(fn: Callable[..., Any]) -> Callable[..., Any]:
         out = kwargs.get("out")
         if out is not None and result is out:
             return result   # numpy's out=: the result is written into that tensor, which is returned
+        if type(result) is Tensor and not _passed(result, args, kwargs):
+            return result   # (the common case, a new plain tensor: what _own would return)
         return _own(result, _inputs(args, kwargs))
     return call
 

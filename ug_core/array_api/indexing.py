@@ -19,12 +19,15 @@ from typing import Any
 import numpy as np
 
 from .. import dtypes, graph
-from ..shapes import broadcast_shape, normalize_axis
+from ..shapes import broadcast_node, broadcast_shape, normalize_axis
 from ..tensor import Tensor, tensor, values_for_shape
 from ..tensor_arith import maximum, minimum, where
+from ..view import View
 from ._common import check_tensor
 
 __all__ = ["take", "take_along_axis"]
+
+_ALL = slice(None)
 
 
 def take(x: Tensor, indices: Any, /, *, axis: int | None = None) -> Tensor:
@@ -87,7 +90,8 @@ def getitem(x: Tensor, index: tuple[Any, ...]) -> Tensor:
             basic.append(slice(None))
             arrays.append((dim, item))
             dim += 1
-    view = x[tuple(basic)]
+    # (an index of arrays and full slices only, the common case, views all of x: no view to build)
+    view = x if all(b == _ALL for b in basic) else x[tuple(basic)]
     dims = [d for d, _ in arrays]
     sizes = [view.shape[d] for d in dims]
     checked = [_checked_index(item, n, x.device, f"index {k} of a tensor of shape {x.shape}")
@@ -104,7 +108,7 @@ def getitem(x: Tensor, index: tuple[Any, ...]) -> Tensor:
     order = rest[:at] + dims + rest[at:]
     moved = view.permute(*order) if order != list(range(view.ndim)) else view
     lead, trail = moved.shape[:at], moved.shape[at + len(dims):]
-    flat = moved.reshape(*lead, math.prod(sizes), *trail)
+    flat = moved.reshape(*lead, math.prod(sizes), *trail) if len(dims) > 1 else moved
     # one linear index over the indexed dims (row-major), each part wrapped and clamped first
     # (clamping only the sum could read another row's element)
     linear = parts[0]   # (one array: the gather wraps and clamps it)
@@ -112,7 +116,7 @@ def getitem(x: Tensor, index: tuple[Any, ...]) -> Tensor:
         linear = _wrapped(*checked[0], sizes[0])
         for (p, in_range), n in zip(checked[1:], sizes[1:]):
             linear = linear * n + _wrapped(p, in_range, n)
-    return _take(flat, linear.broadcast_to(common), at)
+    return _take(flat, linear if linear.shape == common else linear.broadcast_to(common), at)
 
 
 # --- the gather -------------------------------------------------------------------------------
@@ -125,18 +129,29 @@ def _take(x: Tensor, index: Tensor, axis: int) -> Tensor:
         return _take(x, index.reshape(1), axis).reshape(*x.shape[:axis], *x.shape[axis + 1:])
     pre, post = x.shape[:axis], x.shape[axis + 1:]
     out_shape = pre + index.shape + post
+    n = x.shape[axis]
     # x with size-1 dims for index's leading dims, broadcast: the gathered axis is index's last
-    src = x.reshape(*pre, *(1,) * (k - 1), x.shape[axis], *post).broadcast_to(pre + index.shape[:-1] + (x.shape[axis],) + post)
-    at = index.reshape(*(1,) * len(pre), *index.shape, *(1,) * len(post)).broadcast_to(out_shape)
-    return _gather(src, at, axis + k - 1)
+    # (built on the nodes: the shapes are right by construction, and these views are internal)
+    src = x._node
+    if k > 1:
+        src = broadcast_node(graph.view(src, View.contiguous(pre + (1,) * (k - 1) + (n,) + post)),
+                             pre + index.shape[:-1] + (n,) + post)
+    at = index._node
+    if pre or post:
+        at = broadcast_node(graph.view(at, View.contiguous((1,) * len(pre) + index.shape + (1,) * len(post))), out_shape)
+    return _gather_nodes(src, at, axis + k - 1)
 
 
 def _gather(src: Tensor, index: Tensor, axis: int) -> Tensor:
+    return _gather_nodes(src._node, index._node, axis)
+
+
+def _gather_nodes(src: graph.Node, index: graph.Node, axis: int) -> Tensor:
     if math.prod(index.shape) and src.shape[axis] == 0:
         raise IndexError(f"cannot index into axis {axis} of size 0 (tensor of shape {src.shape})")
     if math.prod(index.shape) == 0:  # nothing to read
         return Tensor(graph.const(0, src.dtype, src.device, index.shape))
-    return Tensor(graph.gather(src._node, index._node, axis))
+    return Tensor(graph.gather(src, index, axis))
 
 
 def _wrapped(index: Tensor, in_range: bool, n: int) -> Tensor:
