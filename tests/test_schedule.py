@@ -31,6 +31,26 @@ def test_reduction_is_never_inlined_per_element():
     assert len(item.kernel.reductions) == 1
 
 
+def test_a_transcendental_under_a_broadcast_is_computed_once_per_element_of_its_value():
+    # sin(rows) * cos(cols) over 512 x 256: fused, sin and cos would run once per output element
+    # (128K each); the scheduler gives the repeated values buffers (512 sin, 256 cos)
+    rows = np.linspace(0, 3, 512, dtype=np.float32)[:, None]
+    cols = np.linspace(0, 2, 256, dtype=np.float32)[None, :]
+    r, c = ug.tensor(rows, device=DEVICE), ug.tensor(cols, device=DEVICE)
+    out = ug.sin(r * 1.5 + 0.25) * ug.cos(c * 0.75) + 0.5 * ug.sin(r + c)
+    kernels = [i.kernel for i in ug.schedule(out).items if isinstance(i, KernelItem)]
+    assert sorted(np.prod(k.stores[0].shape) for k in kernels) == [256, 512, 512 * 256]
+    want = np.sin(rows * 1.5 + 0.25) * np.cos(cols * 0.75) + 0.5 * np.sin(rows + cols)
+    np.testing.assert_allclose(out.numpy(), want, rtol=1e-5, atol=1e-6)
+    # small outputs, cheap values and reductions stay fused: one kernel each
+    small = ug.sin(ug.tensor(rows[:64], device=DEVICE)) * ug.tensor(cols, device=DEVICE)[:, :64]
+    cheap = (r * 1.5 + 0.25) * (c * 0.75)
+    x = ug.tensor(rand((512, 256)), device=DEVICE)
+    softmax = ug.exp(x - x.max(1, keepdims=True)) / ug.exp(x - x.max(1, keepdims=True)).sum(1, keepdims=True)
+    for y in (small, cheap, softmax):
+        assert len([i for i in ug.schedule(y).items if isinstance(i, KernelItem)]) == 1
+
+
 def test_schedule_prints():
     x = ug.tensor(rand((4, 4)), device=DEVICE)
     text = str(ug.schedule(x.softmax()))

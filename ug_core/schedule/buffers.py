@@ -7,8 +7,9 @@ from __future__ import annotations
 import sys
 
 from ..graph import Node
-from ..ops import Op
+from ..ops import GRAPH_ONLY, INDEXED, Op
 from ..plugins import registry
+from ..view import prod
 from .build import ITEM_OPS, BuildCache, _NeedsBuffer, _build, _kernel_root
 from .operands import _matmul_operand, _matmul_operands, _strip_view
 
@@ -39,8 +40,48 @@ def _must_realize(nodes: list[Node], targets: list[Node]) -> set[Node]:
             realize.update(s for s in node.srcs if not s.realized)
         elif node.op is Op.ASSIGN and not node.srcs[0].realized:
             realize.add(node.srcs[0])
+        elif node.op is Op.VIEW:
+            repeated = _repeated_heavy(node)
+            if repeated is not None:
+                realize.add(repeated)
     _bound_kernel_size(nodes, realize)
     return realize
+
+
+BROADCAST_REUSE = 16
+"""A broadcast view that repeats each element of a lazy value at least this many times..."""
+MIN_BROADCAST_ELEMENTS = 1 << 16
+"""...into at least this many elements gets that value a buffer when computing it takes a
+transcendental (_repeated_heavy)."""
+_HEAVY_WALK = 64   # nodes of the value's elementwise graph looked at for a transcendental
+
+
+def _repeated_heavy(view: Node) -> Node | None:
+    """The lazy value under `view`, where the view repeats it (a broadcast: `sin(rows)[:, None] *
+    cos(cols)`) at least BROADCAST_REUSE times into at least MIN_BROADCAST_ELEMENTS elements and
+    its elementwise graph (up to its buffers and reductions) holds a transcendental: fused, the
+    kernel would compute that transcendental once per element it writes rather than once per
+    element of the value (a dask chunk generated from row and column coordinates: 3 sin/cos per
+    element against numpy's 1). A reduction's result stays fused (a row's accumulator is
+    computed once per row already: softmax, layernorm)."""
+    src = view.srcs[0]
+    if src.realized or src.buffer is not None or src.op in GRAPH_ONLY or src.op in INDEXED or not src.srcs:
+        return None
+    size, repeated = prod(src.shape), prod(view.shape)
+    if repeated < MIN_BROADCAST_ELEMENTS or repeated < BROADCAST_REUSE * max(size, 1):
+        return None
+    seen = {id(src)}
+    stack = [src]
+    while stack and len(seen) <= _HEAVY_WALK:
+        node = stack.pop()
+        if node.op in _HEAVY_OPS:
+            return src
+        for operand in node.srcs:
+            if (id(operand) not in seen and not operand.realized and operand.buffer is None
+                    and (operand.op is Op.VIEW or operand.op not in GRAPH_ONLY) and operand.op not in INDEXED):
+                seen.add(id(operand))
+                stack.append(operand)
+    return None
 
 
 MAX_KERNEL_SIZE = 512
