@@ -202,9 +202,10 @@ class HostSort:
         """The stable index sort of each row as an LSD radix sort of 32-bit codes with 32-bit
         positions (SortKernels.radix_codes, radix_scatter: three passes of 11-bit digits, each
         key and position read and written once a pass): 10 ms for 1M float32 on one thread
-        here, against numpy's argsort's 26 ms. Few rows (a long row each): every pass is split over two threads, the
-        second thread's keys of a digit after the first's (the counts per half come from the
-        pass before); many rows: blocks of rows over the threads. False (nothing written)
+        here, against numpy's argsort's 26 ms. Few rows (a long row each) of RADIX_SPLIT_MIN or
+        more: every pass is split over two threads, the second thread's keys of a digit after
+        the first's (the counts per half come from the pass before); shorter rows: one thread;
+        many rows: blocks of rows over the threads. False (nothing written)
         where it does not apply: no native passes, the dtype (64-bit values), rows of 2^31."""
         kernels, n = self.kernels, spec.n
         wide = {"f": np.float32, "i": np.int32, "u": np.uint32, "b": np.uint32}.get(keys.dtype.kind)
