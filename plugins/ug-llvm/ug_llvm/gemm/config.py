@@ -15,6 +15,9 @@ FIELD = {name: i for i, name in enumerate(CTX_FIELDS)}
 POINTER_FIELDS = frozenset({"a", "b", "c", "a_pack", "b_pack", "offsets", "row_starts", "epi_fn", "epi_args",
                             "a_rows", "b_rows"})
 
+# rows of A per row block (GemmConfig.for_host): a multiple of the tiles' MR (6, 8 and 12 rows)
+MC_ROWS = 72
+
 LLVM_TYPE = {np.dtype(np.float16): "half", np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
 
@@ -55,8 +58,18 @@ class GemmConfig:
         """Tile sizes from the host's vector registers, measured on AVX-512 (Cascade Lake, 1 MiB
         L2): a 6 x 4-vector tile (24 accumulators + 4 B vectors + 1 broadcast of 32 registers)
         issues 34 instructions per 24 FMAs, against 38 for 12 x 2 vectors, and ran 10-15 %
-        faster; kc = 2 KiB of each A row (512 float32) beat 128-384, mc = 480 rows. With 16
-        registers (AVX/AVX2, SSE) the tile is 6 x 2 vectors (12 + 2 + 1)."""
+        faster; kc = 2 KiB of each A row (512 float32) beat 128-384. With 16 registers
+        (AVX/AVX2, SSE) the tile is 6 x 2 vectors (12 + 2 + 1).
+
+        mc = MC_ROWS rows per block: a block's rows of C (mc x N) then stay in L2 from one KC
+        block to the next (the later blocks add to them), and its packed A is small beside the
+        B panels passing through; the whole packed B is read again from L3 per block, which the
+        micro-kernel's fetch of the next B panel hides. Measured on AVX-512 (Sapphire Rapids
+        class, 2 MiB L2, 48 KiB L1), one thread, alternating in one process, float32 unless
+        said: 1024^3 15.2 -> 14.1 ms (mc 480 -> 72), 2048^3 114.9 -> 106.4, float64 1024^3
+        32.7 -> 28.9, 4096 x 256 x 4096 62.7 -> 56.4, 8192 x 512 x 512 28.7 -> 27.4; 48-96 rows
+        within noise of each other, 120 and more slower (480 was the best on an older host
+        whose gemm did not fetch the next B panel ahead)."""
         dtype = np.dtype(dtype)
         feats = set(features.split(","))
         if "+avx512f" in feats:
@@ -65,5 +78,5 @@ class GemmConfig:
             width, mr, nv = 32, 6, 2
         else:
             width, mr, nv = 16, 6, 2
-        return GemmConfig(dtype, width // dtype.itemsize, mr, kc=2048 // dtype.itemsize, mc_max=480, nv=nv,
+        return GemmConfig(dtype, width // dtype.itemsize, mr, kc=2048 // dtype.itemsize, mc_max=MC_ROWS, nv=nv,
                           source=np.dtype(source or dtype))
