@@ -17,6 +17,8 @@ POINTER_FIELDS = frozenset({"a", "b", "c", "a_pack", "b_pack", "offsets", "row_s
 
 # rows of A per row block (GemmConfig.for_host): a multiple of the tiles' MR (6, 8 and 12 rows)
 MC_ROWS = 72
+# bytes of each A row per KC block (GemmConfig.for_host)
+KC_BYTES = 4096
 
 LLVM_TYPE = {np.dtype(np.float16): "half", np.dtype(np.float32): "float", np.dtype(np.float64): "double"}
 
@@ -26,7 +28,7 @@ class GemmConfig:
     dtype: np.dtype
     vector: int      # elements per vector register
     mr: int          # rows of the register tile
-    kc: int          # rows of B per packed block (a B panel of kc x nr stays in L1)
+    kc: int          # rows of B per packed block (a B panel of kc x nr streams from L2)
     mc_max: int      # rows of A per packed block (mc x kc stays in L2)
     nv: int = 2      # vectors per tile row
     source: np.dtype = None  # type: ignore[assignment]  # A's and B's dtype (None: dtype); packing widens it
@@ -58,8 +60,13 @@ class GemmConfig:
         """Tile sizes from the host's vector registers, measured on AVX-512 (Cascade Lake, 1 MiB
         L2): a 6 x 4-vector tile (24 accumulators + 4 B vectors + 1 broadcast of 32 registers)
         issues 34 instructions per 24 FMAs, against 38 for 12 x 2 vectors, and ran 10-15 %
-        faster; kc = 2 KiB of each A row (512 float32) beat 128-384. With 16 registers
-        (AVX/AVX2, SSE) the tile is 6 x 2 vectors (12 + 2 + 1).
+        faster. With 16 registers (AVX/AVX2, SSE) the tile is 6 x 2 vectors (12 + 2 + 1).
+
+        kc = 4 KiB of each A row (1024 float32, 512 float64): with blocks of MC_ROWS rows it beat
+        2 KiB on every shape tried (one thread, alternating in one process on the host below,
+        float32: 1024^3 14.6 -> 14.1 ms, 2048^3 115.2 -> 110.8, 300^3 0.57 -> 0.49, 4096 x 256 x
+        4096 55.3 -> 54.4, 256 x 4096 x 256 4.01 -> 3.91; float64 1024^3 29.8 -> 27.9); 3 KiB
+        in between. (2 KiB was chosen with blocks of 480 rows, on an older host.)
 
         mc = MC_ROWS rows per block: a block's rows of C (mc x N) then stay in L2 from one KC
         block to the next (the later blocks add to them), and its packed A is small beside the
@@ -78,5 +85,5 @@ class GemmConfig:
             width, mr, nv = 32, 6, 2
         else:
             width, mr, nv = 16, 6, 2
-        return GemmConfig(dtype, width // dtype.itemsize, mr, kc=2048 // dtype.itemsize, mc_max=MC_ROWS, nv=nv,
+        return GemmConfig(dtype, width // dtype.itemsize, mr, kc=KC_BYTES // dtype.itemsize, mc_max=MC_ROWS, nv=nv,
                           source=np.dtype(source or dtype))
