@@ -10,7 +10,9 @@ The classic blocked structure (Goto / BLIS):
 * Each thread takes a range of row blocks (MC rows of one batch entry). Per KC block it packs
   its rows of A into MR-row panels (column after column, zero padded past M), a block that
   stays in L2, and runs the micro-kernel over every (B panel, A panel) pair: the B panel
-  (KC x NR, L1 sized) stays put while the A panels stream past it.
+  (KC x NR, in L2, its next rows fetched into L1 ahead) stays put while the A panels stream
+  past it. The block's rows of C stay in L2 from one KC block to the next (see
+  GemmConfig.for_host for the sizes).
 * The micro-kernel keeps an MR x NR tile of C in vector registers (MR rows, NR = 2 vectors):
   per k it loads two vectors of B, broadcasts MR values of A and issues 2*MR FMAs. The first
   KC block stores the tile, later blocks add to C; edge tiles go through a stack tile so
