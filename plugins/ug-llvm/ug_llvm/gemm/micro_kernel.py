@@ -21,13 +21,14 @@ def micro_kernel(cfg: GemmConfig, name: str, direct: bool = False, fetch_next: b
     """The micro-kernel; `direct`: reading A where it is (element (r, k) at ap[r * ars + k * acs],
     rows past `rows` reading the last one) instead of from a packed panel, for a product one B
     panel wide, where packing A copied each element to use it once (see row_blocks).
-    `fetch_next`: a last argument `ptr %next`, kc cache lines from which are fetched into L2
-    while the tile is computed, one per k."""
+    `fetch_next`: last arguments `ptr %next, i64 %nstep`: memory from `next` on is fetched
+    into L2 while the tile is computed, one cache line per k, at next + k * nstep (nstep <= 64:
+    every line up to next + kc * nstep)."""
     t, mr, nr = cfg.t, cfg.mr, cfg.nr
     a_args = "ptr noalias readonly %ap, i64 %ars, i64 %acs" if direct else "ptr noalias readonly %ap"
     lines = [
         f"define internal void @{name}({a_args}, ptr noalias readonly %bp, i64 %kc, ptr noalias %c, "
-        f"i64 %ldc, i64 %rows, i64 %cols, i1 %accumulate{', ptr %next' if fetch_next else ''}) #0 {{",
+        f"i64 %ldc, i64 %rows, i64 %cols, i1 %accumulate{', ptr %next, i64 %nstep' if fetch_next else ''}) #0 {{",
         "entry:",
         f"  %tile = alloca [{mr * nr} x {t}], align 64",
         *_prefetch_c(cfg),
@@ -97,7 +98,7 @@ def _k_loop(cfg: GemmConfig, direct: bool = False, fetch_next: bool = False) -> 
         # into L2: the next B panel, which came from L3 at the first A panel's pace, 256 bytes
         # per 24 FMAs, faster than L3 delivers them. One thread, alternating in one process:
         # 1024^3 16.2 -> 15.2 ms (the 2-thread plan's blocks), 2048^3 133.8 -> 127.2 ms
-        lines += ["  %nx.o = shl nuw nsw i64 %k, 6",
+        lines += ["  %nx.o = mul nuw nsw i64 %k, %nstep",
                   "  %nx = getelementptr i8, ptr %next, i64 %nx.o",
                   "  call void @llvm.prefetch.p0(ptr %nx, i32 0, i32 2, i32 1)"]
     for r in range(mr):
