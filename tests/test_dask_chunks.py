@@ -255,6 +255,27 @@ def test_every_task_hands_back_realized_tensors():
     assert seen and not all(seen)
 
 
+def test_matmul_sums_its_block_products_in_ug(monkeypatch):
+    # dask's matmul adds the products of the k blocks with np.add(..., dtype=): ug's add (the
+    # loop dtype's, numpy's rule), not numpy's on host copies of the chunks (which cost two copies
+    # out, numpy's add and a copy back per pair: a third of the example's matmul run)
+    from ug_core.array_api import numpy_interop
+
+    hosted = []
+    real = numpy_interop._host_call
+    monkeypatch.setattr(numpy_interop, "_host_call", lambda fn, *a: hosted.append(fn) or real(fn, *a))
+    a = RNG.random((8, 12)).astype(np.float32)
+    x = ugd.from_array(a, chunks=4)
+    got = _run(x @ x.T)
+    assert isinstance(got, ug.Tensor) and not hosted, hosted
+    np.testing.assert_allclose(got.numpy(), a @ a.T, rtol=1e-5)
+    t = ug.asarray(a)
+    assert np.add(t, t, dtype=np.float64).dtype == np.float64 and not hosted
+    np.testing.assert_allclose(np.add(t, t, dtype=np.float64).numpy(), np.add(a, a, dtype=np.float64))
+    with pytest.raises(TypeError):   # numpy's rule: float32 does not cast to int32 same_kind
+        np.add(t, t, dtype=np.int32)
+
+
 def test_nannies_started_here_give_workers_ug_settings():
     import dask
     environ = dask.config.get("distributed.nanny.pre-spawn-environ")
