@@ -276,6 +276,33 @@ def test_matmul_sums_its_block_products_in_ug(monkeypatch):
         np.add(t, t, dtype=np.int32)
 
 
+def test_distributed_sends_chunks_without_copying_them(dev, monkeypatch):
+    # dask.distributed's serializer for tensors: numpy's frames over the buffer's memory (no copy out
+    # of a realized whole tensor on a host-memory device), the device name in the header; a lazy
+    # tensor is realized, a view sends its elements; what lands is a tensor on that device with the
+    # value, which ug may compute on and write (a write does not reach the sender's memory)
+    protocol = pytest.importorskip("distributed.protocol")
+    a = RNG.random((64, 48)).astype(np.float32)
+    t = ug.asarray(a, device=dev) + 0
+    t.numpy()
+    copies = []
+    real = ug.Tensor.numpy
+    monkeypatch.setattr(ug.Tensor, "numpy", lambda self: copies.append(self) or real(self))
+    header, frames = protocol.serialize(t)
+    assert header["serializer"] == "dask" and not copies
+    monkeypatch.undo()
+    got = protocol.deserialize(header, frames)
+    assert type(got) is ug.Tensor and got.device == dev
+    np.testing.assert_array_equal(got.numpy(), a)
+    got[0, 0] = -1.0
+    np.testing.assert_array_equal((got * 2).numpy()[0, :2], [-2.0, 2 * a[0, 1]])
+    np.testing.assert_array_equal(t.numpy(), a)   # the sender's tensor kept its value
+    for x, want in ((ug.asarray(a, device=dev) * 2, a * 2), (t[:, 3:5], a[:, 3:5]), (t[5], a[5])):
+        back = protocol.deserialize(*protocol.serialize(x))
+        assert isinstance(back, ug.Tensor) and back.device == dev and back.shape == want.shape
+        np.testing.assert_array_equal(back.numpy(), want)
+
+
 def test_nannies_started_here_give_workers_ug_settings():
     import dask
     environ = dask.config.get("distributed.nanny.pre-spawn-environ")
