@@ -255,6 +255,54 @@ def test_every_task_hands_back_realized_tensors():
     assert seen and not all(seen)
 
 
+def test_matmul_sums_its_block_products_in_ug(monkeypatch):
+    # dask's matmul adds the products of the k blocks with np.add(..., dtype=): ug's add (the
+    # loop dtype's, numpy's rule), not numpy's on host copies of the chunks (which cost two copies
+    # out, numpy's add and a copy back per pair: a third of the example's matmul run)
+    from ug_core.array_api import numpy_interop
+
+    hosted = []
+    real = numpy_interop._host_call
+    monkeypatch.setattr(numpy_interop, "_host_call", lambda fn, *a: hosted.append(fn) or real(fn, *a))
+    a = RNG.random((8, 12)).astype(np.float32)
+    x = ugd.from_array(a, chunks=4)
+    got = _run(x @ x.T)
+    assert isinstance(got, ug.Tensor) and not hosted, hosted
+    np.testing.assert_allclose(got.numpy(), a @ a.T, rtol=1e-5)
+    t = ug.asarray(a)
+    assert np.add(t, t, dtype=np.float64).dtype == np.float64 and not hosted
+    np.testing.assert_allclose(np.add(t, t, dtype=np.float64).numpy(), np.add(a, a, dtype=np.float64))
+    with pytest.raises(TypeError):   # numpy's rule: float32 does not cast to int32 same_kind
+        np.add(t, t, dtype=np.int32)
+
+
+def test_distributed_sends_chunks_without_copying_them(dev, monkeypatch):
+    # dask.distributed's serializer for tensors: numpy's frames over the buffer's memory (no copy out
+    # of a realized whole tensor on a host-memory device), the device name in the header; a lazy
+    # tensor is realized, a view sends its elements; what lands is a tensor on that device with the
+    # value, which ug may compute on and write (a write does not reach the sender's memory)
+    protocol = pytest.importorskip("distributed.protocol")
+    a = RNG.random((64, 48)).astype(np.float32)
+    t = ug.asarray(a, device=dev) + 0
+    t.numpy()
+    copies = []
+    real = ug.Tensor.numpy
+    monkeypatch.setattr(ug.Tensor, "numpy", lambda self: copies.append(self) or real(self))
+    header, frames = protocol.serialize(t)
+    assert header["serializer"] == "dask" and not copies
+    monkeypatch.undo()
+    got = protocol.deserialize(header, frames)
+    assert type(got) is ug.Tensor and got.device == dev
+    np.testing.assert_array_equal(got.numpy(), a)
+    got[0, 0] = -1.0
+    np.testing.assert_array_equal((got * 2).numpy()[0, :2], [-2.0, 2 * a[0, 1]])
+    np.testing.assert_array_equal(t.numpy(), a)   # the sender's tensor kept its value
+    for x, want in ((ug.asarray(a, device=dev) * 2, a * 2), (t[:, 3:5], a[:, 3:5]), (t[5], a[5])):
+        back = protocol.deserialize(*protocol.serialize(x))
+        assert isinstance(back, ug.Tensor) and back.device == dev and back.shape == want.shape
+        np.testing.assert_array_equal(back.numpy(), want)
+
+
 def test_nannies_started_here_give_workers_ug_settings():
     import dask
     environ = dask.config.get("distributed.nanny.pre-spawn-environ")

@@ -81,11 +81,11 @@ def array_ufunc(ufunc: np.ufunc, method: str, inputs: tuple[Any, ...], kwargs: d
     if (not outs or single_out) and (where is True or (outs and method == "__call__")):
         if method == "__call__" and not rest and len(inputs) == ufunc.nin and ufunc.nout == 1:
             fn = getattr(xp, name, None)
+        elif (method == "__call__" and set(rest) == {"dtype"} and where is True and len(inputs) == ufunc.nin
+              and ufunc.nout == 1):   # (dask's matmul sums its blocks' products with np.add(..., dtype=))
+            fn = _with_loop_dtype(ufunc, name, rest["dtype"], inputs)
         elif method == "reduce" and ufunc.__name__ in _REDUCTIONS and set(rest) <= {"axis", "dtype", "keepdims"}:
             fn = functools.partial(_reduce, _REDUCTIONS[ufunc.__name__], rest)
-    elif (method == "__call__" and set(rest) == {"dtype"} and where is True and len(inputs) == ufunc.nin
-          and ufunc.nout == 1 and (not outs or single_out)):
-        fn = _with_loop_dtype(ufunc, name, rest["dtype"], inputs)
     if fn is None:
         return _host_call(getattr(ufunc, method), inputs, kwargs, device)
     result = fn(*[_as_tensor(v, device) for v in inputs])

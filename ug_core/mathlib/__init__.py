@@ -39,13 +39,13 @@ from .emitter import F16, F32, F64, Emitter, Operand
 from .float32 import EXP_POLY, LN2_HI, LN2_LO, LOG_POLY, TANH_POLY, TANH_TINY
 from .float64 import LN2_HI_F64, LN2_LO_F64
 from .power import pow_expansion
-from .reduction import TWO_OVER_PI
+from .reduction import CODY_WAITE_LIMIT, PIO2, TWO_OVER_PI
 
 __all__ = ["EXACT_OPS", "EXPANDED_OPS", "FMOD_OPS", "POWER_OPS", "NEEDS_FLOAT64", "Emitter", "Operand", "expand", "expand_exact",
            "FUNCTIONS", "expand_functions",
            "targets",
            "EXP_POLY", "LN2_HI", "LN2_LO", "LOG_POLY", "TANH_POLY", "TANH_TINY", "LN2_HI_F64", "LN2_LO_F64",
-           "TWO_OVER_PI"]
+           "TWO_OVER_PI", "PIO2", "CODY_WAITE_LIMIT"]
 
 EXPANDED_OPS = frozenset({Op.EXP, Op.LOG, Op.TANH, Op.SIN, Op.COS})   # the functions of one argument
 POWER_OPS = frozenset({Op.POW})

@@ -355,20 +355,66 @@ def test_matmul_epilogue_runs_inside_the_gemm(dev, monkeypatch):
 
 
 def test_index_division_in_32_bits_where_it_fits(dev):
-    # a broadcast's `i % n` / `i // n` is rendered in 32 bits when the index stays below 2^31
-    # (an i64 vector division by a constant is scalarized); beyond that it stays 64-bit
-    b = ug.tensor(np.arange(520, dtype=np.float32), device="cpu")
-    x = ug.tensor(np.ones((1000, 520), np.float32), device="cpu")
+    # a broadcast's `i % n` / `i // n` under rows too short to split the loop at (render.ROW_MIN) is
+    # rendered in 32 bits when the index stays below 2^31 (an i64 vector division by a constant is
+    # scalarized); beyond that it stays 64-bit
+    b = ug.tensor(np.arange(5, dtype=np.float32), device="cpu")
+    x = ug.tensor(np.ones((1000, 5), np.float32), device="cpu")
     ir = dev.render(_kernel(x + b))
-    assert re.search(r"urem i32 %\w+, 520", ir) and not re.search(r"urem i64", ir)
-    np.testing.assert_array_equal((x + b).numpy(), np.ones((1000, 520), np.float32) + np.arange(520, dtype=np.float32))
+    assert re.search(r"urem i32 %\w+, 5", ir) and not re.search(r"urem i64", ir)
+    np.testing.assert_array_equal((x + b).numpy(), np.ones((1000, 5), np.float32) + np.arange(5, dtype=np.float32))
     col = ug.tensor(np.arange(1000, dtype=np.float32).reshape(1000, 1), device="cpu")
-    got = (x * col).numpy()
-    np.testing.assert_array_equal(got, np.ones((1000, 520), np.float32) * np.arange(1000, dtype=np.float32)[:, None])
-    assert re.search(r"udiv i32 %\w+, 520", dev.render(_kernel(x * col)))
-    huge = ug.full((1 << 20, 4100), 1.0, device="cpu") + ug.arange(4100, dtype=np.float32, device="cpu")
-    ir = dev.render(_kernel(huge))     # 4.3e9 elements: indices past 2^31
+    x = ug.tensor(np.ones((1000, 7), np.float32), device="cpu")
+    assert re.search(r"udiv i32 %\w+, 7", dev.render(_kernel(x * col)))
+    np.testing.assert_array_equal((x * col).numpy(), np.ones((1000, 7), np.float32) * np.arange(1000, dtype=np.float32)[:, None])
+    huge = ug.full((1 << 30, 5), 1.0, device="cpu") + ug.arange(5, dtype=np.float32, device="cpu")
+    ir = dev.render(_kernel(huge))     # 5.4e9 elements: indices past 2^31
     assert "urem i64" in ir and "urem i32" not in ir
+
+
+def test_broadcast_rows_split_the_loop(dev):
+    # where an elementwise kernel reads `gid // n` or `gid % n` (a broadcast operand, arange rows and
+    # columns) the loop over [start, end) is a loop over rows of n around a loop over the row's
+    # elements, which reads the row's operand once and the column's contiguously: no division per
+    # element (on the flat loop LLVM vectorized `gid % n` only under a check that the range stays in
+    # one row: scalar for any longer range); divisions by multiples of n come from the row index
+    from ug_llvm.render import ROW_MIN
+
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((6, 10, 520)).astype(np.float32)
+    d = rng.standard_normal((1, 10, 520)).astype(np.float32)    # read at gid % 5200
+    r = rng.standard_normal((6, 10, 1)).astype(np.float32)      # read at gid // 520
+    want = a * d - r
+    t = ug.tensor(a, device="cpu") * ug.tensor(d, device="cpu") - ug.tensor(r, device="cpu")
+    kernel = _kernel(t)
+    body = dev.render(kernel).split("define void")[0]
+    assert "%row.first = udiv i64 %start, 520" in body
+    # the one division per element left: gid % 5200 = (row % 10) * 520 + col, in 32 bits
+    assert re.search(r"urem i32 %t\d+, 10", body) and not re.search(r"u(div|rem) i(32|64) %t\d+, (520|5200)", body), body
+    np.testing.assert_allclose(t.numpy(), want, rtol=1e-6)
+    # ranges that start and end inside rows (threads split the global range anywhere)
+    program = dev.compile(kernel)
+    buffers = [Buffer(dev, arg.size, arg.dtype) for arg in kernel.args]
+    by_size = {x.size: x for x in (a, d, r)}
+    for buf, arg in zip(buffers, kernel.args):
+        if not arg.output:
+            buf.copy_in(by_size[arg.size].reshape(-1))
+    for threads in (1, 2, 3, 7):
+        out = next(b for b, arg in zip(buffers, kernel.args) if arg.output)
+        out.copy_in(np.zeros(a.size, np.float32))
+        dev.run_threads(program, buffers, threads)
+        np.testing.assert_allclose(out.numpy().reshape(want.shape), want, rtol=1e-6)
+    # the dask example's chunk generator: sin of arange rows and columns, at an offset
+    rows = ug.astype(ug.arange(3000, 3300, device="cpu"), ug.float32)[:, None]
+    cols = ug.astype(ug.arange(700, 1700, device="cpu"), ug.float32)[None, :]
+    got = ug.sin(rows * 3e-4 + cols * 5e-4)
+    assert "%col = phi" in dev.render(_kernel(got))
+    nr, nc = np.arange(3000, 3300, dtype=np.float32)[:, None], np.arange(700, 1700, dtype=np.float32)[None, :]
+    np.testing.assert_allclose(got.numpy(), np.sin(nr * np.float32(3e-4) + nc * np.float32(5e-4)), rtol=1e-6, atol=1e-6)
+    # rows shorter than ROW_MIN keep the flat loop
+    short = ug.tensor(np.ones((100, ROW_MIN - 1), np.float32), device="cpu") + ug.arange(ROW_MIN - 1, dtype=np.float32,
+                                                                                           device="cpu")
+    assert "%col = phi" not in dev.render(_kernel(short))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

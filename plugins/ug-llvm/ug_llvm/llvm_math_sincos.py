@@ -1,6 +1,7 @@
 """float32 sin and cos for the math library, evaluated in double: |x| = n pi/2 + r with
-|r| <= pi/4 by Cody-Waite for |x| < 120, by Payne-Hanek with 192 bits of 2/pi (the core's,
-ug_core.mathlib) above, so huge arguments are right too; then Taylor polynomials in r."""
+|r| <= pi/4 by Cody-Waite with pi/2 in three parts for |x| < 2**19 (the core's, ug_core.mathlib:
+n * part is exact in double there), by Payne-Hanek with 192 bits of 2/pi (the core's) above, so
+huge arguments are right too; then Taylor polynomials in r."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from ug_core.kit import mathlib as core_math
 from .llvm_math_builder import MathFn
 
 _TWO_OVER_PI = core_math.TWO_OVER_PI
+# the fast reduction's range: one part of pi/2 (a multiply-subtract) was accurate enough below 120
+# only, so every vector with a lane in [120, 2**19) ran lane by lane through Payne-Hanek (1M sin of
+# [120, 1e4): 38 ms against numpy's 9); three parts take it to the core's Cody-Waite limit
+_FAST_LIMIT = float(core_math.CODY_WAITE_LIMIT)
+_PIO2 = core_math.PIO2
 
 
 def inv_pio2_table() -> list[int]:
@@ -28,18 +34,21 @@ def sincos_f32(which: str, lanes: int = 1) -> tuple[str, set[str]]:
     """sin or cos of a float32, computed in double: |x| = n*pi/2 + r, |r| <= pi/4.
 
     Scalar (lanes=1): both reductions, chosen by select. Vector (the VFABI variants): the
-    fast reduction only; if any lane has |x| >= 120 (or is inf), that vector is redone lane by
+    fast reduction only; if any lane has |x| >= 2**19 (or is inf), that vector is redone lane by
     lane with the scalar function, so the table lookups never slow down the common case."""
     f = MathFn("float", lanes)
     x = "%x"
     D = "double"
     ax = f.intrinsic("fabs", x)
     ad = f.conv("fpext", ax, "float", D)
-    # fast reduction (|x| < 120): one multiply-subtract with pi/2 in double is accurate enough
+    # fast reduction (|x| < 2**19): r = x - n P1 - n P2 - n P3, pi/2 = P1 + P2 + P3 (+ 8.5e-32),
+    # each n * Pi exact (33-bit parts, n < 2**19): r's error is below 1e-25 (absolutely)
     nf = f.intrinsic("rint", f.fmul(ad, f.c(0.63661977236758134308, D), D), ty=D)
-    r = f.fma(nf, f.c(-1.5707963267948966, D), ad, D)
+    r = ad
+    for part in _PIO2[:3]:
+        r = f.fma(nf, f.c(-part, D), r, D)
     n = f.conv("fptosi", nf, D, "i32")
-    big = f.fcmp("oge", ax, f.c(120.0))
+    big = f.fcmp("oge", ax, f.c(_FAST_LIMIT))
     if lanes == 1:
         r_big, n_big = _payne_hanek(f, ax)
         r = f.select(big, r_big, r, D)
@@ -71,7 +80,7 @@ def sincos_f32(which: str, lanes: int = 1) -> tuple[str, set[str]]:
 
 
 def _payne_hanek(f: MathFn, ax: str) -> tuple[str, str]:
-    """(r, n) for |x| >= 120, scalar: an exact 2.62 fixed-point product with 96 bits of 2/pi
+    """(r, n) for |x| >= 2**19, scalar: an exact 2.62 fixed-point product with 96 bits of 2/pi
     from the table (INV_PIO2_GLOBAL), r in double."""
     xi = f.conv("bitcast", ax, "float", "i32")
     idx = f.ibin("and", f.ibin("lshr", xi, "26", "i32"), "15", "i32")
@@ -99,7 +108,7 @@ def _redo_slow_lanes(f: MathFn, name: str, out: str, ax: str) -> str:
     """A vector variant's result: `out`, or where any lane is big or not finite, the vector
     redone lane by lane with the scalar function `name`."""
     lanes = f.lanes
-    slow = f.fcmp("uge", ax, f.c(120.0))
+    slow = f.fcmp("uge", ax, f.c(_FAST_LIMIT))
     anyslow = f._new(f"call i1 @llvm.vector.reduce.or.v{lanes}i1(<{lanes} x i1> {slow})")
     T = f.T("float")
     f.lines.append(f"  br i1 {anyslow}, label %slow, label %done")

@@ -75,6 +75,7 @@ class LLVMRenderer(Renderer, IRBuilder):
         self.ipow_types: set[tuple[str, bool]] = set()   # (int type, unsigned) whose ug_ipow / ug_upow is called
         self.call_attrs: dict[str, str] = {}      # mathlib function -> its call-site attributes
         self.running: set[int] = set()            # accumulators read in their loop (_running_accs)
+        self.row = 0                              # the row length the global id loop is split at (_row_length)
 
     def walk(self, program: LoopProgram) -> None:
         """As the kit's, keeping the name each op_ method returns for its value (None: a statement)."""
@@ -93,6 +94,7 @@ class LLVMRenderer(Renderer, IRBuilder):
         """The module for `program`: entries `@name` (args, start, end) and `@name.all` (args)."""
         self.program = program
         self.running = _running_accs(program)
+        self.row = _row_length(program)
         self.walk(program)
         head = [pipeline_mark(self.pipeline).rstrip("\n")] if self.pipeline is not None else []
         head += [f'target triple = "{self.target.triple}"'] if self.target.triple else []
@@ -114,15 +116,16 @@ class LLVMRenderer(Renderer, IRBuilder):
             "entry:",
             "\n".join(self.allocas),
             "  %nonempty = icmp slt i64 %start, %end",
-            "  br i1 %nonempty, label %outer, label %exit",
-            "outer:",
-            "  %gid = phi i64 [ %start, %entry ], [ %gid.next, %outer.latch ]",
-            "\n".join(self.lines),
-            "  br label %outer.latch",
-            "outer.latch:",
-            "  %gid.next = add nsw i64 %gid, 1",
-            "  %more = icmp slt i64 %gid.next, %end",
-            "  br i1 %more, label %outer, label %exit",
+            *(self._row_loop() if self.row else [
+                "  br i1 %nonempty, label %outer, label %exit",
+                "outer:",
+                "  %gid = phi i64 [ %start, %entry ], [ %gid.next, %outer.latch ]",
+                "\n".join(self.lines),
+                "  br label %outer.latch",
+                "outer.latch:",
+                "  %gid.next = add nsw i64 %gid, 1",
+                "  %more = icmp slt i64 %gid.next, %end",
+                "  br i1 %more, label %outer, label %exit"]),
             "exit:",
             "  ret void",
             "}",
@@ -141,6 +144,46 @@ class LLVMRenderer(Renderer, IRBuilder):
             "  ret void",
             "}",
             "",
+        ]
+
+    def _row_loop(self) -> list[str]:
+        """The range [start, end) as a loop over rows of `self.row` global ids (%row, from
+        start's row to end - 1's) around a loop over the ids of each row inside the range (%col,
+        at least one: the first row from start's column, the last up to end's), %gid = %row *
+        row + %col. The body reads `gid // row` and `gid % row` (and divisions by multiples of
+        the row) off %row and %col (op_idiv, op_mod): the inner loop's loads at %col are then
+        contiguous and those at %row invariant, where on the flat gid LLVM's vectorizer took
+        `gid % row` for a contiguous load only under a runtime check that the whole range stays
+        in one row, which any range longer than a row failed (it ran the scalar loop)."""
+        k = self.row
+        return [
+            "  br i1 %nonempty, label %rows.pre, label %exit",
+            "rows.pre:",
+            f"  %row.first = udiv i64 %start, {k}",
+            "  %last = add nsw i64 %end, -1",
+            f"  %row.last = udiv i64 %last, {k}",
+            "  br label %rows",
+            "rows:",
+            "  %row = phi i64 [ %row.first, %rows.pre ], [ %row.next, %rows.latch ]",
+            f"  %row.base = mul nsw i64 %row, {k}",
+            "  %col.lo.0 = sub nsw i64 %start, %row.base",
+            "  %col.lo = call i64 @llvm.smax.i64(i64 %col.lo.0, i64 0)",
+            "  %col.hi.0 = sub nsw i64 %end, %row.base",
+            f"  %col.hi = call i64 @llvm.smin.i64(i64 %col.hi.0, i64 {k})",
+            "  br label %outer",
+            "outer:",
+            "  %col = phi i64 [ %col.lo, %rows ], [ %col.next, %outer.latch ]",
+            "  %gid = add nsw i64 %row.base, %col",
+            "\n".join(self.lines),
+            "  br label %outer.latch",
+            "outer.latch:",
+            "  %col.next = add nsw i64 %col, 1",
+            "  %more = icmp slt i64 %col.next, %col.hi",
+            "  br i1 %more, label %outer, label %rows.latch",
+            "rows.latch:",
+            "  %row.next = add nsw i64 %row, 1",
+            "  %rows.more = icmp ule i64 %row.next, %row.last",
+            "  br i1 %rows.more, label %rows, label %exit",
         ]
 
     def _module_tail(self) -> list[str]:
@@ -278,10 +321,26 @@ class LLVMRenderer(Renderer, IRBuilder):
         return alu(self, op, inst.srcs[0].dtype.kind, ty, args)
 
     def op_idiv(self, inst: Inst) -> str:  # non-negative dividend, positive divisor
+        if self.row and _divides_gid(inst, self.row):   # gid // (m * row) = row // m
+            m = inst.srcs[1].arg // self.row
+            return "%row" if m == 1 else self._divide("%row", str(m), "udiv")
         return self._index_divide(inst, "udiv")
 
     def op_mod(self, inst: Inst) -> str:
+        if self.row and _divides_gid(inst, self.row):   # gid % (m * row) = (row % m) * row + col
+            m = inst.srcs[1].arg // self.row
+            if m == 1:
+                return "%col"
+            high = self.value(f"mul nuw nsw i64 {self._divide('%row', str(m), 'urem')}, {self.row}")
+            return self.value(f"add nuw nsw i64 {high}, %col")
         return self._index_divide(inst, "urem")
+
+    def _divide(self, a: str, b: str, op: str) -> str:
+        """%row `op` a constant: in 32 bits where the global size fits (see _index_divide)."""
+        if _fits_i32(math.prod(self.program.global_size)):
+            a32 = self.value(f"trunc i64 {a} to i32")
+            return self.value(f"zext i32 {self.value(f'{op} i32 {a32}, {b}')} to i64")
+        return self.value(f"{op} i64 {a}, {b}")
 
     def _index_divide(self, inst: Inst, op: str) -> str:
         """Index / and % (non-negative operands). In 32 bits when both operands are known to fit
@@ -349,6 +408,36 @@ def _acc_ty(dtype: np.dtype) -> str:
 
 def _fits_i32(bound: int | None) -> bool:
     return bound is not None and 0 <= bound < 2**31
+
+
+ROW_MIN = 8
+"""_row_length: the shortest row the loop over the global ids is split at (a shorter one leaves its
+inner loop too little for a vector; the flat loop's divisions then cost about as much)."""
+
+
+def _is_gid(inst: Inst) -> bool:
+    return inst.opc is Opc.SPECIAL and inst.arg[0] in (Special.GLOBAL_ID, Special.GROUP_ID) and inst.arg[1] == 0
+
+
+def _divides_gid(inst: Inst, row: int) -> bool:
+    """`gid // c` or `gid % c` for a constant c, a multiple of `row`."""
+    a, b = inst.srcs
+    return _is_gid(a) and b.opc is Opc.CONST and isinstance(b.arg, int) and b.arg > 0 and b.arg % row == 0
+
+
+def _row_length(program: LoopProgram) -> int:
+    """The row length (> 1) at which the loop over the global ids is split into rows (see
+    LLVMRenderer._row_loop), 0 for the flat loop: the smallest constant that an elementwise
+    program (no loops of its own) divides its global id by or takes it modulo, when that is
+    ROW_MIN or more and less than the global size. A broadcast operand (`x + b[None, :]`,
+    `a[:, None] * b[None, :]`, arange rows and columns) is read at such an index."""
+    if len(program.global_size) != 1 or any(inst.opc is Opc.RANGE for inst in program.instructions):
+        return 0
+    divisors = [inst.srcs[1].arg for inst in program.instructions
+                if inst.opc in (Opc.IDIV, Opc.MOD) and _is_gid(inst.srcs[0]) and inst.srcs[1].opc is Opc.CONST
+                and isinstance(inst.srcs[1].arg, int) and inst.srcs[1].arg > 0]
+    row = min(divisors, default=0)
+    return row if ROW_MIN <= row < program.global_size[0] else 0
 
 
 def _running_accs(program: LoopProgram) -> set[int]:
