@@ -129,20 +129,38 @@ class Jit:
         self.triple, self.cpu, self.features = self.target.triple, self.target.cpu, self.target.features
         self.data_layout = self.target.data_layout
         self.engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), self.target.tm)
-        self.lock = threading.RLock()   # the engine's (load holds it around add)
+        # the engine's: held only to add an object and look a symbol up, never for a compile, so
+        # that a module compiling in one thread (the tiers' background gemm or attention module,
+        # a second or more) does not hold up another thread's compile beyond the one LLVM call in
+        # progress (llvmlite runs one LLVM call at a time in a process, its own lock)
+        self.lock = threading.RLock()
         self.loaded: dict[str, int] = {}   # symbol -> address
+        # symbol -> the lock of its load in progress: a second thread loading the same module
+        # waits for the first one's instead of compiling it again
+        self._loading: dict[str, threading.Lock] = {}
 
     def load(self, ir: str, symbol: str, label: str = "") -> int:
         """Address of `symbol` (defined by `ir`), compiling or loading it from the disk cache.
         Raises CompileError (LLVM rejected the IR) or LLVMError (the object does not load).
         With UG_DEBUG >= 1, a module compiled or read here (the backend's own: the gemm's, the
-        attention's, the pool's; kernels are logged by the runtime) is logged as `label`."""
+        attention's, the pool's; kernels are logged by the runtime) is logged as `label`.
+        The compile runs outside the engine's lock (see __init__)."""
+        addr = self.loaded.get(symbol)
+        if addr:
+            return addr
         with self.lock:
-            addr = self.loaded.get(symbol)
+            gate = self._loading.setdefault(symbol, threading.Lock())
+        with gate:
+            addr = self.loaded.get(symbol)   # (loaded by the thread that held the gate)
             if addr:
                 return addr
-            start, compiled = time.perf_counter(), self.compiler.stats["compiled"]
-            addr = self.compiler.load(ir, symbol, lambda obj: self.add(obj, symbol))
+            try:
+                start, compiled = time.perf_counter(), self.compiler.stats["compiled"]
+                addr = self.compiler.load(ir, symbol, lambda obj: self.add(obj, symbol))
+            finally:
+                with self.lock:
+                    if self._loading.get(symbol) is gate:
+                        del self._loading[symbol]
             if _debug():
                 how = "compiled" if self.compiler.stats["compiled"] > compiled else "loaded from the disk cache"
                 print(f"{how} {label or symbol} on cpu in {(time.perf_counter() - start) * 1e3:.2f} ms",
@@ -194,4 +212,5 @@ def _new_locks() -> None:
     _JIT_LOCK = threading.Lock()
     if _JIT is not None:
         _JIT.lock = threading.RLock()
+        _JIT._loading = {}
         _JIT.target.lock = threading.Lock()
