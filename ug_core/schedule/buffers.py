@@ -225,12 +225,18 @@ def _lifted(asked: list[Node], realize: set[Node], position: dict[int, int], cac
     A node is moved up only where the kernel of the chain's last node takes the reduction in
     (a trial build that does not ask for the reduction's buffer); else the reduction's own."""
     out: dict[Node, None] = {}
+    tried: dict[Node, list[Node]] = {}   # a chain's last node: what its trial build asked for
     for node in asked:
         top = _lift_top(node, realize, position) if node.op is Op.REDUCE else node
-        if top is not node:
+        if top is not node and top in tried:
+            if any(n is node for n in tried[top]):
+                top = node
+        elif top is not node:
+            tried[top] = []
             try:
                 _build([_kernel_root(top)], realize, cache=cache)
             except _NeedsBuffer as e:
+                tried[top] = e.nodes
                 if any(n is node for n in e.nodes):
                     top = node
         out[top] = None
