@@ -12,7 +12,8 @@ Every in-memory cache of ug_core is a `Cache`, named where it is made:
 - kit.programs: the programs a kit device builds itself, with what their launches need (its
   matmuls, the gpu sort and fft passes by shape; 256, one cache per device);
 - diskcache.directories: what a backend's disk cache knows of its directories (16; one
-  cache per backend).
+  cache per backend);
+- ref.chain_indices: the ref device's (and tier 0's) index arrays of a view chain (512, 64 MiB).
 
 An evicted entry is only forgotten: whatever still holds it (a kept schedule its programs, a
 trace its scalar buffers) keeps it alive, and the next lookup makes it again.

@@ -173,8 +173,14 @@ class Kernel:
 
     def key(self) -> str:
         """The normalized kernel for the compile cache: buffers are numbered by position and
-        the text holds every shape, stride, dtype and constant, but not the name."""
-        return self._text(with_name=False)
+        the text holds every shape, stride, dtype and constant, but not the name. Kept on the
+        kernel after the first call (a kernel is immutable; a schedule's alike kernels are one
+        Kernel, see schedule.build.BuildCache, looked up once per item)."""
+        key = self.__dict__.get("_key")
+        if key is None:
+            key = self._text(with_name=False)
+            object.__setattr__(self, "_key", key)
+        return key
 
     def __str__(self) -> str:
         return self._text(with_name=True)

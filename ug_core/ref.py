@@ -15,6 +15,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import hookspecs
+from .cache import Cache
 from .device import Buffer, Device, DeviceSpec, Program
 from .specs import FftSpec, MatmulSpec, SortSpec
 from .dtypes import SUPPORTED
@@ -38,9 +39,34 @@ def strided(flat: np.ndarray, view: View, writeable: bool = False) -> np.ndarray
     return as_strided(flat[view.offset:], view.shape, tuple(s * item for s in view.strides), writeable=writeable)
 
 
+_INDICES: Cache[ViewChain, tuple[np.ndarray, np.ndarray]] = Cache(
+    "ref.chain_indices", max_entries=512, max_bytes=64 << 20, size_of=lambda v: _owned(v[0]) + _owned(v[1]))
+"""_chain_indices' results by chain: tier 0 (tiers.py) runs the same small kernels again and
+again (scipy's permutation_test: hundreds of alike kernels, each loading its operands through
+the same masked views), and recomputing a chain's index arrays was most of each run."""
+
+
+def _owned(a: np.ndarray) -> int:
+    """The bytes of the memory under `a` (a broadcast view's nbytes counts every repeat)."""
+    while isinstance(a.base, np.ndarray):
+        a = a.base
+    return a.nbytes
+
+
 def _chain_indices(chain: ViewChain) -> tuple[np.ndarray, np.ndarray]:
     """(linear source index, valid) for every index of chain[0].shape: where a view's mask
-    rejects the index, valid is False and the linear index is 0."""
+    rejects the index, valid is False and the linear index is 0. The arrays are shared
+    (cached): read-only."""
+    found = _INDICES.get(chain)
+    if found is None:
+        found = _compute_chain_indices(chain)
+        for a in found:
+            a.flags.writeable = False
+        _INDICES.put(chain, found)
+    return found
+
+
+def _compute_chain_indices(chain: ViewChain) -> tuple[np.ndarray, np.ndarray]:
     first = chain[0]
     ndim = len(first.shape)
     linear: Any = np.int64(first.offset)
@@ -79,7 +105,7 @@ def _load(flat: np.ndarray, chain: ViewChain) -> np.ndarray:
 
 def _iota(chain: ViewChain, dtype: np.dtype) -> np.ndarray:
     linear, _ = _chain_indices(chain)
-    return linear.astype(dtype)
+    return linear.astype(dtype)   # (a copy: the cached indices stay read-only)
 
 
 def _moved(view: View, slot: int | None, offsets: list[int]) -> View:

@@ -8,7 +8,10 @@ Rules (see the kernel_ir docstring for the kernel shape they target):
   result when they iterate over the same rows: the kernel then computes the reduction once
   per row (an accumulator) and reuses it, e.g. softmax and layernorm are one kernel each;
 - a reduction that cannot be fused that way, or that two kernels would need, gets a buffer
-  (it is never recomputed per output element, nor once per consuming kernel);
+  (it is never recomputed per output element, nor once per consuming kernel); where only a
+  chain of elementwise ops and reshapes of its own size reads it, the chain's last node gets
+  the buffer and its kernel computes the reduction (buffers._lifted: `mean(x) - mean(y)`
+  read by a concat is one stored value, not two);
 - a scan (Op.SCAN) is a kernel of its own (a scan store, see kernel_ir) that fuses its
   elementwise producers and the reductions over its rows; its readers load its buffer, but a
   target that only reshapes it is stored by the scan's kernel itself;

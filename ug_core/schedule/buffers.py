@@ -7,7 +7,7 @@ from __future__ import annotations
 import sys
 
 from ..graph import Node
-from ..ops import GRAPH_ONLY, INDEXED, Op
+from ..ops import ALU, GRAPH_ONLY, INDEXED, Op
 from ..plugins import registry
 from ..view import prod
 from .build import ITEM_OPS, BuildCache, _NeedsBuffer, _build, _kernel_root
@@ -211,6 +211,60 @@ def _cut_operands(node: Node, realize: set[Node], bound: dict[int, tuple[int, in
     return size, inputs
 
 
+_LIFT_STEPS = 16   # the most nodes a reduction's buffer moves up past (_lifted)
+
+
+def _lifted(asked: list[Node], realize: set[Node], position: dict[int, int], cache: BuildCache | None) -> list[Node]:
+    """The nodes to give buffers for the ones a build asked for (_NeedsBuffer): a reduction
+    whose value only a chain of elementwise ops of its own size reads (its sole reader in the
+    graph, no tensor holding any of them) gets none; the chain's last node does, and the
+    reduction fuses into that node's kernel. scipy's `mean(x) - mean(y)` per resample, joined
+    by concat: one kernel per resample storing the difference, not two sums each in a buffer
+    of its own that the join's kernel divides and subtracts (half the buffers and launches).
+
+    A node is moved up only where the kernel of the chain's last node takes the reduction in
+    (a trial build that does not ask for the reduction's buffer); else the reduction's own."""
+    out: dict[Node, None] = {}
+    tried: dict[Node, list[Node]] = {}   # a chain's last node: what its trial build asked for
+    for node in asked:
+        top = _lift_top(node, realize, position) if node.op is Op.REDUCE else node
+        if top is not node and top in tried:
+            if any(n is node for n in tried[top]):
+                top = node
+        elif top is not node:
+            tried[top] = []
+            try:
+                _build([_kernel_root(top)], realize, cache=cache)
+            except _NeedsBuffer as e:
+                tried[top] = e.nodes
+                if any(n is node for n in e.nodes):
+                    top = node
+        out[top] = None
+    return list(out)
+
+
+def _lift_top(node: Node, realize: set[Node], position: dict[int, int]) -> Node:
+    """The last node of the chain above reduction `node` that _lifted may give the buffer to."""
+    size = prod(node.shape)
+    top = node
+    for _ in range(_LIFT_STEPS):
+        readers = top.readers()
+        if len(readers) != 1:
+            break
+        (reader,) = readers
+        if (type(reader) is not Node or id(reader) not in position or reader.buffer is not None or reader in realize
+                or prod(reader.shape) != size or reader.device != node.device):
+            break
+        # an elementwise op (its operands are of its shape: broadcasts are views) or a reshape
+        if reader.op is Op.VIEW:
+            if reader.arg.mask is not None or not reader.arg.is_contiguous:
+                break
+        elif reader.op not in ALU:
+            break
+        top = reader
+    return top
+
+
 def _settle_buffers(nodes: list[Node], realize: set[Node], cache: BuildCache | None = None) -> None:
     """Add to `realize` the nodes that building the kernels will ask buffers for (_NeedsBuffer),
     in one pass: each kernel root is built alone, sources first, and a node a build asks for
@@ -235,7 +289,7 @@ def _settle_buffers(nodes: list[Node], realize: set[Node], cache: BuildCache | N
             try:
                 _build([_kernel_root(node)], realize, cache=cache)
             except _NeedsBuffer as e:
-                new = [n for n in e.nodes if n not in realize]
+                new = [n for n in _lifted(e.nodes, realize, position, cache) if n not in realize]
                 if not new:
                     return  # create_schedule's loop reports it
                 realize.update(new)

@@ -466,8 +466,10 @@ def _structure(roots: list[_Root], realize: set[Node]) -> tuple[tuple[Any, ...],
                     srcs: tuple[Any, ...] = (position[id(node.srcs[1])], position[id(stripped[0])], stripped[1])
                 else:
                     srcs = tuple([position[id(s)] for s in node.srcs])
+                # (a root computed inline: whether it gets a buffer changes nothing its kernel
+                # computes, so a trial build before it is given one, buffers._lifted, keys alike)
                 parts.append((op, _const_key(node.arg) if op is const else node.arg, node.sig,
-                              node.buffer is not None or node in realize, srcs))
+                              node.buffer is not None or (node in realize and not (inline and node is value)), srcs))
         parts.append((position[id(value)], inline, root.store_view, root.out.shape, root.out.dtype))
     return tuple(parts), nodes
 
@@ -488,7 +490,7 @@ def _walk_of(roots: list[_Root], realize: set[Node], cache: BuildCache) -> tuple
             return key, nodes
     walked = _structure(roots, realize)
     if walked is not None:
-        lazy = [n for n in walked[1] if n.buffer is None]
+        lazy = [n for n in walked[1] if n.buffer is None and n is not node]
         cache.walks[id(node)] = (walked[0], walked[1], lazy, [n in realize for n in lazy])
     return walked
 

@@ -8,7 +8,7 @@ from ..kernel_ir import Kernel
 from ..kernel_params import parametrize_offsets
 from .assign import _in_place_assigns, _misaligned_in_place
 from .build import ITEM_OPS, BuildCache, _NeedsBuffer, _loads_buffer
-from .buffers import _must_realize, _settle_buffers
+from .buffers import _lifted, _must_realize, _settle_buffers
 from .device_pass import for_device
 from .fuse import _build_kernels, _reductions_in_several_kernels
 from .items import KernelItem, Schedule, ScheduleError
@@ -40,7 +40,7 @@ def create_schedule(targets: list[Node], nodes: list[Node] | None = None) -> Sch
         except _NeedsBuffer as e:
             if e.node in realize:  # would loop forever: a bug in the scheduler, not in the user's graph
                 raise ScheduleError(f"scheduler could not place {e.node!r}") from e
-            realize.update(e.nodes)
+            realize.update(_lifted(e.nodes, realize, position, cache))
             _settle_buffers(nodes, realize, cache)  # the other nodes builds will ask for, in one pass
             continue
         misaligned = _misaligned_in_place(items, in_place)
