@@ -112,7 +112,7 @@ class Node:
             readers = self._readers
             if readers is None:
                 self._readers = ref
-            elif type(readers) is not list:
+            elif not isinstance(readers, list):
                 if readers() is None:   # a dead reader (a tensor gone): take its place
                     self._readers = ref
                     return
@@ -145,7 +145,7 @@ class Node:
         readers = self._readers  # (read once: another thread may replace it)
         if readers is None:
             return []
-        if type(readers) is list:
+        if isinstance(readers, list):
             return [obj for obj in (r() for r in readers) if obj is not None]
         obj = readers()
         return [] if obj is None else [obj]
