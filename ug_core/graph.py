@@ -99,7 +99,32 @@ class Node:
         return new_node(op, srcs, arg, (shape, dtype, device), buffer)
 
     def add_reader(self, reader: Any) -> None:
-        self._add_reader_ref(weakref.ref(reader))
+        """Register `reader` (a tensor holding this node) for as long as it lives: its reference
+        takes itself out of `_readers` when it goes (most tensors are intermediate values that go
+        soon, and a dead reference left behind keeps this node's list of readers too, two more
+        objects per node for the garbage collector to walk)."""
+        ref = _ReaderRef(reader, _reader_gone)
+        ref.node = weakref.ref(self)   # (weakly: a strong one would make a cycle through _readers)
+        self._add_reader_ref(ref)
+
+    def _drop_reader(self, ref: weakref.ref[Any]) -> None:
+        """Take `ref` (dead) out of `_readers`. The list is replaced, not changed, so that a
+        readers() walk of it meanwhile misses no live reader."""
+        with _readers_lock:
+            while True:
+                readers = self._readers
+                if readers is ref:
+                    self._readers = None
+                    return
+                if not isinstance(readers, list) or not any(r is ref for r in readers):
+                    return
+                if len(readers) == 2:
+                    self._readers = readers[1] if readers[0] is ref else readers[0]
+                    return
+                rest = [r for r in readers if r is not ref]   # (may collect garbage: see _add_reader_ref)
+                if self._readers is readers and len(readers) == len(rest) + 1:
+                    self._readers = rest
+                    return
 
     def _add_reader_ref(self, ref: weakref.ref[Any]) -> None:
         """Register `ref`'s object as a reader. `_readers` is None (no reader), one weak
@@ -199,6 +224,25 @@ def new_node(op: Op, srcs: tuple[Node, ...], arg: Any, sig: tuple[tuple[int, ...
         for src in srcs:
             src._add_reader_ref(ref)
     return node
+
+
+class _ReaderRef(weakref.ref):
+    """A weak reference to a tensor reading `node` (Node.add_reader), held weakly too."""
+
+    __slots__ = ("node",)
+    node: "weakref.ref[Node]"
+
+
+def _reader_gone(ref: "_ReaderRef") -> None:
+    """A tensor registered by Node.add_reader went: take its reference out of its node's
+    readers (its only reader, the common case, here; every intermediate tensor comes here)."""
+    node = ref.node()
+    if node is not None:
+        with _readers_lock:
+            if node._readers is ref:
+                node._readers = None
+                return
+        node._drop_reader(ref)
 
 
 _readers_lock = threading.RLock()
