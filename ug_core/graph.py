@@ -237,12 +237,21 @@ def _reader_gone(ref: "_ReaderRef") -> None:
     """A tensor registered by Node.add_reader went: take its reference out of its node's
     readers (its only reader, the common case, here; every intermediate tensor comes here)."""
     node = ref.node()
-    if node is not None:
-        with _readers_lock:
-            if node._readers is ref:
-                node._readers = None
+    if node is None:
+        return
+    with _readers_lock:   # (Node._drop_reader's two commonest cases, inline)
+        readers = node._readers
+        if readers is ref:
+            node._readers = None
+            return
+        if isinstance(readers, list) and len(readers) == 2:
+            if readers[0] is ref:
+                node._readers = readers[1]
                 return
-        node._drop_reader(ref)
+            if readers[1] is ref:
+                node._readers = readers[0]
+                return
+    node._drop_reader(ref)
 
 
 _readers_lock = threading.RLock()
