@@ -78,6 +78,13 @@ handles on its arguments): a view of one is not merged into a view of what it re
 would drop the name from the graph."""
 
 
+_readers_lock = threading.RLock()
+"""Held while a node's `_readers` changes (Node._add_reader_ref). Reentrant: a garbage
+collection that an allocation under it starts may run a finalizer that builds ug nodes; the
+code after such an allocation checks that nothing came in meanwhile. (Bound as a default
+argument where tensors going call it: at interpreter exit module globals are cleared first.)"""
+
+
 class Node:
     __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "sig", "buffer", "_readers", "_creator", "__weakref__")
 
@@ -107,7 +114,7 @@ class Node:
         ref.node = weakref.ref(self)   # (weakly: a strong one would make a cycle through _readers)
         self._add_reader_ref(ref)
 
-    def _drop_reader(self, ref: weakref.ref[Any]) -> None:
+    def _drop_reader(self, ref: weakref.ref[Any], _readers_lock: threading.RLock = _readers_lock) -> None:
         """Take `ref` (dead) out of `_readers`. The list is replaced, not changed, so that a
         readers() walk of it meanwhile misses no live reader."""
         with _readers_lock:
@@ -233,7 +240,7 @@ class _ReaderRef(weakref.ref):
     node: "weakref.ref[Node]"
 
 
-def _reader_gone(ref: "_ReaderRef") -> None:
+def _reader_gone(ref: "_ReaderRef", _readers_lock: "threading.RLock" = _readers_lock) -> None:
     """A tensor registered by Node.add_reader went: take its reference out of its node's
     readers (its only reader, the common case, here; every intermediate tensor comes here)."""
     node = ref.node()
@@ -252,12 +259,6 @@ def _reader_gone(ref: "_ReaderRef") -> None:
                 node._readers = readers[0]
                 return
     node._drop_reader(ref)
-
-
-_readers_lock = threading.RLock()
-"""Held while a node's `_readers` changes (Node._add_reader_ref). Reentrant: a garbage
-collection that an allocation under it starts may run a finalizer that builds ug nodes; the
-code after such an allocation checks that nothing came in meanwhile."""
 
 
 # object.__new__, bound once: new_node runs once per node
