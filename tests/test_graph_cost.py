@@ -10,11 +10,14 @@ import threading
 import numpy as np
 
 import ug_core as ug
-from ug_core import graph
+from ug_core import tiers
 
 
 def _tracked_after(build) -> float:
     """GC-tracked objects left per step by `build(steps)` (which keeps its results)."""
+    # (no background compile may run meanwhile: gc.get_objects() hands out the tuple another
+    # thread is still building, and CPython then fails that thread's resize of it)
+    tiers.wait()
     gc.collect()
     before = len(gc.get_objects())
     kept = build(400)
