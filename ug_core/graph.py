@@ -78,6 +78,13 @@ handles on its arguments): a view of one is not merged into a view of what it re
 would drop the name from the graph."""
 
 
+_readers_lock = threading.RLock()
+"""Held while a node's `_readers` changes (Node._add_reader_ref). Reentrant: a garbage
+collection that an allocation under it starts may run a finalizer that builds ug nodes; the
+code after such an allocation checks that nothing came in meanwhile. (Bound as a default
+argument where tensors going call it: at interpreter exit module globals are cleared first.)"""
+
+
 class Node:
     __slots__ = ("op", "srcs", "arg", "shape", "dtype", "device", "sig", "buffer", "_readers", "_creator", "__weakref__")
 
@@ -90,7 +97,7 @@ class Node:
     device: str
     sig: tuple[tuple[int, ...], np.dtype, str]
     buffer: "Buffer | None"
-    _readers: list[weakref.ref[Any]]
+    _readers: "weakref.ref[Any] | list[weakref.ref[Any]] | None"
     _creator: int
 
     def __new__(cls, op: Op, srcs: tuple["Node", ...], arg: Any, shape: tuple[int, ...], dtype: np.dtype, device: str,
@@ -99,25 +106,81 @@ class Node:
         return new_node(op, srcs, arg, (shape, dtype, device), buffer)
 
     def add_reader(self, reader: Any) -> None:
-        self._add_reader_ref(weakref.ref(reader))
+        """Register `reader` (a tensor holding this node) for as long as it lives: its reference
+        takes itself out of `_readers` when it goes (most tensors are intermediate values that go
+        soon, and a dead reference left behind keeps this node's list of readers too, two more
+        objects per node for the garbage collector to walk)."""
+        ref = _ReaderRef(reader, _reader_gone)
+        ref.node = weakref.ref(self)   # (weakly: a strong one would make a cycle through _readers)
+        self._add_reader_ref(ref)
+
+    def _drop_reader(self, ref: weakref.ref[Any], _readers_lock: threading.RLock = _readers_lock) -> None:
+        """Take `ref` (dead) out of `_readers`. The list is replaced, not changed, so that a
+        readers() walk of it meanwhile misses no live reader."""
+        with _readers_lock:
+            while True:
+                readers = self._readers
+                if readers is ref:
+                    self._readers = None
+                    return
+                if not isinstance(readers, list) or not any(r is ref for r in readers):
+                    return
+                if len(readers) == 2:
+                    self._readers = readers[1] if readers[0] is ref else readers[0]
+                    return
+                rest = [r for r in readers if r is not ref]   # (may collect garbage: see _add_reader_ref)
+                if self._readers is readers and len(readers) == len(rest) + 1:
+                    self._readers = rest
+                    return
 
     def _add_reader_ref(self, ref: weakref.ref[Any]) -> None:
-        readers = self._readers
-        readers.append(ref)
-        n = len(readers)
-        if n >= 64 and (n & (n - 1)) == 0:  # prune dead refs now and then
-            # one remove at a time (each atomic under the GIL): a slice assignment of the live
-            # ones would drop a reader another thread appended meanwhile, and a lost reader
-            # lets a write go in place over a value that reader still needs
-            for dead in [r for r in list(readers) if r() is None]:
-                try:
-                    readers.remove(dead)
-                except ValueError:  # another thread pruned it first
-                    pass
+        """Register `ref`'s object as a reader. `_readers` is None (no reader), one weak
+        reference (the common case: one node or tensor reads this one), or a list of them
+        (see new_node for why not always a list). Its changes are made under `_readers_lock`:
+        two threads turning None or one reference into a list at once would each drop the
+        other's reader, and a lost reader lets a write go in place over a value that reader
+        still needs."""
+        with _readers_lock:
+            readers = self._readers
+            if readers is None:
+                self._readers = ref
+            elif not isinstance(readers, list):
+                if readers() is None:   # a dead reader (a tensor gone): take its place
+                    self._readers = ref
+                    return
+                pair = [readers, ref]   # (may collect garbage, whose finalizers may add readers)
+                if self._readers is readers:
+                    self._readers = pair
+                else:                   # one did: start over from what it left
+                    self._add_reader_ref(ref)
+            elif readers[-1]() is None:  # (`x = x + 1` loops: the last reader is a tensor gone)
+                readers[-1] = ref
+            else:
+                readers.append(ref)
+                n = len(readers)
+                if n >= 64 and (n & (n - 1)) == 0:  # prune dead refs now and then
+                    self._prune(readers)
+
+    def _prune(self, readers: list[weakref.ref[Any]]) -> None:
+        """Replace `readers` (the list in `_readers`, under _readers_lock) by its live entries:
+        a new list, so that readers() iterating the old one meanwhile misses no live reader
+        (removing from the list it iterates would shift one past it)."""
+        while True:
+            n = len(readers)
+            live = [r for r in readers if r() is not None]  # (may run a finalizer that adds a reader)
+            if len(readers) == n:
+                self._readers = live
+                return
 
     def readers(self) -> list[Any]:
         """The live nodes and tensors that read this node's value."""
-        return [obj for obj in (r() for r in self._readers) if obj is not None]
+        readers = self._readers  # (read once: another thread may replace it)
+        if readers is None:
+            return []
+        if isinstance(readers, list):
+            return [obj for obj in (r() for r in readers) if obj is not None]
+        obj = readers()
+        return [] if obj is None else [obj]
 
     @property
     def realized(self) -> bool:
@@ -152,9 +215,12 @@ def new_node(op: Op, srcs: tuple[Node, ...], arg: Any, sig: tuple[tuple[int, ...
     node.buffer = buffer
     # who reads this node's value (nodes and tensors); assign uses it to decide
     # whether writing into this node's buffer in place would be seen by an earlier read
-    # (weak references in a list: cheap to create, and a WeakSet would compare tensors
-    # with their elementwise ==)
-    node._readers = []
+    # (weak references: cheap to create, and a WeakSet would compare tensors with their
+    # elementwise ==). None until a reader comes, then one reference, a list only from the
+    # second live reader on: most nodes have one reader, and each object made here is one
+    # more for the garbage collector to walk (SciPy's permutation_test builds tens of
+    # thousands of nodes; the collector took a third of its time when each had a list)
+    node._readers = None
     # the id of a tensor made together with this node that is not in `_readers` (ug.jit
     # replay outputs, see jit.fast_replay._output_maker: a weak reference costs more than the rest of the
     # output), until it moves on to another node (Tensor._replace_node); 0: none. Its id is
@@ -165,6 +231,34 @@ def new_node(op: Op, srcs: tuple[Node, ...], arg: Any, sig: tuple[tuple[int, ...
         for src in srcs:
             src._add_reader_ref(ref)
     return node
+
+
+class _ReaderRef(weakref.ref):
+    """A weak reference to a tensor reading `node` (Node.add_reader), held weakly too."""
+
+    __slots__ = ("node",)
+    node: "weakref.ref[Node]"
+
+
+def _reader_gone(ref: "_ReaderRef", _readers_lock: "threading.RLock" = _readers_lock) -> None:
+    """A tensor registered by Node.add_reader went: take its reference out of its node's
+    readers (its only reader, the common case, here; every intermediate tensor comes here)."""
+    node = ref.node()
+    if node is None:
+        return
+    with _readers_lock:   # (Node._drop_reader's two commonest cases, inline)
+        readers = node._readers
+        if readers is ref:
+            node._readers = None
+            return
+        if isinstance(readers, list) and len(readers) == 2:
+            if readers[0] is ref:
+                node._readers = readers[1]
+                return
+            if readers[1] is ref:
+                node._readers = readers[0]
+                return
+    node._drop_reader(ref)
 
 
 # object.__new__, bound once: new_node runs once per node

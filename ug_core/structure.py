@@ -16,7 +16,7 @@ same order, so position i of one is position i of the other.
 
 from __future__ import annotations
 
-from typing import Any, Hashable
+from typing import Hashable
 
 from .graph import Node
 from .ops import Op
@@ -27,19 +27,36 @@ def graph_key(nodes: list[Node], targets: list[Node], assigns: bool = False) -> 
     when the schedule depends on more than the structure: an assign writes in place only when
     no live tensor still reads its target, which the graph does not show. assigns=True keys
     such a graph too, for a caller that checks the in-place writes itself (execute.realize_nodes)."""
+    # (one pass of plain loads and one tuple per node: it runs on every realize, over graphs of
+    # tens of thousands of nodes for SciPy's resampling loops; `sig` is (shape, dtype, device)
+    # as one tuple the node already holds)
     position: dict[int, int] = {}
     parts: list[Hashable] = []
-    for i, node in enumerate(nodes):
+    append = parts.append
+    assign, const = Op.ASSIGN, Op.CONST
+    i = 0
+    for node in nodes:
         position[id(node)] = i
+        i += 1
         if node.buffer is not None:
-            parts.append((node.shape, node.dtype, node.device))
+            append(node.sig)
             continue
         op = node.op
-        if op is Op.ASSIGN and not assigns:
+        srcs = node.srcs
+        n = len(srcs)
+        if n == 1:
+            reads: tuple[int, ...] = (position[id(srcs[0])],)
+        elif n == 2:
+            reads = (position[id(srcs[0])], position[id(srcs[1])])
+        elif n:
+            reads = tuple([position[id(s)] for s in srcs])
+        else:
+            reads = ()
+            if op is const and type(node.arg) is float:
+                append((op, node.arg.hex(), node.sig, reads))  # -0.0 is not 0.0, and a nan equals itself
+                continue
+        if op is assign and not assigns:
             return None
-        arg: Any = node.arg
-        if op is Op.CONST and type(arg) is float:
-            arg = arg.hex()  # -0.0 is not 0.0, and a nan equals itself
-        parts.append((op, arg, node.shape, node.dtype, node.device, tuple([position[id(s)] for s in node.srcs])))
-    parts.append(tuple([position[id(t)] for t in targets]))
+        append((op, node.arg, node.sig, reads))
+    append(tuple([position[id(t)] for t in targets]))
     return tuple(parts)

@@ -137,5 +137,5 @@ def _tensor_on_new_node(node: Node) -> Tensor:
     run inline), so Tensor.__init__ is skipped."""
     out = _new_tensor(Tensor)
     out._node = node
-    node._readers.append(weakref.ref(out))
+    node._readers = weakref.ref(out)   # (no reader yet: see Node._add_reader_ref)
     return out
