@@ -72,7 +72,10 @@ def __array__(self: Tensor, dtype: Any = None, copy: bool | None = None) -> np.n
 def item(self: Tensor) -> Scalar:
     if self.size != 1:
         raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
-    return self.numpy().reshape(-1)[0].item()
+    before_read(self)   # (numpy()'s, without its two reshapes: one element either way)
+    buf = self._realized().buffer
+    assert buf is not None
+    return buf.numpy()[0].item()  # type: ignore[no-any-return]
 
 
 def __bool__(self: Tensor) -> bool:
