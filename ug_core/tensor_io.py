@@ -75,7 +75,7 @@ def item(self: Tensor) -> Scalar:
     before_read(self)   # (numpy()'s, without its two reshapes: one element either way)
     buf = self._realized().buffer
     assert buf is not None
-    return buf.numpy()[0].item()  # type: ignore[no-any-return]
+    return buf.numpy()[0].item()
 
 
 def __bool__(self: Tensor) -> bool:
