@@ -32,7 +32,8 @@ def run_schedule(schedule: Schedule) -> CompiledSchedule | None:
         return None
     if debug_level() < 1:
         compiled = compile_schedule(schedule, tiered=True)
-        _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects)
+        _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects,
+                len(compiled.steps))
         schedule.adopt_stand_ins()
         return compiled
     _log(str(schedule))
@@ -41,7 +42,8 @@ def run_schedule(schedule: Schedule) -> CompiledSchedule | None:
     # source it prints are of what ran
     with _prof.Profile(thread_only=True) as p:
         compiled = compile_schedule(schedule, tiered=debug_level() < 2)
-        _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects)
+        _run_on(compiled.run, compiled.slots, compiled.clobbered, schedule.targets, compiled.effects,
+                len(compiled.steps))
     schedule.adopt_stand_ins()
     _log(str(p.table(per_run=True)))
     return compiled
@@ -83,9 +85,13 @@ def realize_nodes(targets: list[Node]) -> None:
 
 
 def _realize_nodes(targets: list[Node]) -> None:
-    targets = unrealized(targets)
-    if not targets:
-        return
+    if len(targets) == 1:   # (Tensor.realize, float(), .item(): one node, without unrealized's dict)
+        if targets[0].buffer is not None:
+            return
+    else:
+        targets = unrealized(targets)
+        if not targets:
+            return
     nodes = walk(targets)
     structure = graph_key(nodes, targets, assigns=True) if debug_level() < 1 else None
     # (kept steps hold device objects: a device registered again under its name is another one)
@@ -104,7 +110,7 @@ def _realize_nodes(targets: list[Node]) -> None:
         cache.programs.hits += replay.programs   # (each program it reuses counts as a hit)
         slot_nodes = [nodes[i] if isinstance(i, int) else i.node() if isinstance(i, Scratch) else i for i in replay.slots]
         _run_on(replay.run if not _prof.active else replay.run_timed, slot_nodes, replay.clobbered, targets,
-                replay.effects)
+                replay.effects, len(replay.steps))
         return
     looked_up = cache.hits + cache.misses
     schedule = create_schedule(targets, nodes)   # (the walk above: the graph is walked once)
@@ -163,7 +169,7 @@ def _in_place_allowed(replay: Replay, nodes: list[Node]) -> bool:
 
 def _run_on(run: Callable[[list[Buffer | None], frozenset[int], list[int]], object], slots: list[Node],
             clobbered: frozenset[int], targets: list[Node],
-            effects: list[tuple[tuple[int, ...], tuple[int, ...]]]) -> None:
+            effects: list[tuple[tuple[int, ...], tuple[int, ...]]], n_steps: int) -> None:
     """Run compiled steps on the buffers of these slot nodes, then give each node that had
     none the buffer the steps produced for it (but the clobbered ones, see Schedule.clobbered).
 
@@ -182,9 +188,13 @@ def _run_on(run: Callable[[list[Buffer | None], frozenset[int], list[int]], obje
     and compute later from sources nothing has overwritten (_order runs every reader of an old
     value before the write that overwrites it, and an overwritten node is one nothing observes
     after). The run and this record are one critical section (faults.defer_interrupts),
-    interrupted only between two steps."""
+    interrupted only between two steps.
+
+    With one step (`n_steps`, the common small realize) nothing is let go early: no later
+    step runs meanwhile, and an intermediate that gets its buffer is one nothing holds, freed
+    with its node at once; so the readers' check (_intermediates) is skipped."""
     bufs: list[Buffer | None] = [n.buffer for n in slots]
-    drop = _intermediates(slots, bufs, clobbered, targets)
+    drop = _intermediates(slots, bufs, clobbered, targets) if n_steps > 1 else _NONE
     done = [0]
     with defer_interrupts:
         try:
@@ -202,5 +212,8 @@ def _run_on(run: Callable[[list[Buffer | None], frozenset[int], list[int]], obje
                     node.set_buffer(buf)
             raise
         for i, (node, buf) in enumerate(zip(slots, bufs)):
-            if not node.realized and buf is not None and i not in clobbered:
+            if node.buffer is None and buf is not None and i not in clobbered:
                 node.set_buffer(buf)
+
+
+_NONE: frozenset[int] = frozenset()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import Callable, Hashable
+from typing import Any, Callable, Hashable
 
 import numpy as np
 
@@ -32,10 +32,32 @@ from .view import View, contiguous_strides, prod
 
 
 def debug_level() -> int:
+    """$UG_DEBUG as an int (0 when unset or not a number). Read on every realize: the parse of
+    the last value seen is kept, so a realize pays one environment lookup."""
+    global _debug
+    raw = _environ_get(_DEBUG_KEY)
+    seen, level = _debug
+    if raw is seen or raw == seen:
+        return level
     try:
-        return int(os.environ.get("UG_DEBUG", "0") or 0)
+        level = int(os.environ.get("UG_DEBUG", "0") or 0)
     except ValueError:
-        return 0
+        level = 0
+    _debug = (raw, level)
+    return level
+
+
+# os.environ's own mapping, read directly: os.environ.get of an unset name raises and catches a
+# KeyError inside (about 1 us); its _data is what os.environ[...] = and monkeypatch.setenv
+# write, under encodekey's key (elsewhere than CPython's os module: os.environ.get itself)
+_environ_data = getattr(os.environ, "_data", None)
+_encodekey = getattr(os.environ, "encodekey", None)
+_environ_get: Callable[[Any], Any]
+if isinstance(_environ_data, dict) and _encodekey is not None:
+    _environ_get, _DEBUG_KEY = _environ_data.get, _encodekey("UG_DEBUG")
+else:
+    _environ_get, _DEBUG_KEY = os.environ.get, "UG_DEBUG"
+_debug: tuple[Any, int] = (None, 0)
 
 
 _log = _prof.log

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import graph, sharing
 from .execute import realize_nodes
+from .memory import read_item
 from .tensor import Scalar, Tensor, TensorView, before_read, tracing
 
 
@@ -72,7 +73,10 @@ def __array__(self: Tensor, dtype: Any = None, copy: bool | None = None) -> np.n
 def item(self: Tensor) -> Scalar:
     if self.size != 1:
         raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
-    return self.numpy().reshape(-1)[0].item()
+    before_read(self)   # (numpy()'s, without its copy into a new array: see memory.read_item)
+    buf = self._realized().buffer
+    assert buf is not None
+    return read_item(buf)
 
 
 def __bool__(self: Tensor) -> bool:
