@@ -83,6 +83,9 @@ HELD_WALK_MAX = 256
 """The most lazy nodes `_realize_with_held` looks through above a scalar for held values."""
 
 
+_LEAVES = (Op.CONST, Op.IOTA)
+
+
 def _realize_with_held(t: Tensor) -> None:
     """Realize the one-element t (bool(), float(), item(): a value Python branches on) together
     with the lazy values above it that live tensors hold. Code that tests a value computed from
@@ -99,12 +102,17 @@ def _realize_with_held(t: Tensor) -> None:
         stack, seen = list(node.srcs), {id(node)}
         while stack and len(seen) < HELD_WALK_MAX:
             n = stack.pop()
-            if id(n) in seen or n.buffer is not None:
+            if n.buffer is not None or id(n) in seen:
                 continue
             seen.add(id(n))
-            if n.op is not Op.CONST and any(isinstance(r, Tensor) and r._holds(n) for r in n.readers()):
-                held.append(n)
             stack.extend(n.srcs)
+            if n.op in _LEAVES or (n.op is Op.VIEW and n.srcs[0].op in _LEAVES):
+                continue   # (a constant or index vector, broadcast or not: nothing to compute)
+            for ref in n._readers:   # (the weak references themselves: readers() builds a list)
+                r = ref()
+                if r is not None and type(r) is not Node and isinstance(r, Tensor) and r._holds(n):
+                    held.append(n)
+                    break
         if held:
             realize_nodes([node, *held])
 
