@@ -10,8 +10,10 @@ import numpy as np
 
 from . import graph, sharing
 from .execute import realize_nodes
+from .graph import Node
 from .memory import read_item
-from .tensor import Scalar, Tensor, TensorView, before_read, tracing
+from .ops import Op
+from .tensor import Scalar, Tensor, TensorView, before_read, tracing, write_lock
 
 
 def nodes_of(tensors: tuple[Any, ...]) -> list[Any]:
@@ -73,10 +75,49 @@ def __array__(self: Tensor, dtype: Any = None, copy: bool | None = None) -> np.n
 def item(self: Tensor) -> Scalar:
     if self.size != 1:
         raise ValueError(f"item() needs a tensor with one element, this one has shape {self.shape}")
+    if not tracing():
+        _realize_with_held(self)
     before_read(self)   # (numpy()'s, without its copy into a new array: see memory.read_item)
     buf = self._realized().buffer
     assert buf is not None
     return read_item(buf)
+
+
+HELD_WALK_MAX = 256
+"""The most lazy nodes `_realize_with_held` looks through above a scalar for held values."""
+
+
+_LEAVES = (Op.CONST, Op.IOTA)
+
+
+def _realize_with_held(t: Tensor) -> None:
+    """Realize the one-element t (bool(), float(), item(): a value Python branches on) together
+    with the lazy values above it that live tensors hold. Code that tests a value computed from
+    others (`if not xp.any(mask): ...`, `if xp.all(x == 0)`) goes on to use those others; realized
+    now, in the same schedule, they are buffers the next realize reads, not a graph it computes
+    again (and compiles again, within a larger graph) from their sources. Only held values: an
+    intermediate nothing holds stays fused, as before. The walk is bounded (HELD_WALK_MAX)."""
+    graph.note_thread()
+    with write_lock:   # (as Tensor._realized: no write between taking the nodes and realizing)
+        node = t._node
+        if node.buffer is not None:
+            return
+        held: list[Node] = []
+        stack, seen = list(node.srcs), {id(node)}
+        while stack and len(seen) < HELD_WALK_MAX:
+            n = stack.pop()
+            if n.buffer is not None or id(n) in seen:
+                continue
+            seen.add(id(n))
+            stack.extend(n.srcs)
+            if n.op in _LEAVES or (n.op is Op.VIEW and n.srcs[0].op in _LEAVES):
+                continue   # (a constant or index vector, broadcast or not: nothing to compute)
+            for r in n.readers():   # (no list for a node's one reader: graph.Node._readers)
+                if type(r) is not Node and isinstance(r, Tensor) and r._holds(n):
+                    held.append(n)
+                    break
+        if held:
+            realize_nodes([node, *held])
 
 
 def __bool__(self: Tensor) -> bool:

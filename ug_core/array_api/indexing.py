@@ -20,7 +20,8 @@ import numpy as np
 
 from .. import dtypes, graph
 from ..shapes import broadcast_node, broadcast_shape, normalize_axis
-from ..tensor import Tensor, tensor, values_for_shape
+from ..tensor import Tensor, tensor, tracing, values_for_shape
+from ..tensor_io import realize
 from ..tensor_arith import maximum, minimum, where
 from ..view import View
 from ._common import check_tensor
@@ -75,6 +76,11 @@ def getitem(x: Tensor, index: tuple[Any, ...]) -> Tensor:
         keep = bool(values_for_shape(index[0], "indexing with a boolean mask")) if isinstance(index[0], Tensor) \
             else bool(index[0])
         return x[None] if keep else x[None][0:0]
+    masks = [i for i in index if isinstance(i, Tensor) and i.dtype == dtypes.BOOL]
+    if masks and not tracing():
+        # the masks are read on the host and x's value is the gather's source: one schedule
+        # computes both (a mask computed from x, `x[x > 0]`, would otherwise compute x twice)
+        realize(x, *masks)
     index = _expand_ellipsis(x.ndim, expand_masks(index, x.shape, x.device))
     basic: list[Any] = []
     arrays: list[tuple[int, Any]] = []   # (dim of the basic view, the index array)

@@ -15,12 +15,19 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..tensor import Tensor, tensor, values_for_shape
+from ..tensor import Tensor, tensor, tracing, values_for_shape
+from ..tensor_io import realize
 from ._common import check_tensor, index_dtype
 from .sorting import argsort, sort
 from .statistical import cumulative_sum
 
 __all__ = ["unique_all", "unique_counts", "unique_inverse", "unique_values"]
+
+
+HOST_GATHER_MAX = 1 << 16
+"""The most elements whose distinct values are picked out of the sorted ones on the host rather
+than by a gather kernel: up to this size, reading the sorted values to the host costs less than
+compiling a gather for a new shape (each one is new to a cold cache)."""
 
 
 class UniqueAllResult(NamedTuple):
@@ -90,7 +97,15 @@ def _groups(x: Tensor, fn: str, ordered_only: bool = False) -> tuple[Tensor, Ten
             return flat, order, np.zeros(0, np.int64), 0
         ordered = flat[order]
     change = ordered[1:] != ordered[:-1]   # (NaN != NaN: every NaN starts a group)
+    if not tracing():
+        # the sorted values are kept with the changes (one schedule): the values below then
+        # read them, not sort again
+        realize(ordered, change)
     starts = np.concatenate([[0], np.flatnonzero(values_for_shape(change, fn)) + 1]).astype(np.int64)
+    if n <= HOST_GATHER_MAX and not tracing():
+        # few values: picked on the host from the sorted ones (a copy each way, no gather kernel
+        # to compile for this shape)
+        return tensor(ordered.numpy()[starts], device=x.device), order, starts, n
     return ordered[tensor(starts, device=x.device)], order, starts, n
 
 
